@@ -1,0 +1,276 @@
+//! The one definition of "which dead letters": parsed once at the edge (URL query, JSON body,
+//! form) into [`Filter`], and used as-is by the list page, the JSON API and the store, so that
+//! what a page shows and what an action touches can never disagree.
+
+use base64::Engine;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::Status;
+
+/// Largest page the list and the API serve.
+pub const MAX_LIMIT: u32 = 500;
+/// Page size when none is asked for.
+pub const DEFAULT_LIMIT: u32 = 50;
+
+/// Which dead letters to show or act on. Every field narrows the set; `Default` is "all live
+/// dead letters" (every status but `deleted`).
+///
+/// Query-string names (the page URL, `GET /api/v1/dead-letters`, and JSON bodies) are the field
+/// names: `fingerprint`, `error_class`, `q`, `source_topic`, `dlq_topic`, `consumer_group`,
+/// `status`, `from`, `to`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
+/// `datetime-local` value (`2026-12-01T06:00`, taken as UTC), a date (`2026-12-01`) or epoch ms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Filter {
+    /// Exact error fingerprint (an error group).
+    pub fingerprint: Option<String>,
+    /// Exact error class, e.g. `java.lang.IllegalStateException`.
+    pub error_class: Option<String>,
+    /// Free text, matched case-insensitively as a substring of the error message.
+    pub q: Option<String>,
+    pub source_topic: Option<String>,
+    pub dlq_topic: Option<String>,
+    pub consumer_group: Option<String>,
+    /// `None` means every status except `deleted`.
+    pub status: Option<Status>,
+    /// Inclusive lower bound on `dead_lettered_at`, epoch ms.
+    pub from_ms: Option<i64>,
+    /// Exclusive upper bound on `dead_lettered_at`, epoch ms.
+    pub to_ms: Option<i64>,
+}
+
+/// A list request: the filter plus pagination (`limit` ≤ [`MAX_LIMIT`], `cursor`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    pub filter: Filter,
+    pub limit: u32,
+    pub cursor: Option<Cursor>,
+}
+
+/// A position in the list ordered by `(dead_lettered_at DESC, id DESC)`: the next page holds
+/// the rows strictly after it. Serialised as URL-safe base64 of `"<ms>:<id>"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub dead_lettered_at_ms: i64,
+    pub id: i64,
+}
+
+/// Why a filter or list request was refused; the message is meant for the person who sent it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, limit, cursor")]
+    UnknownParameter(String),
+    #[error("parameter `{0}` is given more than once")]
+    Repeated(String),
+    #[error("`status` must be one of new, replay_pending, replayed, replay_failed, deleted (got `{0}`)")]
+    BadStatus(String),
+    #[error("`{name}` is not a time (use RFC 3339 like 2026-12-01T06:00:00Z, a date, or epoch ms): `{value}`")]
+    BadTime { name: String, value: String },
+    #[error("`limit` must be a whole number from 1 to {MAX_LIMIT} (got `{0}`)")]
+    BadLimit(String),
+    #[error("`cursor` is not one this server gave out")]
+    BadCursor,
+    #[error("`from` must be before `to`")]
+    EmptyRange,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(format!("{}:{}", self.dead_lettered_at_ms, self.id))
+    }
+
+    pub fn decode(s: &str) -> Result<Cursor, FilterError> {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s.trim())
+            .map_err(|_| FilterError::BadCursor)?;
+        let text = String::from_utf8(bytes).map_err(|_| FilterError::BadCursor)?;
+        let (ms, id) = text.split_once(':').ok_or(FilterError::BadCursor)?;
+        Ok(Cursor {
+            dead_lettered_at_ms: ms.parse().map_err(|_| FilterError::BadCursor)?,
+            id: id.parse().map_err(|_| FilterError::BadCursor)?,
+        })
+    }
+}
+
+/// Parses a time parameter (see [`Filter`] for the accepted forms) into epoch ms.
+pub fn parse_time(name: &str, value: &str) -> Result<i64, FilterError> {
+    let v = value.trim();
+    let bad = || FilterError::BadTime {
+        name: name.to_string(),
+        value: value.to_string(),
+    };
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.parse().map_err(|_| bad());
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(t.timestamp_millis());
+    }
+    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
+            return Ok(t.and_utc().timestamp_millis());
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).ok_or_else(bad)?.and_utc().timestamp_millis());
+    }
+    Err(bad())
+}
+
+/// Formats epoch ms as the `datetime-local` form value (`2026-12-01T06:00`, UTC) that
+/// [`parse_time`] reads back.
+pub fn format_time_input(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M").to_string())
+        .unwrap_or_default()
+}
+
+fn non_empty(v: &str) -> Option<String> {
+    let t = v.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+impl Filter {
+    /// True when no field narrows the set.
+    pub fn is_empty(&self) -> bool {
+        *self == Filter::default()
+    }
+
+    /// Sets one query-string parameter. Empty values mean "not set" (an HTML form sends every
+    /// field). Returns `Ok(false)` if `name` is not a filter parameter.
+    fn set(&mut self, name: &str, value: &str) -> Result<bool, FilterError> {
+        let v = non_empty(value);
+        match name {
+            "fingerprint" => self.fingerprint = v,
+            "error_class" => self.error_class = v,
+            "q" => self.q = v,
+            "source_topic" => self.source_topic = v,
+            "dlq_topic" => self.dlq_topic = v,
+            "consumer_group" => self.consumer_group = v,
+            "status" => {
+                self.status = match v {
+                    None => None,
+                    Some(s) => Some(Status::parse(&s).ok_or(FilterError::BadStatus(s))?),
+                }
+            }
+            "from" => self.from_ms = v.map(|s| parse_time(name, &s)).transpose()?,
+            "to" => self.to_ms = v.map(|s| parse_time(name, &s)).transpose()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The filter as query-string pairs (only the fields that are set), the inverse of
+    /// [`ListQuery::from_pairs`]; times are written as epoch ms.
+    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let mut push = |k: &'static str, v: &Option<String>| {
+            if let Some(v) = v {
+                out.push((k, v.clone()));
+            }
+        };
+        push("fingerprint", &self.fingerprint);
+        push("error_class", &self.error_class);
+        push("q", &self.q);
+        push("source_topic", &self.source_topic);
+        push("dlq_topic", &self.dlq_topic);
+        push("consumer_group", &self.consumer_group);
+        push("status", &self.status.map(|s| s.as_str().to_string()));
+        push("from", &self.from_ms.map(|v| v.to_string()));
+        push("to", &self.to_ms.map(|v| v.to_string()));
+        out
+    }
+
+    fn check(&self) -> Result<(), FilterError> {
+        match (self.from_ms, self.to_ms) {
+            (Some(a), Some(b)) if a >= b => Err(FilterError::EmptyRange),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ListQuery {
+    /// Parses query-string pairs (already percent-decoded). Unknown or repeated parameters,
+    /// bad times, statuses, limits and cursors are errors, never silently ignored.
+    pub fn from_pairs<'a, I>(pairs: I) -> Result<ListQuery, FilterError>
+    where
+        I: IntoIterator<Item = (&'a str, &'a str)>,
+    {
+        let mut q = ListQuery {
+            limit: DEFAULT_LIMIT,
+            ..ListQuery::default()
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for (name, value) in pairs {
+            if seen.contains(&name) {
+                return Err(FilterError::Repeated(name.to_string()));
+            }
+            seen.push(name);
+            match name {
+                "limit" => {
+                    if let Some(v) = non_empty(value) {
+                        q.limit = v
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=MAX_LIMIT).contains(n))
+                            .ok_or(FilterError::BadLimit(v))?;
+                    }
+                }
+                "cursor" => q.cursor = non_empty(value).map(|c| Cursor::decode(&c)).transpose()?,
+                _ => {
+                    if !q.filter.set(name, value)? {
+                        return Err(FilterError::UnknownParameter(name.to_string()));
+                    }
+                }
+            }
+        }
+        q.filter.check()?;
+        Ok(q)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_parameter_and_round_trips() {
+        let q = ListQuery::from_pairs([
+            ("fingerprint", "abc"),
+            ("q", " timeout "),
+            ("source_topic", "orders"),
+            ("status", "replayed"),
+            ("from", "2026-12-01T06:00"),
+            ("to", "1796108400000"),
+            ("limit", "10"),
+            ("dlq_topic", ""),
+        ])
+        .unwrap();
+        assert_eq!(q.limit, 10);
+        assert_eq!(q.filter.q.as_deref(), Some("timeout"));
+        assert_eq!(q.filter.dlq_topic, None);
+        assert_eq!(q.filter.status, Some(Status::Replayed));
+        assert_eq!(q.filter.from_ms, Some(1_796_104_800_000));
+        let pairs = q.filter.to_pairs();
+        let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+        assert_eq!(back.filter, q.filter);
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_understand() {
+        assert!(matches!(ListQuery::from_pairs([("colour", "red")]), Err(FilterError::UnknownParameter(_))));
+        assert!(matches!(ListQuery::from_pairs([("status", "gone")]), Err(FilterError::BadStatus(_))));
+        assert!(matches!(ListQuery::from_pairs([("limit", "501")]), Err(FilterError::BadLimit(_))));
+        assert!(matches!(ListQuery::from_pairs([("limit", "0")]), Err(FilterError::BadLimit(_))));
+        assert!(matches!(ListQuery::from_pairs([("from", "yesterday")]), Err(FilterError::BadTime { .. })));
+        assert!(matches!(ListQuery::from_pairs([("cursor", "!!")]), Err(FilterError::BadCursor)));
+        assert!(matches!(ListQuery::from_pairs([("q", "a"), ("q", "b")]), Err(FilterError::Repeated(_))));
+        assert!(matches!(ListQuery::from_pairs([("from", "2"), ("to", "1")]), Err(FilterError::EmptyRange)));
+    }
+
+    #[test]
+    fn cursor_round_trips() {
+        let c = Cursor { dead_lettered_at_ms: 1_764_568_800_123, id: 42 };
+        assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+    }
+}

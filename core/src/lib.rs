@@ -1,0 +1,19 @@
+//! redrive's domain: the dead-letter model, the header conventions of the frameworks that write
+//! dead letters, error fingerprints, the one `Filter` every surface shares, and (with the
+//! `server` feature) the store and the Kafka ingest.
+//!
+//! Data flows one way: Kafka -> [`ingest`] -> [`conventions`] -> [`store`] -> app.
+//! Without the `server` feature the crate compiles to wasm32 and is what the hydrated UI shares.
+
+pub mod conventions;
+pub mod filter;
+pub mod fingerprint;
+pub mod model;
+
+#[cfg(feature = "server")]
+pub mod ingest;
+#[cfg(feature = "server")]
+pub mod store;
+
+pub use filter::{Cursor, Filter, FilterError, ListQuery};
+pub use model::*;
