@@ -62,7 +62,9 @@ pub enum FilterError {
     UnknownParameter(String),
     #[error("parameter `{0}` is given more than once")]
     Repeated(String),
-    #[error("`status` must be one of new, replay_pending, replayed, replay_failed, deleted (got `{0}`)")]
+    #[error(
+        "`status` must be one of new, replay_pending, replayed, replay_failed, deleted (got `{0}`)"
+    )]
     BadStatus(String),
     #[error("`{name}` is not a time (use RFC 3339 like 2026-12-01T06:00:00Z, a date, or epoch ms): `{value}`")]
     BadTime { name: String, value: String },
@@ -106,13 +108,22 @@ pub fn parse_time(name: &str, value: &str) -> Result<i64, FilterError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(v) {
         return Ok(t.timestamp_millis());
     }
-    for fmt in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
             return Ok(t.and_utc().timestamp_millis());
         }
     }
     if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        return Ok(d.and_hms_opt(0, 0, 0).ok_or_else(bad)?.and_utc().timestamp_millis());
+        return Ok(d
+            .and_hms_opt(0, 0, 0)
+            .ok_or_else(bad)?
+            .and_utc()
+            .timestamp_millis());
     }
     Err(bad())
 }
@@ -258,19 +269,46 @@ mod tests {
 
     #[test]
     fn refuses_what_it_does_not_understand() {
-        assert!(matches!(ListQuery::from_pairs([("colour", "red")]), Err(FilterError::UnknownParameter(_))));
-        assert!(matches!(ListQuery::from_pairs([("status", "gone")]), Err(FilterError::BadStatus(_))));
-        assert!(matches!(ListQuery::from_pairs([("limit", "501")]), Err(FilterError::BadLimit(_))));
-        assert!(matches!(ListQuery::from_pairs([("limit", "0")]), Err(FilterError::BadLimit(_))));
-        assert!(matches!(ListQuery::from_pairs([("from", "yesterday")]), Err(FilterError::BadTime { .. })));
-        assert!(matches!(ListQuery::from_pairs([("cursor", "!!")]), Err(FilterError::BadCursor)));
-        assert!(matches!(ListQuery::from_pairs([("q", "a"), ("q", "b")]), Err(FilterError::Repeated(_))));
-        assert!(matches!(ListQuery::from_pairs([("from", "2"), ("to", "1")]), Err(FilterError::EmptyRange)));
+        assert!(matches!(
+            ListQuery::from_pairs([("colour", "red")]),
+            Err(FilterError::UnknownParameter(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("status", "gone")]),
+            Err(FilterError::BadStatus(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("limit", "501")]),
+            Err(FilterError::BadLimit(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("limit", "0")]),
+            Err(FilterError::BadLimit(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("from", "yesterday")]),
+            Err(FilterError::BadTime { .. })
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("cursor", "!!")]),
+            Err(FilterError::BadCursor)
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("q", "a"), ("q", "b")]),
+            Err(FilterError::Repeated(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("from", "2"), ("to", "1")]),
+            Err(FilterError::EmptyRange)
+        ));
     }
 
     #[test]
     fn cursor_round_trips() {
-        let c = Cursor { dead_lettered_at_ms: 1_764_568_800_123, id: 42 };
+        let c = Cursor {
+            dead_lettered_at_ms: 1_764_568_800_123,
+            id: 42,
+        };
         assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
     }
 }
