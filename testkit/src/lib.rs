@@ -8,6 +8,8 @@
 //!
 //! Nothing here mocks anything; tests poll with deadlines instead of sleeping.
 
+pub mod fixtures;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
