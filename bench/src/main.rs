@@ -1,0 +1,277 @@
+//! `make bench`: the figures issue #2 asks for, each measured in the same run.
+//!
+//! 1. Ingest rate of `BENCH_RECORDS` (default 200,000) 1-KiB records carrying Spring
+//!    `kafka_dlt-*` headers into SQLite and into PostgreSQL, beside the raw consume rate of the
+//!    same topic (an rdkafka consumer that only counts), as a ratio.
+//! 2. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
+//!    `BENCH_ROWS` (default 1,000,000) stored dead letters for four filters.
+//!
+//! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
+//! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::ClientConfig;
+use redrive_core::filter::ListQuery;
+use redrive_core::ingest::{self, IngestConfig, IngestStatus};
+use redrive_core::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
+use redrive_core::store::Store;
+use redrive_core::Filter;
+use redrive_testkit::{self as kit, Backend, TestRecord};
+use tokio_util::sync::CancellationToken;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+const DAY_MS: i64 = 86_400_000;
+const GROUPS: usize = 50;
+const SOURCE_TOPICS: usize = 20;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let records = env_usize("BENCH_RECORDS", 200_000);
+    let rows = env_usize("BENCH_ROWS", 1_000_000);
+    let queries = env_usize("BENCH_QUERIES", 200);
+    println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
+
+    let topic = kit::unique("bench_orders.DLT");
+    kit::create_topic(&topic, 4, &[]).await?;
+    let t = Instant::now();
+    produce_spring_records(&topic, records).await?;
+    eprintln!("produced {records} records in {:.1} s", t.elapsed().as_secs_f64());
+
+    let raw = raw_consume_rate(&topic, records)?;
+    let mut ingest_rates = Vec::new();
+    for backend in Backend::ALL {
+        ingest_rates.push((backend, ingest_rate(&topic, records, backend).await?));
+    }
+
+    let mut latencies = Vec::new();
+    for backend in Backend::ALL {
+        latencies.push((backend, list_latencies(backend, rows, queries).await?));
+    }
+
+    println!();
+    println!("| measure | SQLite | PostgreSQL |");
+    println!("|---|---|---|");
+    println!("| raw consume rate (count only) | {raw:.0} msgs/s | {raw:.0} msgs/s |");
+    let r = |b: Backend| ingest_rates.iter().find(|(x, _)| *x == b).map(|(_, r)| *r).unwrap_or(0.0);
+    println!(
+        "| ingest rate, {records} x 1 KiB Spring records | {:.0} msgs/s ({:.2}x raw) | {:.0} msgs/s ({:.2}x raw) |",
+        r(Backend::Sqlite),
+        r(Backend::Sqlite) / raw,
+        r(Backend::Postgres),
+        r(Backend::Postgres) / raw
+    );
+    let names = ["no filter", "one error group", "source topic + 1-day range", "free text in error message"];
+    for (i, name) in names.iter().enumerate() {
+        let cell = |b: Backend| {
+            latencies
+                .iter()
+                .find(|(x, _)| *x == b)
+                .map(|(_, l)| format!("p50 {:.2} ms, p99 {:.2} ms", l[i].0, l[i].1))
+                .unwrap_or_default()
+        };
+        println!("| list page ({name}), {rows} rows | {} | {} |", cell(Backend::Sqlite), cell(Backend::Postgres));
+    }
+    Ok(())
+}
+
+fn spring_headers(i: usize) -> Vec<(String, Option<Vec<u8>>)> {
+    let stack = format!(
+        "org.springframework.kafka.listener.ListenerExecutionFailedException: Listener failed\n{}Caused by: java.util.concurrent.TimeoutException: Timeout after {} ms for order {i}\n\t... 12 more\n",
+        "\tat com.example.orders.OrderListener.handle(OrderListener.java:42)\n".repeat(20),
+        1000 + i % 7
+    );
+    vec![
+        ("kafka_dlt-original-topic".into(), Some(b"orders".to_vec())),
+        ("kafka_dlt-original-partition".into(), Some(((i % 4) as i32).to_be_bytes().to_vec())),
+        ("kafka_dlt-original-offset".into(), Some((i as i64).to_be_bytes().to_vec())),
+        ("kafka_dlt-original-timestamp".into(), Some(1_796_104_800_000i64.to_be_bytes().to_vec())),
+        ("kafka_dlt-original-timestamp-type".into(), Some(b"CreateTime".to_vec())),
+        ("kafka_dlt-original-consumer-group".into(), Some(b"orders-service".to_vec())),
+        ("kafka_dlt-exception-fqcn".into(), Some(b"org.springframework.kafka.listener.ListenerExecutionFailedException".to_vec())),
+        ("kafka_dlt-exception-cause-fqcn".into(), Some(b"java.util.concurrent.TimeoutException".to_vec())),
+        ("kafka_dlt-exception-message".into(), Some(format!("Listener failed; Timeout after {} ms for order {i}", 1000 + i % 7).into_bytes())),
+        ("kafka_dlt-exception-stacktrace".into(), Some(stack.into_bytes())),
+    ]
+}
+
+async fn produce_spring_records(topic: &str, n: usize) -> Result<()> {
+    let producer = kit::producer(&[
+        ("linger.ms", "20"),
+        ("batch.size", "1000000"),
+        ("queue.buffering.max.messages", "500000"),
+        ("compression.type", "lz4"),
+    ])?;
+    let value = vec![b'x'; 1024];
+    let chunk = 10_000;
+    let mut i = 0;
+    while i < n {
+        let end = (i + chunk).min(n);
+        let batch: Vec<TestRecord> = (i..end)
+            .map(|j| TestRecord {
+                key: Some(format!("order-{j}").into_bytes()),
+                value: Some(value.clone()),
+                headers: spring_headers(j),
+                partition: Some((j % 4) as i32),
+                timestamp_ms: None,
+            })
+            .collect();
+        kit::produce_with(&producer, topic, &batch).await?;
+        i = end;
+    }
+    Ok(())
+}
+
+/// msgs/s of a consumer that only counts, from subscribe to the n-th record.
+fn raw_consume_rate(topic: &str, n: usize) -> Result<f64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kit::kafka_brokers())
+        .set("group.id", kit::unique("bench_raw"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()?;
+    consumer.subscribe(&[topic])?;
+    let t = Instant::now();
+    let mut count = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while count < n {
+        if Instant::now() > deadline {
+            bail!("raw consumer saw only {count} of {n} records");
+        }
+        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+            m?;
+            count += 1;
+        }
+    }
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+async fn ingest_rate(topic: &str, n: usize, backend: Backend) -> Result<f64> {
+    let (store, _dir) = kit::fresh_store(backend).await?;
+    let config = IngestConfig {
+        brokers: kit::kafka_brokers(),
+        topics: vec![topic.to_string()],
+        group_id: kit::unique("bench_ingest"),
+        batch_size: 500,
+        linger_ms: 50,
+        kafka_properties: vec![],
+    };
+    let shutdown = CancellationToken::new();
+    let t = Instant::now();
+    let task = tokio::spawn(ingest::run(config, store.clone(), Arc::new(IngestStatus::default()), shutdown.clone()));
+    let all = Filter::default();
+    kit::wait_for("ingest of every record", Duration::from_secs(900), || {
+        let store = store.clone();
+        let all = all.clone();
+        async move { (store.count(&all).await.ok()? as usize >= n).then_some(()) }
+    })
+    .await?;
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    shutdown.cancel();
+    task.await??;
+    eprintln!("ingest into {backend:?}: {rate:.0} msgs/s");
+    Ok(rate)
+}
+
+fn synthetic(i: usize, now: i64) -> NewDeadLetter {
+    let group = i % GROUPS;
+    let class = format!("com.example.errors.Failure{group}Exception");
+    let message = if group == 7 {
+        format!("Connection reset while calling payments for order {i}")
+    } else {
+        format!("Failure {group} while processing order {i} after {} ms", i % 1000)
+    };
+    let source_topic = format!("service{}.events", i % SOURCE_TOPICS);
+    let fingerprint = redrive_core::fingerprint::fingerprint(Some(&class), Some(&message));
+    let at = now - (i as i64 * 30 * DAY_MS / 1_000_000) % (30 * DAY_MS);
+    NewDeadLetter {
+        record: RawRecord {
+            dlq_topic: format!("{source_topic}.DLT"),
+            dlq_partition: (i % 4) as i32,
+            dlq_offset: i as i64,
+            timestamp_ms: Some(at),
+            key: Some(format!("order-{i}").into_bytes()),
+            value: Some(vec![b'v'; 256]),
+            headers: vec![Header { name: "kafka_dlt-original-topic".into(), value: Some(source_topic.clone().into_bytes()) }],
+        },
+        convention: Convention::SpringDlt,
+        normalized: Normalized {
+            source_topic: Some(source_topic),
+            source_partition: Some((i % 4) as i32),
+            source_offset: Some(i as i64),
+            consumer_group: Some(format!("group{}", i % 5)),
+            error_class: Some(class),
+            error_message: Some(message),
+            retry_count: Some(3),
+            ..Normalized::default()
+        },
+        fingerprint,
+        dead_lettered_at_ms: at,
+        ingested_at_ms: now,
+    }
+}
+
+async fn fill(store: &Store, rows: usize, now: i64) -> Result<()> {
+    let t = Instant::now();
+    let chunk = 5_000;
+    let mut i = 0;
+    while i < rows {
+        let end = (i + chunk).min(rows);
+        let batch: Vec<NewDeadLetter> = (i..end).map(|j| synthetic(j, now)).collect();
+        store.insert_batch(&batch).await?;
+        i = end;
+    }
+    eprintln!("filled {rows} rows in {:.1} s", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// (p50, p99) in ms for each of the four filters.
+async fn list_latencies(backend: Backend, rows: usize, queries: usize) -> Result<Vec<(f64, f64)>> {
+    let (store, _dir) = kit::fresh_store(backend).await?;
+    let now = 1_796_104_800_000i64;
+    fill(&store, rows, now).await?;
+    let group_fp = synthetic(7, now).fingerprint;
+    let filters = [
+        Filter::default(),
+        Filter { fingerprint: Some(group_fp), ..Filter::default() },
+        Filter {
+            source_topic: Some("service3.events".into()),
+            from_ms: Some(now - 7 * DAY_MS),
+            to_ms: Some(now - 6 * DAY_MS),
+            ..Filter::default()
+        },
+        Filter { q: Some("connection reset".into()), ..Filter::default() },
+    ];
+    let mut out = Vec::new();
+    for filter in filters {
+        let query = ListQuery { filter, limit: 50, cursor: None };
+        let mut times = Vec::with_capacity(queries);
+        for _ in 0..queries {
+            let t = Instant::now();
+            let page = store.list(&query).await?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            if page.items.is_empty() {
+                bail!("filter {:?} matched nothing: the bench data is wrong", query.filter);
+            }
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        out.push((percentile(&times, 0.5), percentile(&times, 0.99)));
+    }
+    eprintln!("list latencies on {backend:?}: {out:?}");
+    Ok(out)
+}

@@ -1,0 +1,32 @@
+import { defineConfig } from '@playwright/test';
+
+// Port of the redrive server the tests start (serve.sh); override with E2E_PORT.
+const port = Number(process.env.E2E_PORT ?? 3907);
+
+export default defineConfig({
+  testDir: './tests',
+  timeout: 60_000,
+  expect: { timeout: 15_000 },
+  fullyParallel: false,
+  workers: 1,
+  reporter: [['list']],
+  use: {
+    baseURL: `http://127.0.0.1:${port}`,
+    // Debian's Chromium, never a downloaded browser; flags that work on these machines.
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+      args: [
+        '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync', '--no-first-run',
+      ],
+    },
+  },
+  webServer: {
+    command: `bash ./serve.sh ${port}`,
+    url: `http://127.0.0.1:${port}/healthz`,
+    timeout: 120_000,
+    reuseExistingServer: false,
+    stdout: 'pipe',
+    stderr: 'pipe',
+  },
+});
