@@ -5,6 +5,7 @@
 //! Data flows one way: Kafka -> [`ingest`] -> [`conventions`] -> [`store`] -> app.
 //! Without the `server` feature the crate compiles to wasm32 and is what the hydrated UI shares.
 
+pub mod actions;
 pub mod conventions;
 pub mod filter;
 pub mod fingerprint;

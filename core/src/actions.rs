@@ -1,0 +1,187 @@
+//! Actions on dead letters — replay, delete, restore — and what they leave behind: replay jobs,
+//! outbox items, the append-only audit trail and each dead letter's history.
+//!
+//! Every action is ONE store transaction: the state change, its audit row, its history events
+//! and (for a replay) one outbox row per dead letter, each with a fresh idempotency key
+//! (DESIGN.md invariants 3–5). The replay relay publishes from the outbox afterwards.
+
+use serde::{Deserialize, Serialize};
+
+use crate::filter::Filter;
+
+/// What a person (or token) may do. Ordered: each role can do everything the one before can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads everything, changes nothing.
+    Viewer,
+    /// Also replays, deletes and restores dead letters, and cancels replay jobs.
+    Operator,
+    /// Also manages users and API tokens.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// Parses `viewer`, `operator` or `admin`.
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// True if this role may do what `needed` may.
+    pub fn allows(self, needed: Role) -> bool {
+        self >= needed
+    }
+}
+
+/// Who is acting, and from where: written into every audit row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// User name (a token acts as its user; `via_token` tells them apart).
+    pub user: String,
+    pub role: Role,
+    /// The API token's id when the request came with a Bearer token.
+    pub via_token: Option<i64>,
+    pub client_ip: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+/// Which dead letters an action applies to: explicit ids, or everything matching a filter
+/// (evaluated inside the action's transaction, so the count audited is the count acted on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    Ids(Vec<i64>),
+    Filter(Filter),
+}
+
+/// A replay request. `target_topic: None` means each record's own source topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayRequest {
+    pub selection: Selection,
+    pub target_topic: Option<String>,
+    /// Throttle, msgs/s; `None` = as fast as the relay goes.
+    pub rate_per_sec: Option<u32>,
+    pub reason: Option<String>,
+}
+
+/// What a replay would do, shown before "replay all matching" acts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRun {
+    /// Dead letters selected.
+    pub total: i64,
+    /// (target topic, count), largest first.
+    pub per_target: Vec<(String, i64)>,
+    /// Selected dead letters without a source topic: they cannot go "to source".
+    pub without_target: i64,
+}
+
+/// Lifecycle of a replay job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Outbox rows are being published.
+    Running,
+    /// Kafka is unreachable; the relay backs off and resumes by itself.
+    Waiting,
+    /// Every row is published or failed.
+    Finished,
+    /// Cancelled by a person; unpublished rows were released.
+    Cancelled,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Waiting => "waiting",
+            JobStatus::Finished => "finished",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobStatus> {
+        [JobStatus::Running, JobStatus::Waiting, JobStatus::Finished, JobStatus::Cancelled]
+            .into_iter()
+            .find(|j| j.as_str() == s)
+    }
+}
+
+/// A replay job: one bulk replay action and its progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    /// UUID (text).
+    pub id: String,
+    pub status: JobStatus,
+    pub created_by: String,
+    pub created_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+    pub target_topic: Option<String>,
+    pub rate_per_sec: Option<u32>,
+    pub reason: Option<String>,
+    pub total: i64,
+    pub published: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    /// The last publish error, e.g. while Kafka is unreachable.
+    pub last_error: Option<String>,
+}
+
+/// One entry of the append-only audit trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at_ms: i64,
+    /// User name, or `-` for an anonymous failed sign-in.
+    pub actor: String,
+    /// e.g. `replay`, `delete`, `restore`, `cancel_job`, `sign_in`, `sign_in_failed`,
+    /// `sign_out`, `user_add`, `token_create`, `token_revoke`.
+    pub action: String,
+    /// How many dead letters it touched (0 for non-dead-letter actions).
+    pub count: i64,
+    /// The ids acted on, when given as ids (JSON array text), else `None`.
+    pub ids: Option<String>,
+    /// The filter acted on, when given as a filter (JSON text), else `None`.
+    pub filter: Option<String>,
+    pub reason: Option<String>,
+    pub client_ip: Option<String>,
+    pub user_agent: Option<String>,
+    /// `ok`, `denied`, `failed: ...`, or the job id for a replay.
+    pub outcome: String,
+    pub job_id: Option<String>,
+}
+
+/// Filters of the audit page and `GET /api/v1/audit` (query names: `actor`, `action`, `from`,
+/// `to`, `limit`, `cursor`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    pub limit: u32,
+    /// Show entries with an id below this (keyset on id DESC).
+    pub before_id: Option<i64>,
+}
+
+/// One event in a dead letter's own history (detail page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    pub at_ms: i64,
+    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `replay_cancelled`,
+    /// `deleted`, `restored`.
+    pub kind: String,
+    pub actor: Option<String>,
+    /// e.g. `orders partition 2 offset 1234`, an error, or the reason.
+    pub detail: Option<String>,
+    pub job_id: Option<String>,
+}
