@@ -1,0 +1,202 @@
+//! The Kafka side of ingest: consumer configuration, the subscription (plain names and
+//! `^regex` patterns) and the consumer context that follows assignments and connectivity.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::TopicPartitionList;
+
+use super::{IngestConfig, IngestError, IngestStatus};
+
+/// Largest record ingest is sized to fetch comfortably, bytes (per partition per fetch).
+/// DLQ records carry stack traces and may be several MiB; librdkafka's default is 1 MiB.
+/// (librdkafka still returns a larger record alone, but sizing for it avoids a slow path.)
+pub(crate) const MAX_PARTITION_FETCH_BYTES: u32 = 8 * 1024 * 1024;
+
+/// How often a regex subscription looks for new matching topics, ms. librdkafka's default
+/// (5 minutes) would make a freshly created DLQ topic wait that long.
+pub(crate) const PATTERN_REFRESH_MS: u32 = 30_000;
+
+/// The validated subscription: what goes to `subscribe`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Subscription {
+    pub(crate) entries: Vec<String>,
+    pub(crate) has_patterns: bool,
+}
+
+impl Subscription {
+    /// Trims the entries and drops empty ones; an entry starting with `^` must be a valid
+    /// regex (checked with the `regex` crate, whose syntax is a superset of what librdkafka
+    /// accepts for the common cases: `^prefix_.*`, `^(a|b)\.DLT$`).
+    pub(crate) fn parse(topics: &[String]) -> Result<Subscription, IngestError> {
+        let mut entries = Vec::new();
+        let mut has_patterns = false;
+        for t in topics.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+            if t.starts_with('^') {
+                regex::Regex::new(t)
+                    .map_err(|e| IngestError::BadPattern(t.to_string(), e.to_string()))?;
+                has_patterns = true;
+            }
+            entries.push(t.to_string());
+        }
+        if entries.is_empty() {
+            return Err(IngestError::NoTopics);
+        }
+        Ok(Subscription {
+            entries,
+            has_patterns,
+        })
+    }
+}
+
+/// The consumer properties ingest relies on, then the user's `kafka_properties` (last, so
+/// SASL/SSL and tuning pass through; overriding the commit settings is the user's risk).
+pub(crate) fn client_config(config: &IngestConfig, sub: &Subscription) -> ClientConfig {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", &config.brokers)
+        .set("group.id", &config.group_id)
+        .set("client.id", "redrive-ingest")
+        // Offsets are committed by hand, only after the store transaction (see `commit_stored`).
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        // DLT writes can be transactional: never show a record from an aborted transaction.
+        .set("isolation.level", "read_committed")
+        // A new group starts at the beginning: a DLQ's existing records are the point.
+        .set("auto.offset.reset", "earliest")
+        .set(
+            "fetch.message.max.bytes",
+            MAX_PARTITION_FETCH_BYTES.to_string(),
+        )
+        .set("enable.partition.eof", "false")
+        .set_log_level(RDKafkaLogLevel::Info);
+    if sub.has_patterns {
+        cfg.set(
+            "topic.metadata.refresh.interval.ms",
+            PATTERN_REFRESH_MS.to_string(),
+        );
+    }
+    for (k, v) in &config.kafka_properties {
+        cfg.set(k, v);
+    }
+    cfg
+}
+
+/// Follows the group assignment into [`IngestStatus`], forwards librdkafka's log to `tracing`,
+/// and keeps newly assigned partitions paused while the store is failing.
+pub(crate) struct IngestContext {
+    pub(crate) status: Arc<IngestStatus>,
+    /// True while the store is failing: a partition assigned meanwhile is paused at once, so
+    /// the batch in hand does not keep growing.
+    pub(crate) paused: AtomicBool,
+}
+
+impl IngestContext {
+    pub(crate) fn new(status: Arc<IngestStatus>) -> IngestContext {
+        IngestContext {
+            status,
+            paused: AtomicBool::new(false),
+        }
+    }
+}
+
+fn partitions(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+impl ClientContext for IngestContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "{fac} {log_message}")
+            }
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "{fac} {log_message}")
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {log_message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown) {
+            self.status.set_kafka_connected(false);
+        }
+        tracing::warn!(target: "redrive::ingest", %error, reason, "Kafka client error");
+        self.status
+            .record_error(format!("Kafka: {error}: {reason}"));
+    }
+}
+
+impl ConsumerContext for IngestContext {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                let parts = partitions(tpl);
+                tracing::info!(target: "redrive::ingest", partitions = ?parts, "partitions assigned");
+                self.status.set_kafka_connected(true);
+                self.status.add_assigned(parts);
+                if self.paused.load(Ordering::SeqCst) {
+                    if let Err(e) = consumer.pause(tpl) {
+                        tracing::warn!(target: "redrive::ingest", error = %e, "could not pause newly assigned partitions");
+                    }
+                }
+            }
+            Rebalance::Revoke(tpl) => {
+                let parts = partitions(tpl);
+                // Records of these partitions that are in the batch in hand are still stored;
+                // their offsets are not committed (see `commit_stored`), so the next owner
+                // re-reads them and the store ignores the duplicates.
+                tracing::info!(target: "redrive::ingest", partitions = ?parts, "partitions revoked");
+                self.status.remove_assigned(parts);
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(target: "redrive::ingest", error = %e, "rebalance error");
+                self.status.record_error(format!("Kafka rebalance: {e}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_validates_patterns() {
+        let s = Subscription::parse(&[" a.DLT ".into(), "".into(), "^dlq_.*".into()]).unwrap();
+        assert_eq!(s.entries, vec!["a.DLT".to_string(), "^dlq_.*".to_string()]);
+        assert!(s.has_patterns);
+        assert!(matches!(
+            Subscription::parse(&["^dlq_(".into()]),
+            Err(IngestError::BadPattern(p, _)) if p == "^dlq_("
+        ));
+        assert!(matches!(
+            Subscription::parse(&[" ".into()]),
+            Err(IngestError::NoTopics)
+        ));
+    }
+
+    #[test]
+    fn user_properties_come_last() {
+        let config = IngestConfig {
+            kafka_properties: vec![("security.protocol".into(), "SASL_SSL".into())],
+            ..IngestConfig::default()
+        };
+        let sub = Subscription::parse(&["x".into()]).unwrap();
+        let cfg = client_config(&config, &sub);
+        assert_eq!(cfg.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(cfg.get("enable.auto.commit"), Some("false"));
+        assert_eq!(cfg.get("isolation.level"), Some("read_committed"));
+    }
+}

@@ -1,0 +1,544 @@
+//! Ingest: an rdkafka consumer on the DLQ topics that stores every record and commits its
+//! offset only after the store transaction holding it has committed.
+//!
+//! # Flow
+//! `recv` → [`RawRecord`](crate::model::RawRecord) (bytes exactly as received) →
+//! [`conventions::decode`](crate::conventions::decode) → [`fingerprint`](crate::fingerprint) →
+//! batch (up to `batch_size` records or `linger_ms`) → [`Store::insert_batch`] (one
+//! transaction) → **then** commit the offsets ([`IngestLoop::commit_stored`], the safety point).
+//!
+//! # Failure behaviour
+//! - **Store down** (any [`StoreError`](crate::store::StoreError)): the batch is kept, nothing is
+//!   committed, the assigned partitions are paused while the consumer keeps being polled (so the
+//!   group membership survives), and the write is retried with exponential backoff
+//!   (200 ms doubling to 30 s, with jitter). Consumption resumes after the first success.
+//! - **Crash** anywhere: offsets never run ahead of the store, so the records after the last
+//!   commit are re-read; the store ignores a (topic, partition, offset) it already has.
+//! - **Rebalance**: the batch in hand is still stored, but offsets are committed only for
+//!   partitions still assigned at commit time. A revoked partition's records are re-read by
+//!   its next owner: redelivery, never loss, and no duplicate rows. This avoids running the
+//!   store from inside librdkafka's rebalance callback.
+//! - **Graceful shutdown**: the batch in hand is stored and committed, then `run` returns
+//!   `Ok`. If the store is down at that moment, ingest retries for up to
+//!   [`SHUTDOWN_GRACE`] and then returns without committing those records (they are re-read
+//!   at the next start).
+
+mod batch;
+mod kafka;
+mod record;
+mod status;
+
+use std::collections::{BTreeMap, HashSet};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::store::Store;
+
+pub use status::{AssignedPartition, IngestSnapshot, IngestStatus};
+
+use batch::Batch;
+use kafka::{IngestContext, Subscription};
+
+/// How long graceful shutdown keeps retrying a failing store write before giving up (the
+/// records are then not committed, so they are re-read at the next start).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// First retry delay after a failed store write, ms (doubles up to [`MAX_BACKOFF_MS`]).
+pub const MIN_BACKOFF_MS: u64 = 200;
+/// Longest retry delay after failed store writes, ms.
+pub const MAX_BACKOFF_MS: u64 = 30_000;
+
+/// How often the idle loop retries failed offset commits and re-checks an unreachable
+/// cluster, ms.
+const TICK_MS: u64 = 5_000;
+
+/// Ingest settings (the server maps its configuration onto this).
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// Bootstrap servers, e.g. `127.0.0.1:9092`.
+    pub brokers: String,
+    /// DLQ topics; an entry starting with `^` is a regex subscription (validated with the
+    /// `regex` crate; new matching topics are picked up within 30 s).
+    pub topics: Vec<String>,
+    /// Consumer group id (default `redrive`).
+    pub group_id: String,
+    /// Most records per store transaction (records; default 500, 0 is treated as 1).
+    pub batch_size: usize,
+    /// How long to wait for a batch to fill before writing what there is, ms (default 200).
+    pub linger_ms: u64,
+    /// Extra librdkafka properties (SASL/SSL, ...), applied last.
+    pub kafka_properties: Vec<(String, String)>,
+}
+
+/// Default [`IngestConfig::brokers`].
+pub fn default_brokers() -> String {
+    "127.0.0.1:9092".to_string()
+}
+
+/// Default [`IngestConfig::group_id`].
+pub fn default_group_id() -> String {
+    "redrive".to_string()
+}
+
+/// Default [`IngestConfig::batch_size`], records: large enough to amortise a transaction's
+/// fsync, small enough that a batch of stack-trace-laden records stays a few MiB.
+pub fn default_batch_size() -> usize {
+    500
+}
+
+/// Default [`IngestConfig::linger_ms`], ms: a trickle of dead letters shows up in the UI
+/// within a fraction of a second.
+pub fn default_linger_ms() -> u64 {
+    200
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            brokers: default_brokers(),
+            topics: Vec::new(),
+            group_id: default_group_id(),
+            batch_size: default_batch_size(),
+            linger_ms: default_linger_ms(),
+            kafka_properties: Vec::new(),
+        }
+    }
+}
+
+/// Errors that stop ingest (bad configuration). Store outages do not: ingest waits them out.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("Kafka client error: {0}")]
+    Kafka(String),
+    #[error("bad DLQ topic pattern `{0}`: {1}")]
+    BadPattern(String, String),
+    /// The topic list is empty (after trimming): set `REDRIVE_DLQ_TOPICS`.
+    #[error("no DLQ topics configured: set REDRIVE_DLQ_TOPICS (comma list; `^regex` allowed)")]
+    NoTopics,
+}
+
+type IngestConsumer = StreamConsumer<IngestContext>;
+
+/// Runs ingest until `shutdown` is cancelled; then finishes the batch in hand, commits, returns.
+///
+/// Returns `Err` only for configuration problems found at start-up (bad pattern, no topics,
+/// a consumer that cannot be created or subscribed). Everything later (broker or store
+/// outages, odd records) is logged, shown in `status`, and waited out.
+pub async fn run(
+    config: IngestConfig,
+    store: Store,
+    status: Arc<IngestStatus>,
+    shutdown: CancellationToken,
+) -> Result<(), IngestError> {
+    let sub = Subscription::parse(&config.topics)?;
+    let client_config = kafka::client_config(&config, &sub);
+    let consumer: IngestConsumer =
+        StreamConsumer::from_config_and_context(&client_config, IngestContext::new(status.clone()))
+            .map_err(|e| IngestError::Kafka(e.to_string()))?;
+    let topics: Vec<&str> = sub.entries.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&topics)
+        .map_err(|e| IngestError::Kafka(e.to_string()))?;
+    tracing::info!(
+        topics = ?sub.entries,
+        group = %config.group_id,
+        brokers = %config.brokers,
+        "ingest started"
+    );
+
+    let consumer = Arc::new(consumer);
+    status.set_running(true);
+    match store.ping().await {
+        Ok(()) => status.set_store_ok(true),
+        Err(e) => status.record_store_failure(format!("store: {e}")),
+    }
+    let mut ingest = IngestLoop {
+        consumer: consumer.clone(),
+        store,
+        status: status.clone(),
+        shutdown,
+        batch_size: config.batch_size.max(1),
+        linger: Duration::from_millis(config.linger_ms),
+        batch: Batch::default(),
+        uncommitted: BTreeMap::new(),
+        shutdown_deadline: None,
+    };
+    ingest.probe_kafka().await;
+    ingest.run().await;
+    drop(ingest);
+
+    status.set_running(false);
+    // Closing leaves the group (and may wait for the coordinator): keep it off the async
+    // workers.
+    let closed = tokio::task::spawn_blocking(move || drop(consumer)).await;
+    if let Err(e) = closed {
+        tracing::warn!(error = %e, "closing the Kafka consumer failed");
+    }
+    status.clear_assigned();
+    status.set_kafka_connected(false);
+    tracing::info!("ingest stopped");
+    Ok(())
+}
+
+/// The consumer loop and its state.
+struct IngestLoop {
+    consumer: Arc<IngestConsumer>,
+    store: Store,
+    status: Arc<IngestStatus>,
+    shutdown: CancellationToken,
+    batch_size: usize,
+    linger: Duration,
+    batch: Batch,
+    /// Offsets of stored records whose commit has not succeeded yet: (topic, partition) ->
+    /// next offset to read. Retried on the next flush and on the idle tick.
+    uncommitted: BTreeMap<(String, i32), i64>,
+    /// Set when shutdown was requested while the store was failing: give up retrying then.
+    shutdown_deadline: Option<Instant>,
+}
+
+/// Why [`IngestLoop::wait_serving`] returned.
+enum Waited {
+    Elapsed,
+    Shutdown,
+}
+
+impl IngestLoop {
+    async fn run(&mut self) {
+        let mut linger: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep(Duration::ZERO));
+        let mut linger_armed = false;
+        let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A message borrows the consumer; a local handle keeps `self` free to take it.
+        let consumer = self.consumer.clone();
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break,
+                _ = &mut linger, if linger_armed => {
+                    linger_armed = false;
+                    self.flush().await;
+                }
+                msg = consumer.recv() => {
+                    self.accept(msg);
+                    if self.batch.len() >= self.batch_size {
+                        linger_armed = false;
+                        self.flush().await;
+                    } else if !linger_armed {
+                        if let Some(started) = self.batch.started() {
+                            linger.as_mut().reset(Instant::from_std(started) + self.linger);
+                            linger_armed = true;
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    self.commit_uncommitted().await;
+                    if !self.status.kafka_connected() {
+                        self.probe_kafka().await;
+                    }
+                }
+            }
+        }
+        // Graceful shutdown: store and commit what is in hand.
+        if !self.batch.is_empty() {
+            self.flush().await;
+        }
+        self.commit_uncommitted().await;
+        if !self.batch.is_empty() {
+            tracing::warn!(
+                records = self.batch.len(),
+                partitions = %self.batch.describe(),
+                "shutting down with records not stored (the store is failing); their offsets \
+                 were not committed, so they will be read again at the next start"
+            );
+        }
+    }
+
+    /// Adds a consumed message to the batch (or logs a consumer error).
+    fn accept(
+        &mut self,
+        msg: Result<rdkafka::message::BorrowedMessage<'_>, rdkafka::error::KafkaError>,
+    ) {
+        match msg {
+            Ok(m) => {
+                self.status.set_kafka_connected(true);
+                let (raw, warnings) = record::raw_record(&m);
+                self.batch
+                    .push(record::new_dead_letter(raw, warnings, record::now_ms()));
+            }
+            Err(e) => {
+                // Consumer errors (unknown topic, broker transport) are transient or a
+                // configuration matter the operator sees in the log and on /readyz; the
+                // consumer keeps going.
+                tracing::warn!(error = %e, "Kafka consume error");
+                self.status.record_error(format!("Kafka: {e}"));
+            }
+        }
+    }
+
+    /// Stores the batch in hand (retrying while the store fails, with consumption paused),
+    /// then commits its offsets. Returns with the batch empty, unless shutdown gave up.
+    async fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let mut backoff = Backoff::new();
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let span = tracing::info_span!(
+                "ingest_batch",
+                records = self.batch.len(),
+                partitions = %self.batch.describe(),
+                attempt,
+                new = tracing::field::Empty,
+                ms = tracing::field::Empty,
+            );
+            let started = std::time::Instant::now();
+            let result = self
+                .store
+                .insert_batch(self.batch.records())
+                .instrument(span.clone())
+                .await;
+            let ms = started.elapsed().as_millis() as u64;
+            span.record("ms", ms);
+            match result {
+                Ok(new) => {
+                    span.record("new", new);
+                    span.in_scope(|| tracing::debug!("batch stored"));
+                    self.status
+                        .record_store_write(self.batch.len() as u64, new, record::now_ms());
+                    if attempt > 1 {
+                        tracing::info!(attempts = attempt, "store is back; resuming consumption");
+                    }
+                    self.resume();
+                    let stored: Vec<_> = self.batch.next_offsets().collect();
+                    self.batch.clear();
+                    self.commit_stored(stored).await;
+                    return;
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    span.in_scope(|| {
+                        tracing::warn!(
+                            error = %e,
+                            retry_in_ms = delay.as_millis() as u64,
+                            "storing a batch failed; consumption paused, nothing committed"
+                        )
+                    });
+                    self.status.record_store_failure(format!("store: {e}"));
+                    self.pause();
+                    if let Some(deadline) = self.shutdown_deadline {
+                        if Instant::now() >= deadline {
+                            return;
+                        }
+                    }
+                    if let Waited::Shutdown = self.wait_serving(delay).await {
+                        // Keep retrying briefly: a store that is merely slow to come back
+                        // should not cost a re-read at the next start.
+                        self.shutdown_deadline = Some(Instant::now() + SHUTDOWN_GRACE);
+                    }
+                }
+            }
+        }
+    }
+
+    /// THE SAFETY POINT: the only place offsets are committed.
+    ///
+    /// `stored` lists, per partition, the next offset after records that `insert_batch` has
+    /// just returned `Ok` for — i.e. that are durable in the store. Committing them can only
+    /// make Kafka skip records the store already has, so nothing is lost even if the process
+    /// dies right after. Offsets are committed only for partitions still assigned: after a
+    /// rebalance the new owner re-reads from the old commit, and the store ignores duplicates.
+    async fn commit_stored(&mut self, stored: Vec<((String, i32), i64)>) {
+        for (tp, next) in stored {
+            let e = self.uncommitted.entry(tp).or_insert(next);
+            *e = (*e).max(next);
+        }
+        self.commit_uncommitted().await;
+    }
+
+    /// Commits `uncommitted` (synchronously, off the async workers); keeps it on failure so
+    /// the next flush or tick retries.
+    async fn commit_uncommitted(&mut self) {
+        if self.uncommitted.is_empty() {
+            return;
+        }
+        let assigned: HashSet<(String, i32)> = match self.consumer.assignment() {
+            Ok(tpl) => tpl
+                .elements()
+                .iter()
+                .map(|e| (e.topic().to_string(), e.partition()))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the assignment; commit postponed");
+                return;
+            }
+        };
+        // Revoked partitions: drop their pending offsets (their next owner re-reads them).
+        self.uncommitted.retain(|tp, _| assigned.contains(tp));
+        if self.uncommitted.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::with_capacity(self.uncommitted.len());
+        for ((topic, partition), next) in &self.uncommitted {
+            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
+                tracing::warn!(error = %e, topic, partition, "bad offset; not committed");
+            }
+        }
+        let consumer = self.consumer.clone();
+        let result =
+            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync)).await;
+        match result {
+            Ok(Ok(())) => {
+                tracing::trace!(offsets = ?self.uncommitted, "offsets committed");
+                self.uncommitted.clear();
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "committing offsets failed (records are stored; will retry)");
+                self.status
+                    .record_commit_failure(format!("Kafka commit: {e}"));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "commit task failed (records are stored; will retry)");
+                self.status
+                    .record_commit_failure(format!("Kafka commit: {e}"));
+            }
+        }
+    }
+
+    /// Waits `delay` while still polling the consumer (librdkafka needs a poll at least every
+    /// `max.poll.interval.ms` to keep the group membership, and rebalances are served here).
+    /// A message that still arrives (fetched before the pause, or from a partition assigned
+    /// meanwhile) joins the batch: it is not committed until stored, so it is safe.
+    async fn wait_serving(&mut self, delay: Duration) -> Waited {
+        let until = match self.shutdown_deadline {
+            Some(deadline) => (Instant::now() + delay).min(deadline),
+            None => Instant::now() + delay,
+        };
+        let watch_shutdown = self.shutdown_deadline.is_none();
+        let consumer = self.consumer.clone();
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled(), if watch_shutdown => return Waited::Shutdown,
+                _ = tokio::time::sleep_until(until) => return Waited::Elapsed,
+                msg = consumer.recv() => {
+                    self.accept(msg);
+                    // A partition assigned meanwhile is paused by the context; pausing again
+                    // covers any race with that.
+                    self.pause();
+                }
+            }
+        }
+    }
+
+    fn pause(&self) {
+        self.consumer.context().paused.store(true, Ordering::SeqCst);
+        self.status.set_paused(true);
+        match self.consumer.assignment() {
+            Ok(tpl) => {
+                if let Err(e) = self.consumer.pause(&tpl) {
+                    tracing::warn!(error = %e, "could not pause consumption");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the assignment to pause it"),
+        }
+    }
+
+    fn resume(&self) {
+        if !self.consumer.context().paused.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        self.status.set_paused(false);
+        match self.consumer.assignment() {
+            Ok(tpl) => {
+                if let Err(e) = self.consumer.resume(&tpl) {
+                    tracing::warn!(error = %e, "could not resume consumption");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the assignment to resume it"),
+        }
+    }
+
+    /// Asks the cluster for metadata (at most 3 s) to learn whether it is reachable.
+    async fn probe_kafka(&self) {
+        let consumer = self.consumer.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            consumer
+                .fetch_metadata(None, Duration::from_secs(3))
+                .map(|_| ())
+        })
+        .await;
+        match result {
+            Ok(Ok(())) => self.status.set_kafka_connected(true),
+            Ok(Err(e)) => {
+                self.status.set_kafka_connected(false);
+                self.status.record_error(format!("Kafka: {e}"));
+            }
+            Err(e) => tracing::warn!(error = %e, "Kafka probe task failed"),
+        }
+    }
+}
+
+/// Exponential backoff with "equal jitter": each delay is between half and all of the
+/// current step; the step doubles from [`MIN_BACKOFF_MS`] up to [`MAX_BACKOFF_MS`].
+struct Backoff {
+    step_ms: u64,
+    rng: u64,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        // Jitter only needs to spread retries of several instances apart; the clock's
+        // nanoseconds are random enough and avoid a dependency.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0x9E37_79B9);
+        Backoff {
+            step_ms: MIN_BACKOFF_MS,
+            rng: seed | 1,
+        }
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = self.step_ms / 2;
+        let delay = half + self.rng % (half + 1);
+        self.step_ms = (self.step_ms * 2).min(MAX_BACKOFF_MS);
+        Duration::from_millis(delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_the_cap_with_jitter() {
+        let mut b = Backoff::new();
+        let mut step = MIN_BACKOFF_MS;
+        for _ in 0..20 {
+            let d = b.next_delay().as_millis() as u64;
+            assert!(
+                d >= step / 2 && d <= step,
+                "{d} not in [{}, {step}]",
+                step / 2
+            );
+            step = (step * 2).min(MAX_BACKOFF_MS);
+        }
+        assert_eq!(b.step_ms, MAX_BACKOFF_MS);
+    }
+}

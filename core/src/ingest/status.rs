@@ -1,0 +1,245 @@
+//! Live state of ingest, shared with `/readyz` and `/metrics`. Updated by the consumer loop and
+//! by the consumer's callbacks; read at any time without blocking ingest (atomics and short
+//! critical sections only).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// Live state of ingest, read by `/readyz` and the metrics. Create it with
+/// `IngestStatus::default()`, share it as `Arc<IngestStatus>` with [`super::run`].
+#[derive(Debug, Default)]
+pub struct IngestStatus {
+    running: AtomicBool,
+    kafka_connected: AtomicBool,
+    store_ok: AtomicBool,
+    paused: AtomicBool,
+    /// Epoch ms of the last successful store write; 0 = never.
+    last_store_write_ms: AtomicI64,
+    records_ingested: AtomicU64,
+    records_new: AtomicU64,
+    batches: AtomicU64,
+    store_failures: AtomicU64,
+    commit_failures: AtomicU64,
+    assigned: Mutex<BTreeSet<(String, i32)>>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A point-in-time copy of [`IngestStatus`], for `/readyz` (JSON) and the metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IngestSnapshot {
+    /// `run` is active (between start-up and the end of graceful shutdown).
+    pub running: bool,
+    /// The Kafka cluster answered recently (metadata, messages or a group assignment), and no
+    /// "all brokers down" error has been seen since.
+    pub kafka_connected: bool,
+    /// The last store write (or start-up ping) succeeded.
+    pub store_ok: bool,
+    /// Consumption is paused because the store is failing (the batch in hand is being retried).
+    pub paused: bool,
+    /// `kafka_connected && store_ok && running`: what `/readyz` reports.
+    pub ready: bool,
+    /// Partitions currently assigned to this consumer, sorted.
+    pub assigned_partitions: Vec<AssignedPartition>,
+    /// Epoch ms of the last successful store write, if any.
+    pub last_store_write_ms: Option<i64>,
+    /// Records written to the store in committed batches (records; includes redeliveries that
+    /// the store recognised as already present).
+    pub records_ingested: u64,
+    /// Rows that were new in the store (records; excludes redeliveries).
+    pub records_new: u64,
+    /// Store transactions committed by ingest (batches).
+    pub batches: u64,
+    /// Failed store writes, each followed by a retry (count).
+    pub store_failures: u64,
+    /// Failed Kafka offset commits (count). The records were stored; at worst they are re-read.
+    pub commit_failures: u64,
+    /// The most recent error, cleared by the next successful store write.
+    pub last_error: Option<String>,
+}
+
+/// One assigned DLQ partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssignedPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl IngestStatus {
+    /// Ready to serve: running, Kafka reachable and the store writable.
+    pub fn is_ready(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+            && self.kafka_connected.load(Ordering::Relaxed)
+            && self.store_ok.load(Ordering::Relaxed)
+    }
+
+    /// A consistent-enough copy of every field (each field is read atomically on its own).
+    pub fn snapshot(&self) -> IngestSnapshot {
+        let last = self.last_store_write_ms.load(Ordering::Relaxed);
+        IngestSnapshot {
+            running: self.running.load(Ordering::Relaxed),
+            kafka_connected: self.kafka_connected.load(Ordering::Relaxed),
+            store_ok: self.store_ok.load(Ordering::Relaxed),
+            paused: self.paused.load(Ordering::Relaxed),
+            ready: self.is_ready(),
+            assigned_partitions: self
+                .assigned_partitions()
+                .into_iter()
+                .map(|(topic, partition)| AssignedPartition { topic, partition })
+                .collect(),
+            last_store_write_ms: (last > 0).then_some(last),
+            records_ingested: self.records_ingested.load(Ordering::Relaxed),
+            records_new: self.records_new.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            store_failures: self.store_failures.load(Ordering::Relaxed),
+            commit_failures: self.commit_failures.load(Ordering::Relaxed),
+            last_error: self.last_error(),
+        }
+    }
+
+    /// Records written to the store so far (records, including redeliveries).
+    pub fn records_ingested(&self) -> u64 {
+        self.records_ingested.load(Ordering::Relaxed)
+    }
+
+    /// Store transactions committed so far (batches).
+    pub fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+
+    /// Partitions currently assigned, as (topic, partition), sorted.
+    pub fn assigned_partitions(&self) -> Vec<(String, i32)> {
+        match self.assigned.lock() {
+            Ok(set) => set.iter().cloned().collect(),
+            Err(poisoned) => poisoned.into_inner().iter().cloned().collect(),
+        }
+    }
+
+    /// The most recent error message, if any since the last successful write.
+    pub fn last_error(&self) -> Option<String> {
+        match self.last_error.lock() {
+            Ok(e) => e.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Whether consumption is paused waiting for the store.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    // ---- updates (crate-internal: only ingest writes the status) ----
+
+    pub(crate) fn set_running(&self, v: bool) {
+        self.running.store(v, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_kafka_connected(&self, v: bool) {
+        self.kafka_connected.store(v, Ordering::Relaxed);
+    }
+
+    pub(crate) fn kafka_connected(&self) -> bool {
+        self.kafka_connected.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_store_ok(&self, v: bool) {
+        self.store_ok.store(v, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_paused(&self, v: bool) {
+        self.paused.store(v, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_error(&self, message: String) {
+        match self.last_error.lock() {
+            Ok(mut e) => *e = Some(message),
+            Err(poisoned) => *poisoned.into_inner() = Some(message),
+        }
+    }
+
+    fn clear_error(&self) {
+        match self.last_error.lock() {
+            Ok(mut e) => *e = None,
+            Err(poisoned) => *poisoned.into_inner() = None,
+        }
+    }
+
+    /// A batch of `records` (of which `new` were new rows) was stored at `now_ms`.
+    pub(crate) fn record_store_write(&self, records: u64, new: u64, now_ms: i64) {
+        self.records_ingested.fetch_add(records, Ordering::Relaxed);
+        self.records_new.fetch_add(new, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.last_store_write_ms.store(now_ms, Ordering::Relaxed);
+        self.store_ok.store(true, Ordering::Relaxed);
+        self.clear_error();
+    }
+
+    pub(crate) fn record_store_failure(&self, message: String) {
+        self.store_failures.fetch_add(1, Ordering::Relaxed);
+        self.store_ok.store(false, Ordering::Relaxed);
+        self.record_error(message);
+    }
+
+    pub(crate) fn record_commit_failure(&self, message: String) {
+        self.commit_failures.fetch_add(1, Ordering::Relaxed);
+        self.record_error(message);
+    }
+
+    pub(crate) fn add_assigned(&self, partitions: impl IntoIterator<Item = (String, i32)>) {
+        let mut set = match self.assigned.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        set.extend(partitions);
+    }
+
+    pub(crate) fn remove_assigned(&self, partitions: impl IntoIterator<Item = (String, i32)>) {
+        let mut set = match self.assigned.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for p in partitions {
+            set.remove(&p);
+        }
+    }
+
+    pub(crate) fn clear_assigned(&self) {
+        match self.assigned.lock() {
+            Ok(mut s) => s.clear(),
+            Err(poisoned) => poisoned.into_inner().clear(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_needs_running_kafka_and_store() {
+        let s = IngestStatus::default();
+        assert!(!s.is_ready());
+        s.set_running(true);
+        s.set_kafka_connected(true);
+        assert!(!s.is_ready());
+        s.record_store_write(3, 2, 1_000);
+        assert!(s.is_ready());
+        let snap = s.snapshot();
+        assert_eq!(snap.records_ingested, 3);
+        assert_eq!(snap.records_new, 2);
+        assert_eq!(snap.last_store_write_ms, Some(1_000));
+        s.record_store_failure("down".into());
+        assert!(!s.is_ready());
+        assert_eq!(s.last_error().as_deref(), Some("down"));
+    }
+
+    #[test]
+    fn assignment_is_tracked() {
+        let s = IngestStatus::default();
+        s.add_assigned([("a".to_string(), 1), ("a".to_string(), 0)]);
+        s.remove_assigned([("a".to_string(), 1)]);
+        assert_eq!(s.assigned_partitions(), vec![("a".to_string(), 0)]);
+    }
+}
