@@ -1,11 +1,32 @@
 //! The store: dead letters in SQLite (embedded default, one file, WAL) or PostgreSQL.
-//! All SQL of redrive lives under this module; dialect differences are handled here only.
+//! All SQL of redrive lives under this module; dialect differences are handled here only
+//! (`dialect.rs`), the SQL text is shared (`sql.rs`), rows map to the model in `rows.rs`.
 //!
-//! SKELETON: signatures are the contract other modules code against; bodies are being written.
+//! Layout: one table `dead_letters` (see `core/migrations/*/0001_dead_letters.sql`), unique on
+//! (dlq_topic, dlq_partition, dlq_offset), timestamps as epoch ms, headers as a JSON list with
+//! base64 values. The list is keyset-paginated on (dead_lettered_at_ms DESC, id DESC) and every
+//! filter column has an index ending in that key.
 
-use crate::filter::ListQuery;
+mod codec;
+mod dialect;
+mod rows;
+mod sql;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use self::dialect::store_error;
+use self::rows::{FullRow, GroupRow, SummaryRow};
+use self::sql::FacetColumn;
+use crate::filter::{ListQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::model::{DeadLetter, DeadLetterSummary, ErrorGroup, NewDeadLetter, Page};
-use crate::Filter;
+use crate::{Cursor, Filter};
 
 /// Errors from the store. `Unavailable` means "try again later" (connection refused, pool
 /// timed out, database locked); ingest pauses and retries on it.
@@ -23,75 +44,306 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Most values [`Store::facets`] returns per list.
+pub const FACET_CAP: u32 = 500;
+
+/// How long a query waits for a pooled connection before `Unavailable`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long SQLite waits for another writer's lock before "database is locked".
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
+/// PostgreSQL is usually shared, so stay modest.
+const SQLITE_MAX_CONNECTIONS: u32 = 8;
+const POSTGRES_MAX_CONNECTIONS: u32 = 10;
+
+#[derive(Clone, Debug)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool and `$DB` to its database type, so
+/// one generic query builder serves both arms.
+macro_rules! on_pool {
+    ($store:expr, |$pool:ident, $DB:ident| $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => {
+                type $DB = sqlx::Sqlite;
+                $body
+            }
+            Pool::Postgres($pool) => {
+                type $DB = sqlx::Postgres;
+                $body
+            }
+        }
+    };
+}
+
 /// Handle to the store; cheap to clone (it wraps a connection pool).
 #[derive(Clone, Debug)]
 pub struct Store {
-    _private: (),
+    pool: Pool,
 }
 
 impl Store {
     /// Connects to `url`: `sqlite:PATH` / `sqlite://PATH` (file created if missing, WAL mode)
     /// or `postgres://...` / `postgresql://...`. Does not run migrations.
+    ///
+    /// SQLite connections use WAL, `synchronous=NORMAL` (durable at commit except on power loss
+    /// in the OS's write-back window — the usual WAL trade), a 5 s busy timeout and foreign
+    /// keys. `sqlite::memory:` works (one connection, kept open) for throwaway use.
+    ///
+    /// Errors: `BadUrl` for another scheme or an unparsable URL, `Unavailable` if the database
+    /// cannot be reached or opened.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
-        let _ = url;
-        todo!()
+        let bad_url = || StoreError::BadUrl(redact(url));
+        if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)
+                .map_err(|_| bad_url())?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .foreign_keys(true);
+            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+            let pool_opts = if in_memory {
+                // Every SQLite connection to `:memory:` is a database of its own: keep exactly
+                // one, forever, or the data would vanish with it.
+                SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+            } else {
+                SqlitePoolOptions::new().max_connections(SQLITE_MAX_CONNECTIONS)
+            };
+            let pool = pool_opts
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(opts)
+                .await
+                .map_err(connect_error)?;
+            Ok(Store {
+                pool: Pool::Sqlite(pool),
+            })
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
+            let pool = PgPoolOptions::new()
+                .max_connections(POSTGRES_MAX_CONNECTIONS)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_with(opts)
+                .await
+                .map_err(connect_error)?;
+            Ok(Store {
+                pool: Pool::Postgres(pool),
+            })
+        } else {
+            Err(bad_url())
+        }
     }
 
     /// Applies the migrations of this store's database (idempotent).
+    ///
+    /// Errors: `Migrate` (e.g. the database has a migration this build does not know, or one
+    /// was edited after it was applied), `Unavailable` if the database cannot be reached.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        todo!()
+        let res = match &self.pool {
+            Pool::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await,
+            Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await,
+        };
+        res.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(inner) => match store_error(inner) {
+                StoreError::Unavailable(m) => StoreError::Unavailable(m),
+                other => StoreError::Migrate(other.to_string()),
+            },
+            other => StoreError::Migrate(other.to_string()),
+        })
     }
 
     /// "sqlite" or "postgres".
     pub fn backend(&self) -> &'static str {
-        todo!()
+        use self::dialect::Dialect;
+        on_pool!(self, |_pool, DB| <DB as Dialect>::NAME)
     }
 
     /// Stores a batch in ONE transaction, ignoring records whose (dlq_topic, dlq_partition,
     /// dlq_offset) is already stored. Returns how many rows were new. When this returns Ok,
     /// the batch is durable: ingest may commit the Kafka offsets.
+    ///
+    /// The batch is written as multi-row `INSERT ... ON CONFLICT DO NOTHING` statements sized
+    /// under the bind-parameter limit. Text fields holding U+0000 are stored with U+FFFD in its
+    /// place (PostgreSQL text cannot hold it; the raw headers keep the exact bytes).
+    ///
+    /// Errors: `Unavailable` (retry later: connection lost, pool timed out, database locked,
+    /// disk full), `Database` otherwise. On error nothing of the batch is stored.
     pub async fn insert_batch(&self, batch: &[NewDeadLetter]) -> Result<u64, StoreError> {
-        let _ = batch;
-        todo!()
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        on_pool!(self, |pool, DB| {
+            let mut tx = pool.begin().await.map_err(store_error)?;
+            let mut inserted = 0u64;
+            for chunk in sql::insert_chunks::<DB>(batch) {
+                let mut qb = sql::insert_values::<DB>(chunk);
+                let done = qb
+                    .build()
+                    // Batch sizes vary: do not fill the prepared-statement cache with them.
+                    .persistent(false)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                inserted += done.rows_affected();
+            }
+            tx.commit().await.map_err(store_error)?;
+            Ok(inserted)
+        })
     }
 
     /// One page of dead letters matching `query.filter`, ordered by
     /// (dead_lettered_at DESC, id DESC), starting after `query.cursor` (keyset, never OFFSET).
+    ///
+    /// `query.limit` 0 means [`DEFAULT_LIMIT`]; above [`MAX_LIMIT`] it is capped.
+    /// `next_cursor` is set when more rows follow (it encodes the page's last row).
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (a stored row that does not parse).
     pub async fn list(&self, query: &ListQuery) -> Result<Page<DeadLetterSummary>, StoreError> {
-        let _ = query;
-        todo!()
+        let limit = match query.limit {
+            0 => DEFAULT_LIMIT,
+            n => n.min(MAX_LIMIT),
+        } as usize;
+        // One row more than the page tells whether another page follows.
+        let fetch = limit as i64 + 1;
+        let rows: Vec<SummaryRow> = on_pool!(self, |pool, DB| {
+            let mut qb = sql::list::<DB>(&query.filter, query.cursor, fetch);
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        let more = rows.len() > limit;
+        let items = rows
+            .into_iter()
+            .take(limit)
+            .map(SummaryRow::into_summary)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = match items.last() {
+            Some(last) if more => Some(
+                Cursor {
+                    dead_lettered_at_ms: last.dead_lettered_at_ms,
+                    id: last.id,
+                }
+                .encode(),
+            ),
+            _ => None,
+        };
+        Ok(Page { items, next_cursor })
     }
 
     /// How many dead letters match `filter`.
+    ///
+    /// Errors: `Unavailable`, `Database`.
     pub async fn count(&self, filter: &Filter) -> Result<i64, StoreError> {
-        let _ = filter;
-        todo!()
+        on_pool!(self, |pool, DB| {
+            let mut qb = sql::count::<DB>(filter);
+            qb.build_query_scalar::<i64>().fetch_one(pool).await
+        })
+        .map_err(store_error)
     }
 
     /// The whole dead letter, or `None` if there is no such id.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers or status that do not parse).
     pub async fn get(&self, id: i64) -> Result<Option<DeadLetter>, StoreError> {
-        let _ = id;
-        todo!()
+        let row: Option<FullRow> = on_pool!(self, |pool, DB| {
+            let mut qb = sql::get::<DB>(id);
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        row.map(FullRow::into_dead_letter).transpose()
     }
 
     /// Error groups of the dead letters matching `filter`, largest first, at most `limit`.
+    ///
+    /// Ties are broken by the most recent `last_seen_ms`, then fingerprint. The example class
+    /// and message come from the group's most recently stored dead letter.
+    /// Errors: `Unavailable`, `Database`.
     pub async fn error_groups(
         &self,
         filter: &Filter,
         limit: u32,
     ) -> Result<Vec<ErrorGroup>, StoreError> {
-        let _ = (filter, limit);
-        todo!()
+        let rows: Vec<GroupRow> = on_pool!(self, |pool, DB| {
+            let mut qb = sql::error_groups::<DB>(filter, i64::from(limit));
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(rows.into_iter().map(ErrorGroup::from).collect())
     }
 
     /// Distinct values for the filter bar's choices: (source topics, DLQ topics, consumer groups).
+    ///
+    /// Each list is sorted ascending (byte order on SQLite, the column's collation on
+    /// PostgreSQL), holds at most [`FACET_CAP`] values, and counts every stored dead letter
+    /// (deleted ones too). Errors: `Unavailable`, `Database`.
     pub async fn facets(&self) -> Result<Facets, StoreError> {
-        todo!()
+        Ok(Facets {
+            source_topics: self.facet(FacetColumn::SourceTopic).await?,
+            dlq_topics: self.facet(FacetColumn::DlqTopic).await?,
+            consumer_groups: self.facet(FacetColumn::ConsumerGroup).await?,
+        })
+    }
+
+    async fn facet(&self, column: FacetColumn) -> Result<Vec<String>, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = sql::facet::<DB>(column, i64::from(FACET_CAP));
+            qb.build_query_scalar::<String>().fetch_all(pool).await
+        })
+        .map_err(store_error)
     }
 
     /// Cheap round trip, for `/readyz`.
+    ///
+    /// Errors: `Unavailable` when the database cannot be reached, `Database` otherwise.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        todo!()
+        on_pool!(self, |pool, _DB| {
+            sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
+        })
+        .map_err(store_error)
+    }
+
+    /// Closes the pool, waiting for checked-out connections to be returned (graceful shutdown;
+    /// on SQLite this also checkpoints the WAL when the last connection closes).
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+}
+
+/// A failed connect is always "try again later", except a misconfiguration (bad URL option,
+/// authentication) which retrying will not fix.
+fn connect_error(e: sqlx::Error) -> StoreError {
+    match e {
+        sqlx::Error::Configuration(c) => StoreError::BadUrl(c.to_string()),
+        other => store_error(other),
+    }
+}
+
+/// The URL with any password replaced by `***`, for error messages and logs.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
     }
 }
 
@@ -101,4 +353,27 @@ pub struct Facets {
     pub source_topics: Vec<String>,
     pub dlq_topics: Vec<String>,
     pub consumer_groups: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite:/tmp/a.db"), "sqlite:/tmp/a.db");
+    }
+
+    #[tokio::test]
+    async fn refuses_other_schemes() {
+        assert!(matches!(
+            Store::connect("mysql://x").await,
+            Err(StoreError::BadUrl(_))
+        ));
+    }
 }

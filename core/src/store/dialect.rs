@@ -1,0 +1,112 @@
+//! Every difference between SQLite and PostgreSQL that the store's SQL has to know about.
+//! The SQL text itself is shared (see `sql.rs`): both databases speak `ON CONFLICT ... DO
+//! NOTHING`, `WITH RECURSIVE`, `LIMIT`; `QueryBuilder` writes `?` or `$n` placeholders itself.
+
+use sqlx::{Database, Postgres, QueryBuilder, Sqlite};
+
+use super::StoreError;
+
+/// A value to bind, borrowed from the caller where possible (a 1 MiB value is not copied).
+/// One enum instead of generic `push_bind` calls, so the query builders in `sql.rs` can be
+/// generic over the database without restating sqlx's `Encode`/`Type` bounds everywhere.
+#[derive(Debug, Clone)]
+pub(crate) enum Val<'a> {
+    I32(Option<i32>),
+    I64(Option<i64>),
+    Text(Option<&'a str>),
+    OwnedText(Option<String>),
+    Bytes(Option<&'a [u8]>),
+}
+
+/// What the shared SQL needs to know about one database.
+pub(crate) trait Dialect: Database {
+    /// `Store::backend()`'s name.
+    const NAME: &'static str;
+    /// Case-insensitive `LIKE`. SQLite's `LIKE` already ignores case (ASCII letters only);
+    /// PostgreSQL needs `ILIKE` (all of Unicode), which a `pg_trgm` GIN index can serve.
+    const ILIKE: &'static str;
+    /// Most bind parameters one statement may carry (SQLite's `SQLITE_MAX_VARIABLE_NUMBER`
+    /// since 3.32, PostgreSQL's protocol limit of an i16 count).
+    const MAX_BINDS: usize;
+
+    /// Appends a placeholder for `v` and binds it.
+    fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
+}
+
+impl Dialect for Sqlite {
+    const NAME: &'static str = "sqlite";
+    const ILIKE: &'static str = "LIKE";
+    const MAX_BINDS: usize = 32_766;
+
+    fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
+        match v {
+            Val::I32(x) => qb.push_bind(x),
+            Val::I64(x) => qb.push_bind(x),
+            Val::Text(x) => qb.push_bind(x),
+            Val::OwnedText(x) => qb.push_bind(x),
+            Val::Bytes(x) => qb.push_bind(x),
+        };
+    }
+}
+
+impl Dialect for Postgres {
+    const NAME: &'static str = "postgres";
+    const ILIKE: &'static str = "ILIKE";
+    const MAX_BINDS: usize = 65_535;
+
+    fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
+        match v {
+            Val::I32(x) => qb.push_bind(x),
+            Val::I64(x) => qb.push_bind(x),
+            Val::Text(x) => qb.push_bind(x),
+            Val::OwnedText(x) => qb.push_bind(x),
+            Val::Bytes(x) => qb.push_bind(x),
+        };
+    }
+}
+
+/// Maps a sqlx error to a [`StoreError`]: `Unavailable` for what is worth retrying (the
+/// connection, the pool, a busy/locked SQLite file, a PostgreSQL server shutting down or out of
+/// resources, a serialization failure), `Corrupt` for a stored value we cannot decode,
+/// `Database` for everything else (a bug or a constraint: retrying will not help).
+pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
+    use sqlx::Error as E;
+    match &e {
+        E::Io(_)
+        | E::Tls(_)
+        | E::Protocol(_)
+        | E::PoolTimedOut
+        | E::PoolClosed
+        | E::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+        E::Decode(_) | E::ColumnDecode { .. } | E::ColumnNotFound(_) | E::TypeNotFound { .. } => {
+            StoreError::Corrupt(e.to_string())
+        }
+        E::Database(db) if is_transient(db.as_ref()) => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Database(e.to_string()),
+    }
+}
+
+fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        // Primary result code = low byte of the extended code.
+        let primary = db
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .map(|c| c & 0xff);
+        // 5 BUSY, 6 LOCKED ("database is locked"), 10 IOERR, 13 FULL, 14 CANTOPEN: none of
+        // them is about the data, and all may pass (another writer, a full disk freed).
+        return matches!(primary, Some(5 | 6 | 10 | 13 | 14));
+    }
+    if let Some(e) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        let code = e.code();
+        // 08 connection exception, 53 insufficient resources (disk full, too many
+        // connections), 57P01-57P05 shutdown / cannot connect now / idle timeouts,
+        // 40001 serialization failure, 40P01 deadlock.
+        return code.starts_with("08")
+            || code.starts_with("53")
+            || code.starts_with("57P")
+            || code == "40001"
+            || code == "40P01";
+    }
+    false
+}

@@ -1,0 +1,308 @@
+//! The store's SQL, written once for both databases: generic over [`Dialect`], which supplies
+//! the few differences. [`push_filter`] is the one definition of "dead letters matching this
+//! filter" in SQL; every query that takes a [`Filter`] goes through it.
+
+use sqlx::QueryBuilder;
+
+use super::codec::{encode_headers, encode_warnings, text_field};
+use super::dialect::{Dialect, Val};
+use crate::filter::{Cursor, Filter};
+use crate::model::{NewDeadLetter, Status};
+
+/// Columns of a list row ([`super::rows::SummaryRow`]), cheap ones only.
+pub(crate) const SUMMARY_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
+     source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
+     retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings";
+
+/// Columns of a whole dead letter ([`super::rows::FullRow`]).
+pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
+     source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
+     retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
+     source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
+     ingested_at_ms, replay_count, headers, key, value";
+
+/// Columns written by ingest, in the order [`insert_values`] binds them.
+const INSERT_COLUMNS: [&str; 23] = [
+    "dlq_topic",
+    "dlq_partition",
+    "dlq_offset",
+    "dead_lettered_at_ms",
+    "fingerprint",
+    "convention",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "source_timestamp_ms",
+    "consumer_group",
+    "error_class",
+    "error_message",
+    "retry_count",
+    "message_id",
+    "failed_at_ms",
+    "decode_warnings",
+    "record_timestamp_ms",
+    "ingested_at_ms",
+    "headers",
+    "stack_trace",
+    "key",
+    "value",
+];
+
+/// Soft cap on the bytes of key, value, headers and stack traces in one INSERT statement,
+/// so a batch of large records is written as several statements (same transaction) instead
+/// of one huge protocol message.
+const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
+
+/// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
+/// status but `deleted`. `q` is a case-insensitive substring of the error message, with `%`,
+/// `_` and `\` in the user's text matched literally. `from_ms` is inclusive, `to_ms` exclusive.
+pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filter) {
+    match f.status {
+        Some(_) => qb.push(" WHERE status = "),
+        None => qb.push(" WHERE status <> "),
+    };
+    let status = f.status.unwrap_or(Status::Deleted);
+    DB::bind(qb, Val::Text(Some(status.as_str())));
+
+    let exact = [
+        ("fingerprint", &f.fingerprint),
+        ("error_class", &f.error_class),
+        ("source_topic", &f.source_topic),
+        ("dlq_topic", &f.dlq_topic),
+        ("consumer_group", &f.consumer_group),
+    ];
+    for (column, value) in exact {
+        if let Some(v) = value {
+            qb.push(" AND ").push(column).push(" = ");
+            DB::bind(qb, Val::Text(Some(v.as_str())));
+        }
+    }
+    if let Some(q) = &f.q {
+        qb.push(" AND error_message ").push(DB::ILIKE).push(" ");
+        DB::bind(qb, Val::OwnedText(Some(like_pattern(q))));
+        qb.push(" ESCAPE '\\'");
+    }
+    if let Some(from) = f.from_ms {
+        qb.push(" AND dead_lettered_at_ms >= ");
+        DB::bind(qb, Val::I64(Some(from)));
+    }
+    if let Some(to) = f.to_ms {
+        qb.push(" AND dead_lettered_at_ms < ");
+        DB::bind(qb, Val::I64(Some(to)));
+    }
+}
+
+/// `%text%` with LIKE's wildcards and the escape character in `text` escaped.
+pub(crate) fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// A list page: rows strictly after `cursor` in (dead_lettered_at_ms DESC, id DESC) order,
+/// at most `fetch` of them.
+pub(crate) fn list<'a, DB: Dialect>(
+    filter: &'a Filter,
+    cursor: Option<Cursor>,
+    fetch: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(format!("SELECT {SUMMARY_COLUMNS} FROM dead_letters"));
+    push_filter(&mut qb, filter);
+    if let Some(c) = cursor {
+        // (t, id) < (c.t, c.id), spelled so that both databases use `t <= c.t` as the index
+        // range and check the tie-break on the few rows sharing c.t.
+        qb.push(" AND dead_lettered_at_ms <= ");
+        DB::bind(&mut qb, Val::I64(Some(c.dead_lettered_at_ms)));
+        qb.push(" AND (dead_lettered_at_ms < ");
+        DB::bind(&mut qb, Val::I64(Some(c.dead_lettered_at_ms)));
+        qb.push(" OR id < ");
+        DB::bind(&mut qb, Val::I64(Some(c.id)));
+        qb.push(")");
+    }
+    qb.push(" ORDER BY dead_lettered_at_ms DESC, id DESC LIMIT ");
+    DB::bind(&mut qb, Val::I64(Some(fetch)));
+    qb
+}
+
+/// `SELECT COUNT(*)` of the rows matching `filter`.
+pub(crate) fn count<DB: Dialect>(filter: &Filter) -> QueryBuilder<'_, DB> {
+    let mut qb = QueryBuilder::new("SELECT COUNT(*) FROM dead_letters");
+    push_filter(&mut qb, filter);
+    qb
+}
+
+/// One whole dead letter by id.
+pub(crate) fn get<'a, DB: Dialect>(id: i64) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(format!(
+        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = "
+    ));
+    DB::bind(&mut qb, Val::I64(Some(id)));
+    qb
+}
+
+/// Error groups of the rows matching `filter`, largest first (ties: most recent first, then
+/// fingerprint). The example is the group's newest row by id, so class and message come
+/// from one real dead letter.
+pub(crate) fn error_groups<DB: Dialect>(filter: &Filter, limit: i64) -> QueryBuilder<'_, DB> {
+    let mut qb = QueryBuilder::new(
+        "SELECT g.fingerprint, g.n, g.first_seen_ms, g.last_seen_ms, \
+         d.error_class, d.error_message \
+         FROM (SELECT fingerprint, COUNT(*) AS n, \
+               MIN(dead_lettered_at_ms) AS first_seen_ms, \
+               MAX(dead_lettered_at_ms) AS last_seen_ms, \
+               MAX(id) AS example_id \
+               FROM dead_letters",
+    );
+    push_filter(&mut qb, filter);
+    qb.push(
+        " GROUP BY fingerprint \
+         ORDER BY n DESC, last_seen_ms DESC, fingerprint LIMIT ",
+    );
+    DB::bind(&mut qb, Val::I64(Some(limit)));
+    qb.push(
+        ") g JOIN dead_letters d ON d.id = g.example_id \
+         ORDER BY g.n DESC, g.last_seen_ms DESC, g.fingerprint",
+    );
+    qb
+}
+
+/// The columns [`facet`] may be asked about (never user text: it is spliced into the SQL).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FacetColumn {
+    SourceTopic,
+    DlqTopic,
+    ConsumerGroup,
+}
+
+impl FacetColumn {
+    fn name(self) -> &'static str {
+        match self {
+            FacetColumn::SourceTopic => "source_topic",
+            FacetColumn::DlqTopic => "dlq_topic",
+            FacetColumn::ConsumerGroup => "consumer_group",
+        }
+    }
+}
+
+/// Distinct non-null values of `column`, ascending, at most `cap`. A "loose index scan": each
+/// step asks the column's index for the next larger value, so the cost is one index probe per
+/// distinct value instead of a scan of every row (neither database skips on its own).
+pub(crate) fn facet<'a, DB: Dialect>(column: FacetColumn, cap: i64) -> QueryBuilder<'a, DB> {
+    let c = column.name();
+    let mut qb = QueryBuilder::new(format!(
+        "WITH RECURSIVE t(v, n) AS ( \
+           SELECT (SELECT {c} FROM dead_letters WHERE {c} IS NOT NULL ORDER BY {c} LIMIT 1), 1 \
+           UNION ALL \
+           SELECT (SELECT {c} FROM dead_letters WHERE {c} > t.v ORDER BY {c} LIMIT 1), t.n + 1 \
+           FROM t WHERE t.v IS NOT NULL AND t.n < "
+    ));
+    DB::bind(&mut qb, Val::I64(Some(cap)));
+    qb.push(") SELECT v FROM t WHERE v IS NOT NULL ORDER BY v");
+    qb
+}
+
+/// Splits `batch` into slices that each fit one INSERT statement: under the database's bind
+/// parameter limit and, loosely, under [`MAX_STATEMENT_BYTES`] (a slice holds at least one row).
+pub(crate) fn insert_chunks<DB: Dialect>(batch: &[NewDeadLetter]) -> Vec<&[NewDeadLetter]> {
+    let max_rows = (DB::MAX_BINDS / INSERT_COLUMNS.len()).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0usize;
+    for (i, d) in batch.iter().enumerate() {
+        let size = approx_bytes(d);
+        if i > start && (i - start >= max_rows || bytes + size > MAX_STATEMENT_BYTES) {
+            out.push(&batch[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < batch.len() {
+        out.push(&batch[start..]);
+    }
+    out
+}
+
+fn approx_bytes(d: &NewDeadLetter) -> usize {
+    let r = &d.record;
+    r.key.as_ref().map_or(0, Vec::len)
+        + r.value.as_ref().map_or(0, Vec::len)
+        + r.headers
+            .iter()
+            .map(|h| h.name.len() + h.value.as_ref().map_or(0, |v| v.len() * 4 / 3))
+            .sum::<usize>()
+        + d.normalized.stack_trace.as_ref().map_or(0, String::len)
+        + d.normalized.error_message.as_ref().map_or(0, String::len)
+        + 256
+}
+
+/// `INSERT ... VALUES (...), (...) ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO
+/// NOTHING` for one chunk: a DLQ offset already stored (redelivery after a crash, or twice in
+/// one batch) is skipped, so `rows_affected` is the number of new dead letters.
+pub(crate) fn insert_values<DB: Dialect>(chunk: &[NewDeadLetter]) -> QueryBuilder<'_, DB> {
+    let mut qb = QueryBuilder::new(format!(
+        "INSERT INTO dead_letters ({}) VALUES ",
+        INSERT_COLUMNS.join(", ")
+    ));
+    for (i, d) in chunk.iter().enumerate() {
+        if i > 0 {
+            qb.push(", ");
+        }
+        let r = &d.record;
+        let n = &d.normalized;
+        let text = |s: &Option<String>| Val::OwnedText(text_field(s).map(|c| c.into_owned()));
+        // The array's length is the column list's: a missing or extra value does not compile.
+        let values: [Val<'_>; INSERT_COLUMNS.len()] = [
+            Val::Text(Some(r.dlq_topic.as_str())),
+            Val::I32(Some(r.dlq_partition)),
+            Val::I64(Some(r.dlq_offset)),
+            Val::I64(Some(d.dead_lettered_at_ms)),
+            Val::Text(Some(d.fingerprint.as_str())),
+            Val::Text(Some(d.convention.as_str())),
+            text(&n.source_topic),
+            Val::I32(n.source_partition),
+            Val::I64(n.source_offset),
+            Val::I64(n.source_timestamp_ms),
+            text(&n.consumer_group),
+            text(&n.error_class),
+            text(&n.error_message),
+            Val::I32(n.retry_count),
+            text(&n.message_id),
+            Val::I64(n.failed_at_ms),
+            Val::OwnedText(Some(encode_warnings(&n.decode_warnings))),
+            Val::I64(r.timestamp_ms),
+            Val::I64(Some(d.ingested_at_ms)),
+            Val::OwnedText(Some(encode_headers(&r.headers))),
+            text(&n.stack_trace),
+            Val::Bytes(r.key.as_deref()),
+            Val::Bytes(r.value.as_deref()),
+        ];
+        qb.push("(");
+        for (j, v) in values.into_iter().enumerate() {
+            if j > 0 {
+                qb.push(", ");
+            }
+            DB::bind(&mut qb, v);
+        }
+        qb.push(")");
+    }
+    qb.push(" ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO NOTHING");
+    qb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_pattern_escapes_wildcards() {
+        assert_eq!(like_pattern("100%_a\\b"), "%100\\%\\_a\\\\b%");
+    }
+}
