@@ -9,6 +9,7 @@
 //! Nothing here mocks anything; tests poll with deadlines instead of sleeping.
 
 pub mod fixtures;
+pub mod ingest;
 
 use std::path::PathBuf;
 use std::process::Command;
