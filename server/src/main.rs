@@ -1,1 +1,161 @@
-fn main() {}
+//! `redrive`: a self-hosted dead letter queue manager for Apache Kafka.
+//!
+//! Subcommands: `serve` (UI + JSON API + ingest), `migrate` (apply database migrations and
+//! exit), `config` (print the effective configuration, secrets redacted).
+
+mod api;
+mod config;
+mod router;
+mod serve;
+mod site;
+mod telemetry;
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, Loaded, Overrides};
+
+/// A self-hosted dead letter queue manager for Apache Kafka.
+///
+/// Settings come from flags, `REDRIVE_*` environment variables and `redrive.toml` (flags win
+/// over variables, variables over the file); `redrive config` prints the result.
+#[derive(Debug, Parser)]
+#[command(name = "redrive", version, about, long_about)]
+struct Cli {
+    /// Configuration file (TOML). Default: `redrive.toml` in the working directory, if it
+    /// exists.
+    #[arg(long, global = true, value_name = "PATH", env = "REDRIVE_CONFIG")]
+    config: Option<PathBuf>,
+
+    #[command(flatten)]
+    settings: SettingFlags,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the UI, the JSON API, health and metrics, and ingest the DLQ topics, until SIGINT
+    /// or SIGTERM.
+    Serve,
+    /// Apply the database migrations and exit (`serve` also applies them at start-up).
+    Migrate,
+    /// Print the effective configuration as TOML (passwords and secrets redacted).
+    Config,
+}
+
+/// Settings that can also be given as flags (each overrides its `REDRIVE_*` variable and the
+/// file). See docs/configuration.md for every setting.
+#[derive(Debug, Args)]
+struct SettingFlags {
+    /// Database URL: `sqlite:PATH` or `postgres://...` [REDRIVE_DATABASE_URL].
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
+    /// Kafka bootstrap servers [REDRIVE_KAFKA_BROKERS].
+    #[arg(long, global = true, value_name = "HOST:PORT,...")]
+    kafka_brokers: Option<String>,
+    /// DLQ topics, comma-separated; `^` starts a regex [REDRIVE_DLQ_TOPICS].
+    #[arg(long, global = true, value_name = "TOPICS")]
+    dlq_topics: Option<String>,
+    /// Kafka consumer group [REDRIVE_GROUP_ID].
+    #[arg(long, global = true, value_name = "GROUP")]
+    group_id: Option<String>,
+    /// Listen address, `IP:PORT` (port 0 = any free port) [REDRIVE_LISTEN].
+    #[arg(long, global = true, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Directory of the UI's built assets [REDRIVE_SITE_ROOT].
+    #[arg(long, global = true, value_name = "DIR")]
+    site_root: Option<String>,
+    /// Log filter, RUST_LOG syntax [REDRIVE_LOG].
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
+    /// Do not run Kafka ingest; serve the store only [REDRIVE_INGEST_ENABLED=false].
+    #[arg(long, global = true)]
+    no_ingest: bool,
+}
+
+impl SettingFlags {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            database_url: self.database_url.clone(),
+            kafka_brokers: self.kafka_brokers.clone(),
+            dlq_topics: self.dlq_topics.clone(),
+            group_id: self.group_id.clone(),
+            listen: self.listen.clone(),
+            site_root: self.site_root.clone(),
+            log: self.log.clone(),
+            ingest_enabled: self.no_ingest.then_some(false),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = match Config::load(
+        cli.config.as_deref(),
+        std::env::vars(),
+        &cli.settings.overrides(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("redrive: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(&loaded.config.log) {
+        eprintln!("redrive: {e:#}");
+        return ExitCode::from(2);
+    }
+    report_sources(&loaded);
+    match run(cli.command, loaded.config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Config => print!("{}", config.to_redacted_toml()?),
+        Command::Serve => runtime()?.block_on(serve::serve(config))?,
+        Command::Migrate => runtime()?.block_on(serve::migrate(&config))?,
+    }
+    Ok(())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Logs to stderr (stdout is kept for command output), with colours only on a terminal.
+fn init_logging(filter: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).with_context(|| {
+        format!("invalid log filter `{filter}` (log / REDRIVE_LOG; e.g. `info` or `redrive=debug`)")
+    })?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("initialising logging: {e}"))
+}
+
+fn report_sources(loaded: &Loaded) {
+    match &loaded.file {
+        Some(path) => tracing::debug!(file = %path.display(), "configuration file read"),
+        None => tracing::debug!("no configuration file; using flags, REDRIVE_* and defaults"),
+    }
+    for var in &loaded.ignored_env {
+        tracing::warn!("ignoring environment variable {var}: it is not a redrive setting");
+    }
+}

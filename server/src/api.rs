@@ -1,0 +1,636 @@
+//! The JSON API (`/api/v1/...`), raw downloads, and the health and metrics endpoints.
+//!
+//! The response shapes here are a public contract: they are dedicated DTOs mapped from the core
+//! model, so that an internal refactor cannot silently change what API clients receive. Every
+//! failure answers JSON `{"error": "..."}` with a message saying what to do next; bad input is a
+//! 4xx, never a 500, and nothing here panics on request or store data.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use chrono::{DateTime, SecondsFormat, Utc};
+use redrive_core::ingest::{IngestSnapshot, IngestStatus};
+use redrive_core::store::{Store, StoreError};
+use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, FilterError, Header, ListQuery};
+use serde::Serialize;
+
+use crate::telemetry::{Telemetry, METRICS_CONTENT_TYPE};
+
+/// How long `/readyz` waits for the store to answer a ping.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub telemetry: Arc<Telemetry>,
+    pub ingest: IngestHealth,
+}
+
+/// What `/readyz` knows about ingest.
+#[derive(Clone)]
+pub struct IngestHealth {
+    /// `ingest_enabled` from the configuration.
+    pub enabled: bool,
+    /// The bootstrap servers, for messages.
+    pub brokers: String,
+    pub status: Arc<IngestStatus>,
+    /// Why ingest stopped, once it has stopped with an error (the process then shuts down).
+    pub failure: Arc<Mutex<Option<String>>>,
+}
+
+impl IngestHealth {
+    /// Records that ingest stopped with `message`.
+    pub fn set_failure(&self, message: String) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Why an API request failed. Rendered as JSON `{"error": message}`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed or unknown parameters, a non-numeric id: 400.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No such dead letter, body or route: 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store failed (unreachable, timed out, ...): 503. The detail is logged, not shown.
+    #[error("the database did not answer; try again in a moment (the cause is in redrive's log)")]
+    StoreUnavailable,
+}
+
+impl From<FilterError> for ApiError {
+    fn from(e: FilterError) -> Self {
+        ApiError::BadRequest(e.to_string())
+    }
+}
+
+/// The error body of every failed request.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        let mut res = (
+            status,
+            Json(ErrorBody {
+                error: self.to_string(),
+            }),
+        )
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        res
+    }
+}
+
+impl AppState {
+    /// Logs and counts a store failure, and turns it into the 503 the client sees.
+    fn store_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
+        self.telemetry.store_error(operation, &e);
+        ApiError::StoreUnavailable
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DTOs: the public shape of the API
+
+/// One dead letter in a list (`GET /api/v1/dead-letters`).
+#[derive(Debug, Serialize)]
+pub struct DeadLetterItem {
+    pub id: i64,
+    pub dlq_topic: String,
+    pub dlq_partition: i32,
+    pub dlq_offset: i64,
+    pub source_topic: Option<String>,
+    pub source_partition: Option<i32>,
+    pub source_offset: Option<i64>,
+    pub consumer_group: Option<String>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub retry_count: Option<i32>,
+    /// `new`, `replay_pending`, `replayed`, `replay_failed` or `deleted`.
+    pub status: &'static str,
+    /// The recognised header convention (`spring_dlt`, `kafka_connect`, ..., `unknown`).
+    pub convention: &'static str,
+    /// Error fingerprint, 16 lowercase hex characters: the error group.
+    pub fingerprint: String,
+    /// RFC 3339 UTC with milliseconds, e.g. `2026-12-01T06:00:00.123Z`.
+    pub dead_lettered_at: Option<String>,
+    /// True when decoding the headers met a problem (see `decode_warnings`).
+    pub malformed: bool,
+}
+
+/// A whole dead letter (`GET /api/v1/dead-letters/{id}`): the list fields plus the stack
+/// trace, the raw record (base64; JSON `null` for a null key, value or header value) and the
+/// bookkeeping.
+#[derive(Debug, Serialize)]
+pub struct DeadLetterRecord {
+    #[serde(flatten)]
+    pub item: DeadLetterItem,
+    pub stack_trace: Option<String>,
+    /// Timestamp of the original record, RFC 3339 UTC, if a header gave it.
+    pub source_timestamp: Option<String>,
+    /// Application message id (seed `message_id`, Watermill's uuid), if any.
+    pub message_id: Option<String>,
+    /// Timestamp of the record in the DLQ topic, RFC 3339 UTC, if it has one.
+    pub dlq_timestamp: Option<String>,
+    /// When redrive stored it, RFC 3339 UTC.
+    pub ingested_at: Option<String>,
+    /// How many times redrive has replayed it.
+    pub replay_count: i32,
+    /// Problems met while decoding the headers; empty for a clean record.
+    pub decode_warnings: Vec<String>,
+    /// The record key, base64 (standard alphabet, padded); `null` for a null key.
+    pub key: Option<String>,
+    /// The record value, base64; `null` for a tombstone.
+    pub value: Option<String>,
+    /// Every header in record order, duplicates kept.
+    pub headers: Vec<HeaderItem>,
+}
+
+/// One Kafka header.
+#[derive(Debug, Serialize)]
+pub struct HeaderItem {
+    pub name: String,
+    /// Base64 of the value bytes; `null` for a null-valued header (distinct from `""`).
+    pub value: Option<String>,
+}
+
+/// A page of dead letters.
+#[derive(Debug, Serialize)]
+pub struct DeadLetterPage {
+    pub items: Vec<DeadLetterItem>,
+    /// Pass as `cursor` to get the next (older) page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One error group (`GET /api/v1/error-groups`).
+#[derive(Debug, Serialize)]
+pub struct ErrorGroupItem {
+    pub fingerprint: String,
+    pub error_class: Option<String>,
+    pub example_message: Option<String>,
+    pub count: i64,
+    pub first_seen: Option<String>,
+    pub last_seen: Option<String>,
+}
+
+/// The error groups matching a filter, largest first.
+#[derive(Debug, Serialize)]
+pub struct ErrorGroupList {
+    pub items: Vec<ErrorGroupItem>,
+}
+
+/// Epoch ms as RFC 3339 UTC with milliseconds; `None` only for a time outside chrono's range
+/// (±262,000 years), which no real record has.
+pub fn rfc3339(ms: i64) -> Option<String> {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+impl From<&DeadLetterSummary> for DeadLetterItem {
+    fn from(s: &DeadLetterSummary) -> Self {
+        DeadLetterItem {
+            id: s.id,
+            dlq_topic: s.dlq_topic.clone(),
+            dlq_partition: s.dlq_partition,
+            dlq_offset: s.dlq_offset,
+            source_topic: s.source_topic.clone(),
+            source_partition: s.source_partition,
+            source_offset: s.source_offset,
+            consumer_group: s.consumer_group.clone(),
+            error_class: s.error_class.clone(),
+            error_message: s.error_message.clone(),
+            retry_count: s.retry_count,
+            status: s.status.as_str(),
+            convention: s.convention.as_str(),
+            fingerprint: s.fingerprint.clone(),
+            dead_lettered_at: rfc3339(s.dead_lettered_at_ms),
+            malformed: s.malformed,
+        }
+    }
+}
+
+impl From<&DeadLetter> for DeadLetterRecord {
+    fn from(d: &DeadLetter) -> Self {
+        let n = &d.normalized;
+        DeadLetterRecord {
+            item: DeadLetterItem::from(&d.summary),
+            stack_trace: n.stack_trace.clone(),
+            source_timestamp: n.source_timestamp_ms.and_then(rfc3339),
+            message_id: n.message_id.clone(),
+            dlq_timestamp: d.record.timestamp_ms.and_then(rfc3339),
+            ingested_at: rfc3339(d.ingested_at_ms),
+            replay_count: d.replay_count,
+            decode_warnings: n.decode_warnings.clone(),
+            key: d.record.key.as_deref().map(b64),
+            value: d.record.value.as_deref().map(b64),
+            headers: d.record.headers.iter().map(HeaderItem::from).collect(),
+        }
+    }
+}
+
+impl From<&Header> for HeaderItem {
+    fn from(h: &Header) -> Self {
+        HeaderItem {
+            name: h.name.clone(),
+            value: h.value.as_deref().map(b64),
+        }
+    }
+}
+
+impl From<&ErrorGroup> for ErrorGroupItem {
+    fn from(g: &ErrorGroup) -> Self {
+        ErrorGroupItem {
+            fingerprint: g.fingerprint.clone(),
+            error_class: g.error_class.clone(),
+            example_message: g.example_message.clone(),
+            count: g.count,
+            first_seen: rfc3339(g.first_seen_ms),
+            last_seen: rfc3339(g.last_seen_ms),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameter parsing
+
+/// Parses the query string with the shared [`ListQuery`] rules (unknown, repeated or malformed
+/// parameters are refused).
+fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|_| {
+            ApiError::BadRequest(
+                "the query string is not valid URL encoding (name=value pairs joined by &)".into(),
+            )
+        })?;
+    Ok(ListQuery::from_pairs(
+        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )?)
+}
+
+/// A dead-letter id from the path: a whole number, else 400.
+fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
+    let raw = match path {
+        Ok(Path(s)) => s,
+        Err(_) => {
+            return Err(ApiError::BadRequest(
+                "the dead-letter id is not valid".into(),
+            ))
+        }
+    };
+    raw.trim().parse::<i64>().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "`{raw}` is not a dead-letter id: ids are whole numbers, as in /api/v1/dead-letters/42"
+        ))
+    })
+}
+
+fn not_found(id: i64) -> ApiError {
+    ApiError::NotFound(format!(
+        "no dead letter with id {id}; it may never have existed or been purged \
+         (list them at /api/v1/dead-letters)"
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+/// `GET /api/v1/dead-letters?FILTER&limit=&cursor=`: newest first, keyset-paginated.
+pub async fn list_dead_letters(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<DeadLetterPage>, ApiError> {
+    let query = list_query(raw.as_deref())?;
+    let page = state
+        .store
+        .list(&query)
+        .await
+        .map_err(|e| state.store_failed("list", e))?;
+    Ok(Json(DeadLetterPage {
+        items: page.items.iter().map(DeadLetterItem::from).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// `GET /api/v1/dead-letters/{id}`: the full record.
+pub async fn get_dead_letter(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<DeadLetterRecord>, ApiError> {
+    let id = parse_id(path)?;
+    let dl = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| state.store_failed("get", e))?
+        .ok_or_else(|| not_found(id))?;
+    Ok(Json(DeadLetterRecord::from(&dl)))
+}
+
+/// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first.
+pub async fn list_error_groups(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ErrorGroupList>, ApiError> {
+    let query = list_query(raw.as_deref())?;
+    if query.cursor.is_some() {
+        return Err(ApiError::BadRequest(
+            "`cursor` does not apply to error groups: they come as one list of at most `limit` \
+             (up to 500), largest first"
+                .into(),
+        ));
+    }
+    let groups = state
+        .store
+        .error_groups(&query.filter, query.limit)
+        .await
+        .map_err(|e| state.store_failed("error_groups", e))?;
+    Ok(Json(ErrorGroupList {
+        items: groups.iter().map(ErrorGroupItem::from).collect(),
+    }))
+}
+
+/// Which body of a record a raw download serves.
+#[derive(Debug, Clone, Copy)]
+pub enum Part {
+    Key,
+    Value,
+}
+
+impl Part {
+    fn name(self) -> &'static str {
+        match self {
+            Part::Key => "key",
+            Part::Value => "value",
+        }
+    }
+}
+
+/// `GET /dead-letters/{id}/raw/value` (and `/raw/key`, and the same under `/api/v1`): the exact
+/// bytes as a download; 404 when the record or that body is missing or null.
+pub async fn raw_download(
+    state: &AppState,
+    path: Result<Path<String>, PathRejection>,
+    part: Part,
+) -> Result<Response, ApiError> {
+    let id = parse_id(path)?;
+    let dl = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| state.store_failed("get", e))?
+        .ok_or_else(|| not_found(id))?;
+    let bytes = match part {
+        Part::Key => dl.record.key,
+        Part::Value => dl.record.value,
+    }
+    .ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "dead letter {id} has a null {} (nothing to download)",
+            part.name()
+        ))
+    })?;
+    let disposition = format!(
+        "attachment; filename=\"dead-letter-{id}-{}.bin\"",
+        part.name()
+    );
+    let mut res = bytes.into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    // The bytes are arbitrary (possibly hostile) content: never let a browser sniff them into
+    // HTML or script.
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(res)
+}
+
+/// `GET .../raw/value`.
+pub async fn raw_value(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    raw_download(&state, path, Part::Value).await
+}
+
+/// `GET .../raw/key`.
+pub async fn raw_key(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    raw_download(&state, path, Part::Key).await
+}
+
+/// Any other path under `/api/`: a JSON 404 instead of the UI's HTML page.
+pub async fn api_not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no API route {method} {}; see /api/v1/dead-letters, /api/v1/dead-letters/{{id}} and \
+         /api/v1/error-groups",
+        uri.path()
+    ))
+}
+
+/// `GET /healthz`: the process is up and serving HTTP. Checks nothing else, on purpose: a
+/// liveness probe that fails on a database outage would restart a healthy process.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// The body of `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct Readiness {
+    pub ready: bool,
+    /// What is wrong, as a sentence; absent when ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub store: StoreReadiness,
+    pub ingest: IngestReadiness,
+}
+
+/// Store part of `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct StoreReadiness {
+    pub ok: bool,
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+}
+
+/// Ingest part of `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct IngestReadiness {
+    pub enabled: bool,
+    /// Why ingest stopped, if it stopped with an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    #[serde(flatten)]
+    pub status: IngestSnapshot,
+}
+
+/// `GET /readyz`: 200 when the store answers a ping and ingest (if enabled) is running with
+/// Kafka reachable and the store writable; otherwise 503 naming what is wrong.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let mut problems = Vec::new();
+    let store_ok = match tokio::time::timeout(PING_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            state.telemetry.store_error("ping", &e);
+            problems.push("the database does not answer (see redrive's log)".to_string());
+            false
+        }
+        Err(_) => {
+            state.telemetry.store_error(
+                "ping",
+                &StoreError::Unavailable(format!("no answer within {PING_TIMEOUT:?}")),
+            );
+            problems.push(format!(
+                "the database did not answer within {} s",
+                PING_TIMEOUT.as_secs()
+            ));
+            false
+        }
+    };
+
+    let ingest = &state.ingest;
+    let snap = ingest.status.snapshot();
+    let stopped = ingest.failure();
+    if ingest.enabled {
+        if let Some(why) = &stopped {
+            problems.push(format!("ingest stopped: {why}"));
+        } else if !snap.running {
+            problems.push("ingest is not running yet".to_string());
+        } else {
+            if !snap.kafka_connected {
+                problems.push(format!(
+                    "Kafka is not reachable at {} (check kafka_brokers and the [kafka] \
+                     properties)",
+                    ingest.brokers
+                ));
+            }
+            if !snap.store_ok {
+                problems.push(match &snap.last_error {
+                    Some(e) => format!("ingest cannot write to the store: {e}"),
+                    None => "ingest has not written to the store yet".to_string(),
+                });
+            }
+        }
+    }
+
+    let ready = problems.is_empty();
+    let body = Readiness {
+        ready,
+        error: (!ready).then(|| problems.join("; ")),
+        store: StoreReadiness {
+            ok: store_ok,
+            backend: state.store.backend(),
+        },
+        ingest: IngestReadiness {
+            enabled: ingest.enabled,
+            stopped,
+            status: snap,
+        },
+    };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+/// `GET /metrics`: Prometheus text format 0.0.4.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let body = state.telemetry.render(&state.store).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(METRICS_CONTENT_TYPE),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(
+            rfc3339(1_764_568_800_123).as_deref(),
+            Some("2025-12-01T06:00:00.123Z")
+        );
+        assert_eq!(rfc3339(0).as_deref(), Some("1970-01-01T00:00:00.000Z"));
+        assert_eq!(rfc3339(i64::MAX), None);
+    }
+
+    #[test]
+    fn query_strings_are_parsed_strictly() {
+        assert!(list_query(None).is_ok());
+        assert!(list_query(Some("q=a%20b&limit=5")).is_ok());
+        assert!(matches!(
+            list_query(Some("colour=red")),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            list_query(Some("limit=501")),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            list_query(Some("q=%ZZ")),
+            Err(ApiError::BadRequest(_)) | Ok(_)
+        ));
+    }
+
+    #[test]
+    fn ids_must_be_numbers() {
+        assert_eq!(parse_id(Ok(Path("42".into()))).ok(), Some(42));
+        assert!(matches!(
+            parse_id(Ok(Path("abc".into()))),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse_id(Ok(Path("99999999999999999999".into()))),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}

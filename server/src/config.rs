@@ -1,0 +1,821 @@
+//! redrive's configuration: ONE documented struct, read once at start-up.
+//!
+//! Sources, later ones winning: built-in defaults < `redrive.toml` (or `--config PATH`) <
+//! `REDRIVE_*` environment variables < command-line flags. Each field's doc comment below is
+//! its user documentation; `docs/configuration.md` carries the same table for readers of the
+//! repository, and a test keeps the two in step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Prefix of every environment variable redrive reads as a setting.
+pub const ENV_PREFIX: &str = "REDRIVE_";
+
+/// File read when `--config` is not given, if it exists in the working directory.
+pub const DEFAULT_CONFIG_FILE: &str = "redrive.toml";
+
+/// Every setting of redrive. Field names are the keys of `redrive.toml`; the environment
+/// variable is the upper-cased name with the `REDRIVE_` prefix (`database_url` ->
+/// `REDRIVE_DATABASE_URL`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where dead letters are stored: `sqlite:PATH` (a single file, created if missing; good
+    /// up to a few million dead letters on one machine) or `postgres://USER:PASS@HOST/DB`.
+    /// Default `sqlite:redrive.db` (in the working directory) so that a first run needs nothing
+    /// else.
+    #[serde(default = "default_database_url", deserialize_with = "de::text")]
+    pub database_url: String,
+
+    /// How long `serve` and `migrate` keep retrying an unreachable database at start-up, in ms,
+    /// with backoff from 0.5 s to 5 s, logging each attempt. Default 60000 (60 s): a database
+    /// that is still starting (docker compose, a failover) should not crash redrive. `0` gives
+    /// up at the first failure. A bad URL or failed migration stops at once either way.
+    #[serde(default = "default_database_wait_ms")]
+    pub database_wait_ms: u64,
+
+    /// Kafka bootstrap servers, comma-separated `host:port`. Default `127.0.0.1:9092`, a local
+    /// development broker.
+    #[serde(default = "default_kafka_brokers", deserialize_with = "de::text")]
+    pub kafka_brokers: String,
+
+    /// DLQ topics to ingest. Comma-separated in the environment and on the command line, an
+    /// array in `redrive.toml`. An entry starting with `^` is a regular expression matched
+    /// against whole topic names (new matching topics are picked up as they appear); any other
+    /// entry is an exact name. Default: the common naming conventions — names ending in
+    /// `.DLT`/`-dlt`/`.DLQ`/`-dlq`/`_dlq` (any of `.`, `-`, `_`, upper or lower case: Spring
+    /// Kafka, Kafka Connect and most hand-made DLQs), starting with `dlq.`/`dlq-`/`dlq_`,
+    /// SmallRye's `dead-letter-topic-*` and Spring Cloud Stream's `error.*`. List your topics
+    /// explicitly in production: a pattern can match more than you meant. Use the toml array
+    /// for a regular expression that itself contains a comma.
+    #[serde(default = "default_dlq_topics", deserialize_with = "de::topics")]
+    pub dlq_topics: Vec<String>,
+
+    /// Kafka consumer group redrive ingests with. Default `redrive`. Two redrive instances
+    /// with the same group share the partitions; use different groups for independent copies.
+    #[serde(default = "default_group_id", deserialize_with = "de::text")]
+    pub group_id: String,
+
+    /// Extra librdkafka properties for every Kafka client redrive creates (SASL, SSL, timeouts),
+    /// applied after redrive's own. Default: none. In `redrive.toml` a `[kafka]` table with
+    /// librdkafka's names (`security.protocol = "SASL_SSL"`, dotted keys are fine); in the
+    /// environment one variable per property, `REDRIVE_KAFKA__` followed by the name with `.`
+    /// written as `_` (`REDRIVE_KAFKA__SASL_MECHANISM=PLAIN` sets `sasl.mechanism`). Values that
+    /// look secret (passwords, secrets, JAAS, tokens, private keys) are redacted by
+    /// `redrive config`.
+    #[serde(default, deserialize_with = "de::properties")]
+    pub kafka: BTreeMap<String, String>,
+
+    /// Whether `serve` runs the Kafka ingest. Default `true`. Turn it off to browse an existing
+    /// store without a Kafka cluster (then `/readyz` checks the store only).
+    #[serde(default = "default_ingest_enabled")]
+    pub ingest_enabled: bool,
+
+    /// Most dead letters written per store transaction (records). Default 500: large enough to
+    /// amortise the commit (fsync), small enough to keep each transaction short.
+    #[serde(default = "default_ingest_batch_size")]
+    pub ingest_batch_size: usize,
+
+    /// How long ingest waits for a batch to fill before writing what it has, in ms. Default 50:
+    /// a lone dead letter is visible within a blink, while a burst is still written in batches.
+    #[serde(default = "default_ingest_linger_ms")]
+    pub ingest_linger_ms: u64,
+
+    /// Address the web UI, JSON API, health and metrics listen on, `IP:PORT` (or
+    /// `HOST:PORT`). Default `127.0.0.1:3000`: local only, since the UI shows message contents.
+    /// Port `0` picks a free port; the log says which (`listening on http://ADDR`).
+    #[serde(default = "default_listen", deserialize_with = "de::text")]
+    pub listen: String,
+
+    /// Directory of the UI's built assets (the wasm, JS and CSS under `pkg/`, as produced by
+    /// `scripts/build-site`). Default `target/site`, where a source build puts them; the
+    /// container image sets `/usr/share/redrive/site`.
+    #[serde(default = "default_site_root", deserialize_with = "de::text")]
+    pub site_root: String,
+
+    /// Longest an HTTP request may take before redrive answers 503, in ms. Default 30000
+    /// (30 s): generous for a large filter on a big store, short enough that a stuck database
+    /// does not pile up requests.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+
+    /// On SIGINT/SIGTERM, how long `serve` waits for ingest to store the batch in hand and
+    /// commit its offsets (and for open requests to finish), in ms. Default 30000 (30 s),
+    /// below the 30 s grace period most orchestrators give before SIGKILL is likely; a batch
+    /// cut short is simply re-read after restart (nothing is lost).
+    #[serde(default = "default_shutdown_timeout_ms")]
+    pub shutdown_timeout_ms: u64,
+
+    /// Log filter, `RUST_LOG` syntax (`info`, `redrive=debug,tower_http=debug`, ...). Default
+    /// `info`. Logs go to stderr; `tower_http=debug` logs every HTTP request.
+    #[serde(default = "default_log", deserialize_with = "de::text")]
+    pub log: String,
+}
+
+fn default_database_url() -> String {
+    "sqlite:redrive.db".to_string()
+}
+
+fn default_database_wait_ms() -> u64 {
+    60_000
+}
+
+fn default_kafka_brokers() -> String {
+    "127.0.0.1:9092".to_string()
+}
+
+fn default_dlq_topics() -> Vec<String> {
+    vec![
+        r"^.*[._-]([Dd][Ll][Tt]|[Dd][Ll][Qq])$".to_string(),
+        r"^([Dd][Ll][Qq])[._-].+$".to_string(),
+        r"^dead-letter-topic-.+$".to_string(),
+        r"^error\..+$".to_string(),
+    ]
+}
+
+fn default_group_id() -> String {
+    "redrive".to_string()
+}
+
+fn default_ingest_enabled() -> bool {
+    true
+}
+
+fn default_ingest_batch_size() -> usize {
+    500
+}
+
+fn default_ingest_linger_ms() -> u64 {
+    50
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:3000".to_string()
+}
+
+fn default_site_root() -> String {
+    "target/site".to_string()
+}
+
+fn default_request_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_shutdown_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_log() -> String {
+    "info".to_string()
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: default_database_url(),
+            database_wait_ms: default_database_wait_ms(),
+            kafka_brokers: default_kafka_brokers(),
+            dlq_topics: default_dlq_topics(),
+            group_id: default_group_id(),
+            kafka: BTreeMap::new(),
+            ingest_enabled: default_ingest_enabled(),
+            ingest_batch_size: default_ingest_batch_size(),
+            ingest_linger_ms: default_ingest_linger_ms(),
+            listen: default_listen(),
+            site_root: default_site_root(),
+            request_timeout_ms: default_request_timeout_ms(),
+            shutdown_timeout_ms: default_shutdown_timeout_ms(),
+            log: default_log(),
+        }
+    }
+}
+
+/// Fields whose environment value is taken verbatim as text (never parsed as a number or a
+/// list), so that `REDRIVE_GROUP_ID=42` is the group "42" and a password keeps its quotes.
+const TEXT_FIELDS: &[&str] = &[
+    "database_url",
+    "kafka_brokers",
+    "dlq_topics",
+    "group_id",
+    "listen",
+    "site_root",
+    "log",
+];
+
+/// Fields whose environment value is parsed (numbers, `true`/`false`).
+const TYPED_FIELDS: &[&str] = &[
+    "database_wait_ms",
+    "ingest_enabled",
+    "ingest_batch_size",
+    "ingest_linger_ms",
+    "request_timeout_ms",
+    "shutdown_timeout_ms",
+];
+
+/// `REDRIVE_*` variables that are not settings and are not worth a warning (the config file
+/// path, and the variables of the project's own scripts and tests).
+fn is_known_non_setting(var: &str) -> bool {
+    var == "REDRIVE_CONFIG" || var == "REDRIVE_CACHE" || var.starts_with("REDRIVE_TEST_")
+}
+
+/// Why the configuration could not be used. Each message names the source to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration file `{0}` does not exist (given with --config or REDRIVE_CONFIG)")]
+    MissingFile(PathBuf),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Settings given on the command line (`None` = not given). They win over every other source.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka_brokers: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_topics: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site_root: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingest_enabled: Option<bool>,
+}
+
+/// The loaded configuration and what is worth telling about how it was put together.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    /// The file that was read, if any.
+    pub file: Option<PathBuf>,
+    /// `REDRIVE_*` variables that are not settings (probably typos); logged at start-up.
+    pub ignored_env: Vec<String>,
+}
+
+impl Config {
+    /// Loads the configuration from every source. `file` is `--config`; without it,
+    /// `redrive.toml` is read if it exists. `env` is the process environment (a parameter so
+    /// that tests need not touch the real one).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        overrides: &Overrides,
+    ) -> Result<Loaded, ConfigError> {
+        let file = match file {
+            Some(p) if !p.exists() => return Err(ConfigError::MissingFile(p.to_path_buf())),
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from(DEFAULT_CONFIG_FILE)).filter(|p| p.exists()),
+        };
+        let env = EnvProvider::new(env);
+        let ignored_env = env.ignored.clone();
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = &file {
+            figment = figment.merge(Toml::file(path));
+        }
+        let config: Config = figment
+            .merge(env)
+            .merge(Serialized::defaults(overrides))
+            .extract()
+            .map_err(|e| ConfigError::Invalid(describe_figment_error(e)))?;
+        config.validate()?;
+        Ok(Loaded {
+            config,
+            file,
+            ignored_env,
+        })
+    }
+
+    /// Checks what serde cannot: values that parse but cannot work.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.ingest_batch_size == 0 {
+            return bad("`ingest_batch_size` must be at least 1");
+        }
+        if self.ingest_enabled && self.dlq_topics.is_empty() {
+            return bad(
+                "`dlq_topics` is empty: list the DLQ topics to ingest (REDRIVE_DLQ_TOPICS) \
+                 or set `ingest_enabled = false`",
+            );
+        }
+        if self.request_timeout_ms == 0 {
+            return bad("`request_timeout_ms` must be at least 1");
+        }
+        if self.listen.trim().is_empty() {
+            return bad("`listen` is empty: give an address such as 127.0.0.1:3000");
+        }
+        Ok(())
+    }
+
+    /// The configuration as `redrive.toml` text, with secrets replaced by `REDACTED`: what
+    /// `redrive config` prints.
+    pub fn to_redacted_toml(&self) -> Result<String, ConfigError> {
+        let mut shown = self.clone();
+        shown.database_url = redact_url(&shown.database_url);
+        for (name, value) in shown.kafka.iter_mut() {
+            if is_secret_property(name) {
+                *value = REDACTED.to_string();
+            }
+        }
+        toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// The Kafka properties as ingest takes them.
+    pub fn kafka_properties(&self) -> Vec<(String, String)> {
+        self.kafka
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// Figment's errors carry the key and the source ("for key `ingest_batch_size` in
+/// environment variable(s) REDRIVE_*"); keep all of them, one per line.
+fn describe_figment_error(e: figment::Error) -> String {
+    e.into_iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+const REDACTED: &str = "REDACTED";
+
+/// True for librdkafka properties that hold secrets (`sasl.password`,
+/// `sasl.oauthbearer.client.secret`, `ssl.key.password`, `ssl.key.pem`, `sasl.jaas.config`, ...).
+fn is_secret_property(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "password",
+        "secret",
+        "jaas",
+        "token",
+        "key.pem",
+        "oauthbearer.config",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+}
+
+/// Hides the password of `scheme://user:password@host/...` and a `password=` query parameter,
+/// for logs, messages and `redrive config`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let from = rest_start + colon + 1;
+                let to = rest_start + at;
+                out.replace_range(from..to, REDACTED);
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let query = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}={REDACTED}"),
+                _ => kv.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        out = format!("{base}{query}");
+    }
+    out
+}
+
+/// The `REDRIVE_*` environment as a figment provider. Figment's own `Env` parses every value
+/// (`42` becomes a number, `"x"` loses its quotes), which would break a numeric group id or a
+/// password; here text settings are taken verbatim and only typed ones are parsed.
+struct EnvProvider {
+    dict: Dict,
+    ignored: Vec<String>,
+}
+
+impl EnvProvider {
+    fn new(env: impl IntoIterator<Item = (String, String)>) -> EnvProvider {
+        let mut dict = Dict::new();
+        let mut kafka = Dict::new();
+        let mut ignored = Vec::new();
+        for (var, raw) in env {
+            let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let key = rest.to_ascii_lowercase();
+            if let Some(prop) = key.strip_prefix("kafka__") {
+                if !prop.is_empty() {
+                    kafka.insert(prop.replace('_', "."), Value::from(raw));
+                }
+            } else if TEXT_FIELDS.contains(&key.as_str()) {
+                dict.insert(key, Value::from(raw));
+            } else if TYPED_FIELDS.contains(&key.as_str()) {
+                let value = raw
+                    .parse::<Value>()
+                    .unwrap_or_else(|_| Value::from(raw.clone()));
+                dict.insert(key, value);
+            } else if !is_known_non_setting(&var) {
+                ignored.push(var);
+            }
+        }
+        if !kafka.is_empty() {
+            dict.insert("kafka".to_string(), Value::from(kafka));
+        }
+        ignored.sort();
+        EnvProvider { dict, ignored }
+    }
+}
+
+impl Provider for EnvProvider {
+    fn metadata(&self) -> Metadata {
+        Metadata::named("environment variable(s) REDRIVE_*")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Ok(Profile::Default.collect(self.dict.clone()))
+    }
+}
+
+/// Lenient deserializers: the same setting arrives as TOML (typed), as an environment string
+/// or as a flag.
+mod de {
+    use std::collections::BTreeMap;
+    use std::fmt;
+
+    use serde::de::{self, MapAccess, SeqAccess, Visitor};
+
+    use super::Deserializer;
+
+    /// A scalar (string, number or bool) as text: TOML `group_id = 42` is the group "42".
+    struct Scalar;
+
+    impl<'de> Visitor<'de> for Scalar {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_char<E: de::Error>(self, v: char) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+    }
+
+    pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        d.deserialize_any(Scalar)
+    }
+
+    struct ScalarSeed;
+
+    impl<'de> de::DeserializeSeed<'de> for ScalarSeed {
+        type Value = String;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_any(Scalar)
+        }
+    }
+
+    /// `"a,b"` (environment, flags) or `["a", "b"]` (TOML). Entries are trimmed; empty ones
+    /// dropped, so a trailing comma is harmless.
+    pub(super) fn topics<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        struct Topics;
+        impl<'de> Visitor<'de> for Topics {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a comma-separated string or a list of topic names and patterns")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+                Ok(v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(s) = seq.next_element_seed(ScalarSeed)? {
+                    let s = s.trim();
+                    if !s.is_empty() {
+                        out.push(s.to_string());
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(Topics)
+    }
+
+    /// A table of librdkafka properties. TOML's dotted keys (`security.protocol = "SSL"`)
+    /// arrive as nested tables and are flattened back into dotted names; values become text.
+    pub(super) fn properties<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, String>, D::Error> {
+        d.deserialize_any(Props)
+    }
+
+    /// One value in the property table: text, or a nested table (already flattened).
+    enum Node {
+        Leaf(String),
+        Table(BTreeMap<String, String>),
+    }
+
+    impl<'de> serde::Deserialize<'de> for Node {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+            struct NodeVisitor;
+            impl<'de> Visitor<'de> for NodeVisitor {
+                type Value = Node;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string, number, boolean or table")
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
+                    Scalar.visit_str(v).map(Node::Leaf)
+                }
+                fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
+                    Scalar.visit_bool(v).map(Node::Leaf)
+                }
+                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
+                    Scalar.visit_i64(v).map(Node::Leaf)
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
+                    Scalar.visit_u64(v).map(Node::Leaf)
+                }
+                fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+                    Scalar.visit_f64(v).map(Node::Leaf)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Node, A::Error> {
+                    Props.visit_map(map).map(Node::Table)
+                }
+            }
+            d.deserialize_any(NodeVisitor)
+        }
+    }
+
+    struct Props;
+    impl<'de> Visitor<'de> for Props {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a table of librdkafka properties")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                match map.next_value::<Node>()? {
+                    Node::Leaf(v) => {
+                        out.insert(key, v);
+                    }
+                    Node::Table(inner) => {
+                        for (k, v) in inner {
+                            out.insert(format!("{key}.{k}"), v);
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn load(file: Option<&Path>, vars: &[(&str, &str)], o: &Overrides) -> Config {
+        Config::load(file, env(vars), o).unwrap().config
+    }
+
+    /// Every field name of `Config`, from its serialised form.
+    fn field_names() -> Vec<String> {
+        match toml::Value::try_from(Config::default()) {
+            Ok(toml::Value::Table(t)) => t.keys().cloned().collect(),
+            other => panic!("Config does not serialise to a table: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = load(None, &[], &Overrides::default());
+        assert_eq!(c, Config::default());
+        assert_eq!(c.database_url, "sqlite:redrive.db");
+        assert_eq!(c.kafka_brokers, "127.0.0.1:9092");
+        assert_eq!(c.group_id, "redrive");
+        assert_eq!(c.listen, "127.0.0.1:3000");
+        assert_eq!(c.ingest_batch_size, 500);
+        assert_eq!(c.ingest_linger_ms, 50);
+        assert!(c.ingest_enabled);
+    }
+
+    #[test]
+    fn file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        std::fs::write(
+            &path,
+            r#"
+group_id = "from-file"
+listen = "127.0.0.1:4000"
+kafka_brokers = "file:9092"
+dlq_topics = ["orders.DLT", "^.*-dlt$"]
+ingest_batch_size = 100
+
+[kafka]
+security.protocol = "SASL_SSL"
+"sasl.mechanism" = "PLAIN"
+"socket.timeout.ms" = 5000
+"#,
+        )
+        .unwrap();
+        let c = load(
+            Some(&path),
+            &[
+                ("REDRIVE_GROUP_ID", "42"),
+                ("REDRIVE_LISTEN", "127.0.0.1:5000"),
+                ("REDRIVE_INGEST_LINGER_MS", "7"),
+                ("REDRIVE_KAFKA__SASL_USERNAME", "me"),
+                ("REDRIVE_KAFKA__SASL_PASSWORD", "\"quoted,secret\""),
+                ("OTHER", "x"),
+            ],
+            &Overrides {
+                listen: Some("127.0.0.1:0".into()),
+                ..Overrides::default()
+            },
+        );
+        assert_eq!(c.group_id, "42");
+        assert_eq!(c.listen, "127.0.0.1:0");
+        assert_eq!(c.kafka_brokers, "file:9092");
+        assert_eq!(c.dlq_topics, vec!["orders.DLT", "^.*-dlt$"]);
+        assert_eq!(c.ingest_batch_size, 100);
+        assert_eq!(c.ingest_linger_ms, 7);
+        assert_eq!(c.kafka["security.protocol"], "SASL_SSL");
+        assert_eq!(c.kafka["sasl.mechanism"], "PLAIN");
+        assert_eq!(c.kafka["socket.timeout.ms"], "5000");
+        assert_eq!(c.kafka["sasl.username"], "me");
+        assert_eq!(c.kafka["sasl.password"], "\"quoted,secret\"");
+    }
+
+    #[test]
+    fn topics_from_env_are_a_comma_list() {
+        let c = load(
+            None,
+            &[("REDRIVE_DLQ_TOPICS", " dlq_requests, ^.*\\.DLT$ ,,")],
+            &Overrides::default(),
+        );
+        assert_eq!(c.dlq_topics, vec!["dlq_requests", "^.*\\.DLT$"]);
+    }
+
+    #[test]
+    fn mistakes_are_reported_with_their_source() {
+        let err = Config::load(
+            None,
+            env(&[("REDRIVE_INGEST_BATCH_SIZE", "lots")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ingest_batch_size"), "{err}");
+        assert!(err.contains("REDRIVE_"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("typo.toml");
+        std::fs::write(&path, "databse_url = \"x\"\n").unwrap();
+        let err = Config::load(Some(&path), env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("databse_url"), "{err}");
+
+        let missing = dir.path().join("nope.toml");
+        assert!(matches!(
+            Config::load(Some(&missing), env(&[]), &Overrides::default()),
+            Err(ConfigError::MissingFile(_))
+        ));
+        assert!(Config::load(
+            None,
+            env(&[("REDRIVE_INGEST_BATCH_SIZE", "0")]),
+            &Overrides::default()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn unknown_variables_are_reported_not_fatal() {
+        let l = Config::load(
+            None,
+            env(&[
+                ("REDRIVE_DATABSE_URL", "x"),
+                ("REDRIVE_TEST_KAFKA_BROKERS", "y"),
+                ("REDRIVE_CONFIG", "z"),
+            ]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(l.ignored_env, vec!["REDRIVE_DATABSE_URL"]);
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let mut c = Config {
+            database_url: "postgres://redrive:s3cret@db:5432/redrive?sslmode=require&password=p"
+                .into(),
+            ..Config::default()
+        };
+        c.kafka.insert("sasl.password".into(), "hunter2".into());
+        c.kafka.insert("sasl.mechanism".into(), "PLAIN".into());
+        let text = c.to_redacted_toml().unwrap();
+        assert!(
+            !text.contains("s3cret") && !text.contains("hunter2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("postgres://redrive:REDACTED@db:5432/redrive"),
+            "{text}"
+        );
+        assert!(text.contains("password=REDACTED"), "{text}");
+        assert!(text.contains("PLAIN"), "{text}");
+        // What `redrive config` prints is itself a valid configuration file.
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.kafka["sasl.mechanism"], "PLAIN");
+        assert_eq!(redact_url("sqlite:redrive.db"), "sqlite:redrive.db");
+    }
+
+    #[test]
+    fn every_field_has_an_environment_kind() {
+        for name in field_names() {
+            if name == "kafka" {
+                continue;
+            }
+            assert!(
+                TEXT_FIELDS.contains(&name.as_str()) || TYPED_FIELDS.contains(&name.as_str()),
+                "`{name}` is in neither TEXT_FIELDS nor TYPED_FIELDS"
+            );
+        }
+    }
+
+    #[test]
+    fn the_example_file_is_a_valid_configuration() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../redrive.toml.example");
+        let c = load(Some(&path), &[], &Overrides::default());
+        assert_eq!(c.dlq_topics, vec!["orders.DLT", "dlq_requests", "^.*-dlt$"]);
+        assert_eq!(c.listen, default_listen());
+    }
+
+    #[test]
+    fn every_field_is_documented_in_docs_configuration_md() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
+        let doc = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        for name in field_names() {
+            assert!(
+                doc.contains(&format!("| `{name}` |")),
+                "docs/configuration.md has no table row for `{name}`"
+            );
+            if name != "kafka" {
+                let var = format!("`REDRIVE_{}`", name.to_ascii_uppercase());
+                assert!(
+                    doc.contains(&var),
+                    "docs/configuration.md does not mention {var}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The whole HTTP surface: the UI (from `site.rs`), the JSON API, raw downloads, health and
+//! metrics, wrapped in request tracing, a request timeout and gzip compression.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::routing::{any, get};
+use axum::Router;
+use tower::ServiceBuilder;
+use tower_http::compression::CompressionLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+use crate::api::{self, AppState};
+
+/// Routes served by the server itself (everything but the UI pages).
+///
+/// | route | answer |
+/// |---|---|
+/// | `GET /api/v1/dead-letters` | JSON page of dead letters (filters, `limit`, `cursor`) |
+/// | `GET /api/v1/dead-letters/{id}` | JSON full record |
+/// | `GET /api/v1/dead-letters/{id}/raw/{value,key}` | the bytes, as a download |
+/// | `GET /api/v1/error-groups` | JSON error groups (filters, `limit`) |
+/// | `GET /dead-letters/{id}/raw/{value,key}` | the bytes, as a download (UI links) |
+/// | `GET /healthz`, `/readyz`, `/metrics` | liveness, readiness, Prometheus |
+pub fn api_router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/dead-letters", get(api::list_dead_letters))
+        .route("/api/v1/dead-letters/{id}", get(api::get_dead_letter))
+        .route("/api/v1/dead-letters/{id}/raw/value", get(api::raw_value))
+        .route("/api/v1/dead-letters/{id}/raw/key", get(api::raw_key))
+        .route("/api/v1/error-groups", get(api::list_error_groups))
+        .route("/api/v1", any(api::api_not_found))
+        .route("/api/v1/", any(api::api_not_found))
+        .route("/api/v1/{*rest}", any(api::api_not_found))
+        .route("/dead-letters/{id}/raw/value", get(api::raw_value))
+        .route("/dead-letters/{id}/raw/key", get(api::raw_key))
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
+        .route("/metrics", get(api::metrics))
+        .with_state(state)
+}
+
+/// The complete application: `site` (the UI) merged with [`api_router`], then the layers.
+/// `request_timeout` bounds every request (answered 503 when exceeded).
+pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
+    api_router(state).merge(site).layer(
+        ServiceBuilder::new()
+            // One INFO span per request (method, path), so that anything logged while serving
+            // it carries them; the response line itself is DEBUG (`tower_http=debug`), to keep
+            // asset requests out of the default log. 5xx answers are logged as errors.
+            .layer(
+                TraceLayer::new_for_http()
+                    .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                    .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+            )
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                request_timeout,
+            ))
+            .layer(CompressionLayer::new()),
+    )
+}

@@ -1,0 +1,358 @@
+//! `redrive serve` and `redrive migrate`: start-up, the background tasks, graceful shutdown.
+//!
+//! Start-up order: database (retried while unreachable, for `database_wait_ms`), migrations,
+//! the listener, ingest, then HTTP. Shutdown (SIGINT or SIGTERM): stop accepting connections
+//! and cancel ingest together; ingest stores the batch in hand and commits its offsets; wait
+//! for both, at most `shutdown_timeout_ms`; close the store; exit 0. A second signal exits at
+//! once (nothing is lost: uncommitted records are re-read at the next start).
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
+use redrive_core::store::{Store, StoreError};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{AppState, IngestHealth};
+use crate::config::{redact_url, Config};
+use crate::router;
+use crate::site;
+use crate::telemetry::Telemetry;
+
+/// First wait between two attempts to reach the database at start-up.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// Longest wait between two attempts.
+const MAX_RETRY: Duration = Duration::from_secs(5);
+
+/// Why `serve` or `migrate` stopped with a failure. Each message says what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "cannot use the database at {url}: {source} (check database_url / REDRIVE_DATABASE_URL)"
+    )]
+    Database { url: String, source: StoreError },
+    #[error(
+        "the database at {url} was still unreachable after {waited_s} s: {source} \
+         (is it running? raise database_wait_ms to wait longer)"
+    )]
+    DatabaseTimeout {
+        url: String,
+        waited_s: u64,
+        source: StoreError,
+    },
+    #[error("cannot listen on {addr}: {source} (is the port in use? set listen / REDRIVE_LISTEN)")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("ingest stopped: {0} (check kafka_brokers, dlq_topics and the [kafka] properties)")]
+    Ingest(IngestError),
+    #[error("ingest stopped unexpectedly: {0}")]
+    IngestCrashed(String),
+    #[error("the HTTP server failed: {0}")]
+    Http(std::io::Error),
+    #[error(
+        "shutdown took longer than {0} ms; records not yet committed will be re-read at the \
+         next start (raise shutdown_timeout_ms to wait longer)"
+    )]
+    ShutdownTimeout(u64),
+}
+
+/// `redrive migrate`: applies the migrations and returns.
+pub async fn migrate(config: &Config) -> Result<(), ServeError> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_signals(shutdown.clone()));
+    let Some(store) = open_store(config, &shutdown).await? else {
+        return Ok(());
+    };
+    tracing::info!(
+        backend = store.backend(),
+        "migrations applied; the database is up to date"
+    );
+    store.close().await;
+    Ok(())
+}
+
+/// Connects and migrates, retrying while the database is unreachable (for `database_wait_ms`).
+/// `Ok(None)` when a signal arrived meanwhile.
+async fn open_store(
+    config: &Config,
+    shutdown: &CancellationToken,
+) -> Result<Option<Store>, ServeError> {
+    let url = redact_url(&config.database_url);
+    let started = Instant::now();
+    let wait = Duration::from_millis(config.database_wait_ms);
+    let mut delay = FIRST_RETRY;
+    loop {
+        let attempt = async {
+            let store = Store::connect(&config.database_url).await?;
+            store.migrate().await?;
+            Ok::<_, StoreError>(store)
+        };
+        let result = tokio::select! {
+            r = attempt => r,
+            _ = shutdown.cancelled() => return Ok(None),
+        };
+        match result {
+            Ok(store) => return Ok(Some(store)),
+            Err(source @ StoreError::Unavailable(_)) => {
+                if started.elapsed() + delay > wait {
+                    return Err(ServeError::DatabaseTimeout {
+                        url,
+                        waited_s: started.elapsed().as_secs(),
+                        source,
+                    });
+                }
+                tracing::warn!(
+                    database = %url,
+                    error = %source,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "the database is not reachable yet; retrying"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.cancelled() => return Ok(None),
+                }
+                delay = (delay * 2).min(MAX_RETRY);
+            }
+            Err(source) => return Err(ServeError::Database { url, source }),
+        }
+    }
+}
+
+/// `redrive serve`: UI, JSON API, health, metrics and ingest until SIGINT/SIGTERM.
+pub async fn serve(config: Config) -> Result<(), ServeError> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_signals(shutdown.clone()));
+
+    let Some(store) = open_store(&config, &shutdown).await? else {
+        return Ok(());
+    };
+    tracing::info!(
+        backend = store.backend(),
+        database = %redact_url(&config.database_url),
+        "store ready"
+    );
+
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: config.listen.clone(),
+        source,
+    })?;
+
+    let status = Arc::new(IngestStatus::default());
+    let health = IngestHealth {
+        enabled: config.ingest_enabled,
+        brokers: config.kafka_brokers.clone(),
+        status: status.clone(),
+        failure: Arc::new(Mutex::new(None)),
+    };
+    let telemetry = Arc::new(Telemetry::new(
+        config.ingest_enabled.then(|| status.clone()),
+    ));
+    let state = AppState {
+        store: store.clone(),
+        telemetry,
+        ingest: health.clone(),
+    };
+    let app = router::app(
+        state,
+        site_router(&store, &config, addr),
+        Duration::from_millis(config.request_timeout_ms),
+    );
+
+    let ingest_task = if config.ingest_enabled {
+        let ingest_config = IngestConfig {
+            brokers: config.kafka_brokers.clone(),
+            topics: config.dlq_topics.clone(),
+            group_id: config.group_id.clone(),
+            batch_size: config.ingest_batch_size,
+            linger_ms: config.ingest_linger_ms,
+            kafka_properties: config.kafka_properties(),
+        };
+        Some(tokio::spawn(ingest::run(
+            ingest_config,
+            store.clone(),
+            status,
+            shutdown.child_token(),
+        )))
+    } else {
+        tracing::info!("ingest is disabled (ingest_enabled = false): serving the store only");
+        None
+    };
+
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+    .into_future();
+    let mut server_task = tokio::spawn(server);
+
+    tracing::info!("listening on http://{addr}");
+    // Also on stdout, alone on its line, for scripts and tests that start redrive on port 0
+    // (the log goes to stderr and its level is configurable).
+    println!("listening on http://{addr}");
+
+    // Run until a signal, the server failing, or ingest stopping on its own (bad config).
+    let mut ingest_task = ingest_task;
+    let mut failure: Option<ServeError> = None;
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        r = &mut server_task => {
+            failure = server_outcome(r).err();
+            shutdown.cancel();
+            return finish(store, ingest_task, None, failure, config.shutdown_timeout_ms).await;
+        }
+        r = wait_ingest(&mut ingest_task) => {
+            ingest_task = None;
+            let err = ingest_outcome(r).err().unwrap_or_else(|| {
+                ServeError::IngestCrashed("it returned before shutdown was requested".into())
+            });
+            tracing::error!("{err}");
+            health.set_failure(err.to_string());
+            failure = Some(err);
+            shutdown.cancel();
+        }
+    }
+    finish(
+        store,
+        ingest_task,
+        Some(server_task),
+        failure,
+        config.shutdown_timeout_ms,
+    )
+    .await
+}
+
+/// Waits for ingest to end; pending forever when it is not running (so `select!` ignores it).
+async fn wait_ingest(
+    task: &mut Option<JoinHandle<Result<(), IngestError>>>,
+) -> Result<Result<(), IngestError>, tokio::task::JoinError> {
+    match task {
+        Some(t) => t.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn ingest_outcome(
+    r: Result<Result<(), IngestError>, tokio::task::JoinError>,
+) -> Result<(), ServeError> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ServeError::Ingest(e)),
+        Err(e) => Err(ServeError::IngestCrashed(e.to_string())),
+    }
+}
+
+fn server_outcome(
+    r: Result<Result<(), std::io::Error>, tokio::task::JoinError>,
+) -> Result<(), ServeError> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ServeError::Http(e)),
+        Err(e) => Err(ServeError::Http(std::io::Error::other(e.to_string()))),
+    }
+}
+
+/// The shutdown half: everything has been told to stop (the token is cancelled); wait for
+/// ingest to store and commit its batch and for open requests to finish, within the bound.
+async fn finish(
+    store: Store,
+    ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
+    server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
+    mut failure: Option<ServeError>,
+    timeout_ms: u64,
+) -> Result<(), ServeError> {
+    tracing::info!(
+        timeout_ms,
+        "shutting down: no new connections; waiting for ingest to store its batch and commit"
+    );
+    let ingest_running = ingest_task.is_some();
+    let wait_all = async {
+        let ingest = async {
+            match ingest_task {
+                Some(t) => ingest_outcome(t.await),
+                None => Ok(()),
+            }
+        };
+        let server = async {
+            match server_task {
+                Some(t) => server_outcome(t.await),
+                None => Ok(()),
+            }
+        };
+        tokio::join!(ingest, server)
+    };
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), wait_all).await {
+        Ok((ingest, server)) => {
+            if ingest_running {
+                match &ingest {
+                    Ok(()) => tracing::info!("ingest stopped cleanly"),
+                    Err(e) => tracing::error!("{e}"),
+                }
+            }
+            failure = failure.or(ingest.err()).or(server.err());
+        }
+        Err(_) => {
+            failure = failure.or(Some(ServeError::ShutdownTimeout(timeout_ms)));
+        }
+    }
+    store.close().await;
+    match failure {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+    }
+}
+
+/// Cancels `shutdown` on the first SIGINT or SIGTERM; exits the process on the second.
+async fn watch_signals(shutdown: CancellationToken) {
+    let first = next_signal().await;
+    tracing::info!("received {first}; shutting down (send it again to exit at once)");
+    shutdown.cancel();
+    let second = next_signal().await;
+    tracing::warn!("received {second} again; exiting now");
+    std::process::exit(130);
+}
+
+async fn next_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops redrive");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}
+
+/// The UI's router (the Leptos pages, their server functions and the static site), serving
+/// assets from `site_root`.
+fn site_router(store: &Store, config: &Config, addr: SocketAddr) -> Router {
+    site::site_router(store.clone(), site::leptos_options(&config.site_root, addr))
+}

@@ -1,0 +1,250 @@
+//! Observability of the server: typed events that log and count in one place, and the
+//! Prometheus exposition served at `/metrics`.
+//!
+//! Ingest keeps its own counters in [`IngestStatus`]; they are read on each scrape rather than
+//! mirrored, so there is one source of truth. The DLQ size per status is a `COUNT` per status,
+//! cached for [`SIZE_REFRESH`] so that frequent scrapes cannot load the database.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use redrive_core::ingest::IngestStatus;
+use redrive_core::store::{Store, StoreError};
+use redrive_core::{Filter, Status};
+
+/// Content type of the Prometheus text exposition format 0.0.4.
+pub const METRICS_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// How long a DLQ size count stays fresh (the `redrive_dead_letters` gauge).
+pub const SIZE_REFRESH: Duration = Duration::from_secs(10);
+
+/// Longest the size count may take during a scrape; past it the previous values are served.
+const SIZE_QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server's metrics and events. Cheap to share (`Arc<Telemetry>`).
+#[derive(Debug)]
+pub struct Telemetry {
+    registry: Registry,
+    shared: Arc<Shared>,
+    /// Serialises size refreshes: concurrent scrapes wait for one count instead of each
+    /// running their own.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+/// DLQ size per status, and when it was counted.
+type Sizes = (Instant, Vec<(Status, i64)>);
+
+#[derive(Debug)]
+struct Shared {
+    ingest: Option<Arc<IngestStatus>>,
+    /// Store operations that failed outside ingest, by operation name (`list`, `get`, ...).
+    store_errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// Latest DLQ size per status and when it was counted.
+    sizes: Mutex<Option<Sizes>>,
+}
+
+impl Telemetry {
+    /// `ingest` is `None` when ingest is disabled; its metrics then read zero.
+    pub fn new(ingest: Option<Arc<IngestStatus>>) -> Telemetry {
+        let shared = Arc::new(Shared {
+            ingest,
+            store_errors: Mutex::new(BTreeMap::new()),
+            sizes: Mutex::new(None),
+        });
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Exposition(shared.clone())));
+        Telemetry {
+            registry,
+            shared,
+            refreshing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Event: a store operation failed while serving a request, a probe or a scrape. Logs
+    /// the detail (which users are not shown) and counts it in `redrive_store_errors_total`.
+    pub fn store_error(&self, operation: &'static str, error: &StoreError) {
+        tracing::warn!(operation, error = %error, "store operation failed");
+        let mut m = lock(&self.shared.store_errors);
+        *m.entry(operation).or_insert(0) += 1;
+    }
+
+    /// The Prometheus text exposition, refreshing the DLQ size counts first if stale.
+    pub async fn render(&self, store: &Store) -> String {
+        self.refresh_sizes(store).await;
+        let mut out = String::new();
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        {
+            // Only a `fmt::Write` into a String can fail here, which it does not; still, a
+            // scrape must not panic.
+            tracing::error!(error = %e, "encoding metrics failed");
+            let _ = writeln!(out, "# encoding failed: {e}");
+        }
+        out
+    }
+
+    async fn refresh_sizes(&self, store: &Store) {
+        if self.sizes_fresh() {
+            return;
+        }
+        let _guard = self.refreshing.lock().await;
+        if self.sizes_fresh() {
+            return; // another scrape refreshed while we waited
+        }
+        let count_all = async {
+            let mut sizes = Vec::with_capacity(Status::ALL.len());
+            for status in Status::ALL {
+                let filter = Filter {
+                    status: Some(status),
+                    ..Filter::default()
+                };
+                sizes.push((status, store.count(&filter).await?));
+            }
+            Ok::<_, StoreError>(sizes)
+        };
+        match tokio::time::timeout(SIZE_QUERY_TIMEOUT, count_all).await {
+            Ok(Ok(sizes)) => *lock(&self.shared.sizes) = Some((Instant::now(), sizes)),
+            Ok(Err(e)) => self.store_error("count", &e),
+            Err(_) => self.store_error(
+                "count",
+                &StoreError::Unavailable(format!(
+                    "counting dead letters took longer than {SIZE_QUERY_TIMEOUT:?}"
+                )),
+            ),
+        }
+    }
+
+    fn sizes_fresh(&self) -> bool {
+        matches!(&*lock(&self.shared.sizes), Some((at, _)) if at.elapsed() < SIZE_REFRESH)
+    }
+}
+
+/// A poisoned lock only means another thread panicked mid-update of a counter; the value is
+/// still usable for metrics.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Reads everything at scrape time: one place that names every metric redrive exports.
+#[derive(Debug)]
+struct Exposition(Arc<Shared>);
+
+impl Exposition {
+    fn counter(
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        value: u64,
+    ) -> Result<(), std::fmt::Error> {
+        let c = ConstCounter::new(value);
+        let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+        c.encode(m)
+    }
+
+    fn gauge(
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        value: i64,
+    ) -> Result<(), std::fmt::Error> {
+        let g = ConstGauge::new(value);
+        let m = enc.encode_descriptor(name, help, None, g.metric_type())?;
+        g.encode(m)
+    }
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snap = self.0.ingest.as_ref().map(|s| s.snapshot());
+        let ingest =
+            |f: fn(&redrive_core::ingest::IngestSnapshot) -> u64| snap.as_ref().map(f).unwrap_or(0);
+
+        Self::counter(
+            &mut enc,
+            "redrive_dead_letters_ingested",
+            "Dead letters stored by ingest that were new (redeliveries excluded).",
+            ingest(|s| s.records_new),
+        )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_records",
+            "Records written by ingest, including redeliveries the store already had.",
+            ingest(|s| s.records_ingested),
+        )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_batches",
+            "Store transactions committed by ingest.",
+            ingest(|s| s.batches),
+        )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_commit_failures",
+            "Kafka offset commits that failed (the records were stored; at worst re-read).",
+            ingest(|s| s.commit_failures),
+        )?;
+        Self::gauge(
+            &mut enc,
+            "redrive_ingest_ready",
+            "1 when ingest runs with Kafka reachable and the store writable, else 0.",
+            i64::from(snap.as_ref().is_some_and(|s| s.ready)),
+        )?;
+        Self::gauge(
+            &mut enc,
+            "redrive_ingest_assigned_partitions",
+            "DLQ partitions currently assigned to this instance.",
+            snap.as_ref()
+                .map_or(0, |s| s.assigned_partitions.len() as i64),
+        )?;
+        Self::gauge(
+            &mut enc,
+            "redrive_ingest_last_store_write_timestamp_seconds",
+            "Unix time of ingest's last successful store write (0 = none yet).",
+            snap.as_ref()
+                .and_then(|s| s.last_store_write_ms)
+                .map_or(0, |ms| ms / 1000),
+        )?;
+
+        {
+            let c = ConstCounter::new(0u64);
+            let mut m = enc.encode_descriptor(
+                "redrive_store_errors",
+                "Failed store operations, by component and operation.",
+                None,
+                c.metric_type(),
+            )?;
+            ConstCounter::new(ingest(|s| s.store_failures))
+                .encode(m.encode_family(&[("component", "ingest"), ("operation", "write")])?)?;
+            for (op, n) in lock(&self.0.store_errors).iter() {
+                ConstCounter::new(*n)
+                    .encode(m.encode_family(&[("component", "server"), ("operation", *op)])?)?;
+            }
+        }
+
+        {
+            // The descriptor is written even before the first successful count, so that the
+            // series is discoverable; samples appear once the store has answered.
+            let g = ConstGauge::new(0i64);
+            let mut m = enc.encode_descriptor(
+                "redrive_dead_letters",
+                "Dead letters in the store by status (counted at most every 10 s).",
+                None,
+                g.metric_type(),
+            )?;
+            if let Some((_, sizes)) = &*lock(&self.0.sizes) {
+                for (status, n) in sizes {
+                    ConstGauge::new(*n).encode(m.encode_family(&[("status", status.as_str())])?)?;
+                }
+            }
+        }
+
+        Ok(())
+    }
+}
