@@ -1,0 +1,318 @@
+//! The demo's live state (outage switch, circuit breaker, counters) and its tiny control
+//! endpoint, a raw HTTP/1.1 listener on tokio (no web framework for three routes):
+//!
+//! - `GET /status` — JSON: outage mode and whether the LLM is down now, breaker state, counters;
+//! - `POST /outage/on` — the LLM goes down until switched back;
+//! - `POST /outage/off` — the LLM is up, scheduled outages suspended (use this before a replay);
+//! - `POST /outage/auto` — back to the schedule (`--outage-up-ms` / `--outage-down-ms`).
+//!
+//! e.g. `curl -X POST http://127.0.0.1:3001/outage/off`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::breaker::{BreakerState, CircuitBreaker};
+use crate::config::DemoConfig;
+
+/// Who decides whether the LLM is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutageMode {
+    /// The schedule does (`outage_up_ms` up, then `outage_down_ms` down, repeating).
+    Auto,
+    /// Down until switched.
+    On,
+    /// Up until switched.
+    Off,
+}
+
+/// Counters shown by `/status` and the periodic log line.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Requests produced (valid + poison).
+    pub produced: AtomicU64,
+    /// Of which poison.
+    pub produced_poison: AtomicU64,
+    /// Requests processed successfully.
+    pub processed: AtomicU64,
+    /// Records sent to a retry topic.
+    pub retried: AtomicU64,
+    /// Dead-lettered after the last retry.
+    pub dead_lettered_transient: AtomicU64,
+    /// Dead-lettered at once as poison.
+    pub dead_lettered_poison: AtomicU64,
+    /// Duplicate deliveries dropped (already processed, or a replay key seen before).
+    pub duplicates: AtomicU64,
+    /// LLM calls made (the breaker's rejections are not calls).
+    pub llm_calls: AtomicU64,
+    /// LLM calls that failed.
+    pub llm_failures: AtomicU64,
+}
+
+/// A copy of [`Stats`] plus the switches, as `/status` serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusSnapshot {
+    pub outage_mode: OutageMode,
+    pub outage_active: bool,
+    pub breaker: BreakerState,
+    pub breaker_opened: u64,
+    pub produced: u64,
+    pub produced_poison: u64,
+    pub processed: u64,
+    pub retried: u64,
+    pub dead_lettered_transient: u64,
+    pub dead_lettered_poison: u64,
+    pub duplicates: u64,
+    pub llm_calls: u64,
+    pub llm_failures: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    started: Instant,
+    mode: Mutex<OutageMode>,
+    up: Duration,
+    down: Duration,
+    breaker: CircuitBreaker,
+    stats: Stats,
+}
+
+/// Handle on the demo's live state; cheap to clone. Create it with [`Control::new`] and pass
+/// it to [`crate::run_with`] to switch the outage from code (tests do).
+#[derive(Debug, Clone)]
+pub struct Control {
+    inner: Arc<Inner>,
+}
+
+impl Control {
+    /// State for `config`: outage on if `config.outage`, else on the schedule.
+    pub fn new(config: &DemoConfig) -> Control {
+        Control {
+            inner: Arc::new(Inner {
+                started: Instant::now(),
+                mode: Mutex::new(if config.outage {
+                    OutageMode::On
+                } else {
+                    OutageMode::Auto
+                }),
+                up: Duration::from_millis(config.outage_up_ms),
+                down: Duration::from_millis(config.outage_down_ms),
+                breaker: CircuitBreaker::new(config.breaker_failures, config.breaker_cooldown_ms),
+                stats: Stats::default(),
+            }),
+        }
+    }
+
+    /// Switches the outage.
+    pub fn set_outage(&self, mode: OutageMode) {
+        *self.inner.mode.lock().unwrap_or_else(|p| p.into_inner()) = mode;
+        tracing::info!(?mode, "demo: LLM outage switched");
+    }
+
+    /// The current outage mode.
+    pub fn outage_mode(&self) -> OutageMode {
+        *self.inner.mode.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Is the LLM down at `now`?
+    pub fn outage_active(&self, now: Instant) -> bool {
+        match self.outage_mode() {
+            OutageMode::On => true,
+            OutageMode::Off => false,
+            OutageMode::Auto => {
+                let (up, down) = (self.inner.up.as_millis(), self.inner.down.as_millis());
+                if down == 0 {
+                    return false;
+                }
+                let t = now
+                    .saturating_duration_since(self.inner.started)
+                    .as_millis();
+                t % (up + down) >= up
+            }
+        }
+    }
+
+    /// The circuit breaker around the LLM.
+    pub fn breaker(&self) -> &CircuitBreaker {
+        &self.inner.breaker
+    }
+
+    /// The live counters.
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// A consistent-enough copy of everything `/status` shows.
+    pub fn snapshot(&self) -> StatusSnapshot {
+        let s = &self.inner.stats;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatusSnapshot {
+            outage_mode: self.outage_mode(),
+            outage_active: self.outage_active(Instant::now()),
+            breaker: self.inner.breaker.state(),
+            breaker_opened: self.inner.breaker.times_opened(),
+            produced: g(&s.produced),
+            produced_poison: g(&s.produced_poison),
+            processed: g(&s.processed),
+            retried: g(&s.retried),
+            dead_lettered_transient: g(&s.dead_lettered_transient),
+            dead_lettered_poison: g(&s.dead_lettered_poison),
+            duplicates: g(&s.duplicates),
+            llm_calls: g(&s.llm_calls),
+            llm_failures: g(&s.llm_failures),
+        }
+    }
+}
+
+/// Adds one to a counter.
+pub(crate) fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Serves the control endpoint on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, control: Control, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let control = control.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, &control).await {
+                        tracing::debug!(error = %e, "demo control: connection failed");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "demo control: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(mut stream: TcpStream, control: &Control) -> std::io::Result<()> {
+    // Read the request head only (bodies are ignored); 8 KiB and 5 s bound a slow or hostile
+    // client.
+    let mut buf = Vec::with_capacity(1024);
+    let read = async {
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request head"))??;
+    let head = String::from_utf8_lossy(&buf);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or(path);
+    let (status, body) = route(method, path, control);
+    let reply = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(reply.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+fn route(method: &str, path: &str, control: &Control) -> (&'static str, String) {
+    let set = |mode| {
+        control.set_outage(mode);
+        status_json(control)
+    };
+    match (method, path) {
+        ("GET", "/status") => ("200 OK", status_json(control)),
+        ("POST", "/outage/on") => ("200 OK", set(OutageMode::On)),
+        ("POST", "/outage/off") => ("200 OK", set(OutageMode::Off)),
+        ("POST", "/outage/auto") => ("200 OK", set(OutageMode::Auto)),
+        (_, "/status" | "/outage/on" | "/outage/off" | "/outage/auto") => (
+            "405 Method Not Allowed",
+            r#"{"error":"use GET /status or POST /outage/on|off|auto"}"#.into(),
+        ),
+        _ => (
+            "404 Not Found",
+            r#"{"error":"routes: GET /status, POST /outage/on, /outage/off, /outage/auto"}"#.into(),
+        ),
+    }
+}
+
+fn status_json(control: &Control) -> String {
+    serde_json::to_string(&control.snapshot()).unwrap_or_else(|_| "{}".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn call(addr: std::net::SocketAddr, req: &str) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn switches_the_outage_over_http() {
+        let cfg = DemoConfig {
+            outage_down_ms: 0,
+            ..DemoConfig::default()
+        };
+        let control = Control::new(&cfg);
+        assert!(!control.outage_active(Instant::now()));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(serve(listener, control.clone(), stop.clone()));
+
+        let r = call(addr, "POST /outage/on HTTP/1.1\r\nhost: x\r\n\r\n").await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(r.contains(r#""outage_active":true"#), "{r}");
+        assert!(control.outage_active(Instant::now()));
+
+        call(addr, "POST /outage/off HTTP/1.1\r\n\r\n").await;
+        assert_eq!(control.outage_mode(), OutageMode::Off);
+        let r = call(addr, "GET /status HTTP/1.1\r\n\r\n").await;
+        assert!(r.contains(r#""outage_mode":"off""#), "{r}");
+        assert!(call(addr, "GET /outage/on HTTP/1.1\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.1 405"));
+        assert!(call(addr, "GET /nope HTTP/1.1\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.1 404"));
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn the_schedule_alternates_up_and_down() {
+        let cfg = DemoConfig {
+            outage_up_ms: 100,
+            outage_down_ms: 50,
+            ..DemoConfig::default()
+        };
+        let c = Control::new(&cfg);
+        let t0 = c.inner.started;
+        let at = |ms| c.outage_active(t0 + Duration::from_millis(ms));
+        assert!(!at(0) && !at(99) && at(100) && at(149) && !at(150) && at(260));
+        c.set_outage(OutageMode::Off);
+        assert!(!at(120));
+        c.set_outage(OutageMode::On);
+        assert!(at(10));
+    }
+}
