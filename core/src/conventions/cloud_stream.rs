@@ -1,0 +1,96 @@
+//! Spring Cloud Stream Kafka binder (3.x, 4.x), DLQ enabled with `headerMode` other than
+//! `embeddedHeaders`: `x-original-topic`, `x-original-partition` (4-byte BE int32),
+//! `x-original-offset` and `x-original-timestamp` (8-byte BE int64, epoch ms),
+//! `x-original-timestamp-type`, `x-exception-fqcn`, `x-exception-message` (absent if null),
+//! `x-exception-stacktrace`. Binder 2.0 wrote only topic, message and stack trace. No cause
+//! class header: the cause comes from the stack trace's first `Caused by:` line.
+
+use super::stack::{choose_class, first_line_message};
+use super::value::{has, Fields, Newest, NumEnc};
+use crate::model::{Header, Normalized};
+
+/// `x-original-topic` or any `x-exception-*` header.
+pub(super) fn detect(headers: &[Header]) -> bool {
+    [
+        "x-original-topic",
+        "x-exception-fqcn",
+        "x-exception-message",
+        "x-exception-stacktrace",
+    ]
+    .iter()
+    .any(|n| has(headers, n))
+}
+
+/// Extracts a Spring Cloud Stream dead letter.
+pub(super) fn extract(headers: &[Header]) -> Normalized {
+    let mut f = Fields::new(headers, Newest::Last);
+    let stack = f.text("x-exception-stacktrace");
+    let fqcn = f.text("x-exception-fqcn");
+    Normalized {
+        source_topic: f.text("x-original-topic"),
+        source_partition: f.int32("x-original-partition", NumEnc::Binary),
+        source_offset: f.int("x-original-offset", NumEnc::Binary),
+        source_timestamp_ms: f.int("x-original-timestamp", NumEnc::Binary),
+        error_class: choose_class(None, stack.as_deref(), fqcn),
+        error_message: f
+            .text("x-exception-message")
+            .or_else(|| stack.as_deref().and_then(first_line_message)),
+        stack_trace: stack,
+        decode_warnings: std::mem::take(&mut f.warnings),
+        ..Normalized::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::value::tests::{h, hex};
+    use super::*;
+
+    #[test]
+    fn binder_headers() {
+        let hs = vec![
+            h("x-original-topic", b"orders"),
+            h("x-original-partition", &hex("00000003")),
+            h("x-original-offset", &hex("000000000000002a")),
+            h("x-original-timestamp", &hex("0000019000c79c7b")),
+            h("x-original-timestamp-type", b"CreateTime"),
+            h("x-exception-fqcn", b"org.springframework.messaging.MessagingException"),
+            h("x-exception-message", b"Exception thrown while invoking handler"),
+            h(
+                "x-exception-stacktrace",
+                b"org.springframework.messaging.MessagingException: Exception thrown\n\tat a.B(B.java:1)\nCaused by: java.lang.NumberFormatException: For input string: \"x\"\n",
+            ),
+        ];
+        assert!(detect(&hs));
+        let n = extract(&hs);
+        assert_eq!(n.source_topic.as_deref(), Some("orders"));
+        assert_eq!(n.source_partition, Some(3));
+        assert_eq!(n.source_offset, Some(42));
+        assert_eq!(n.source_timestamp_ms, Some(1_718_000_000_123));
+        assert_eq!(
+            n.error_class.as_deref(),
+            Some("java.lang.NumberFormatException")
+        );
+        assert_eq!(
+            n.error_message.as_deref(),
+            Some("Exception thrown while invoking handler")
+        );
+        assert!(n.decode_warnings.is_empty());
+    }
+
+    #[test]
+    fn binder_2_0_minimal_set() {
+        let hs = vec![
+            h("x-original-topic", b"orders"),
+            h("x-exception-message", b"boom"),
+            h(
+                "x-exception-stacktrace",
+                b"java.lang.RuntimeException: boom\n",
+            ),
+        ];
+        let n = extract(&hs);
+        assert_eq!(n.error_class.as_deref(), Some("java.lang.RuntimeException"));
+        assert_eq!(n.error_message.as_deref(), Some("boom"));
+        assert!(!detect(&[h("x-other", b"1")]));
+    }
+}
