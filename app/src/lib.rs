@@ -1,1 +1,77 @@
-//! placeholder
+//! redrive's web UI: Leptos pages rendered on the server (`ssr`) and hydrated in the browser
+//! (`hydrate`, this crate compiled to wasm32 is the browser entry point).
+//!
+//! Every page works without JavaScript: filters are a plain GET form whose fields are the
+//! `Filter` query parameters, and data routes render with `SsrMode::Async` so the HTML arrives
+//! complete. Data comes from the server functions in [`api`], which call the store.
+//! Everything user-supplied is rendered as text nodes or attributes (escaped by Leptos);
+//! nothing is inserted as HTML.
+
+pub mod api;
+pub mod components;
+pub mod display;
+pub mod http_status;
+pub mod pages;
+pub mod query;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::{path, SsrMode};
+
+use pages::{DeadLetterPage, DeadLettersPage, ErrorGroupsPage, NotFound};
+
+/// The HTML document around the app: head (hydration scripts, meta tags) and body.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <link rel="icon" href="/favicon.svg" type="image/svg+xml" />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body>
+                <App />
+            </body>
+        </html>
+    }
+}
+
+/// The application: navigation and routes.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="redrive-css" href="/pkg/redrive.css" />
+        <Title text="redrive" />
+        <Router>
+            <header class="topbar">
+                <a class="brand" href="/">
+                    "redrive"
+                </a>
+                <nav>
+                    <a href="/">"Dead letters"</a>
+                    <a href="/groups">"Error groups"</a>
+                </nav>
+            </header>
+            <main>
+                <Routes fallback=|| view! { <NotFound /> }>
+                    <Route path=path!("/") view=DeadLettersPage ssr=SsrMode::Async />
+                    <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
+                    <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+/// Browser entry point: attaches the app to the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

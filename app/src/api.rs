@@ -1,0 +1,146 @@
+//! The pages' server functions and the shapes they return.
+//!
+//! Each function is a seam, not a place for logic: it takes the [`Store`] the site router put
+//! in context, parses the page's query once with [`ListQuery::from_pairs`] (the same parser
+//! the JSON API uses), calls one store method and maps the result. During server rendering
+//! they run in-process; after hydration the browser calls them over HTTP.
+//!
+//! [`Store`]: redrive_core::store::Store
+//! [`ListQuery::from_pairs`]: redrive_core::ListQuery::from_pairs
+
+use leptos::prelude::*;
+use redrive_core::{DeadLetterSummary, ErrorGroup, Header, Normalized, Page};
+use serde::{Deserialize, Serialize};
+
+use crate::display::Payload;
+
+/// A list request's outcome: the data, or the reason the query was refused (a bad parameter
+/// is the user's to fix, so it is shown on the page rather than treated as a failure).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Listing<T> {
+    Found(T),
+    BadQuery(String),
+}
+
+/// Distinct values for the filter bar's suggestions (mirrors the store's `Facets`, which is
+/// server-only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterChoices {
+    pub source_topics: Vec<String>,
+    pub dlq_topics: Vec<String>,
+    pub consumer_groups: Vec<String>,
+}
+
+/// One dead letter as the detail page shows it. Key and value arrive prepared for display
+/// ([`Payload`], cut at a display limit) instead of as raw bytes: the raw bytes are one click
+/// away (`/dead-letters/{id}/raw/value`), and a 1 MiB value should not travel twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterDetail {
+    pub summary: DeadLetterSummary,
+    pub normalized: Normalized,
+    /// The DLQ record's own timestamp, epoch ms.
+    pub timestamp_ms: Option<i64>,
+    /// Headers in record order, byte-exact.
+    pub headers: Vec<Header>,
+    pub key: Payload,
+    pub value: Payload,
+    pub ingested_at_ms: i64,
+    pub replay_count: i32,
+}
+
+#[cfg(feature = "ssr")]
+mod seam {
+    use leptos::prelude::*;
+    use redrive_core::store::{Store, StoreError};
+    use redrive_core::{FilterError, ListQuery};
+
+    /// The store the site router provides; its absence is a wiring bug, reported as such.
+    pub fn store() -> Result<Store, ServerFnError> {
+        use_context::<Store>()
+            .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))
+    }
+
+    /// Parses the raw page query exactly as the JSON API does.
+    pub fn list_query(raw: &str) -> Result<ListQuery, FilterError> {
+        let pairs = crate::query::parse(raw);
+        ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// Logs the store's detail and tells the user what to do.
+    pub fn store_failed(what: &str, e: StoreError) -> ServerFnError {
+        tracing::error!(error = %e, "{what} failed");
+        let hint = match e {
+            StoreError::Unavailable(_) => "the database is unavailable; try again in a moment",
+            _ => "see the server log for the cause",
+        };
+        ServerFnError::new(format!("Could not {what}: {hint}."))
+    }
+}
+
+/// One page of dead letters for the raw query string `query` (the page URL's, as typed).
+#[server]
+pub async fn list_dead_letters(
+    query: String,
+) -> Result<Listing<Page<DeadLetterSummary>>, ServerFnError> {
+    let store = seam::store()?;
+    let q = match seam::list_query(&query) {
+        Ok(q) => q,
+        Err(e) => return Ok(Listing::BadQuery(e.to_string())),
+    };
+    store
+        .list(&q)
+        .await
+        .map(Listing::Found)
+        .map_err(|e| seam::store_failed("list dead letters", e))
+}
+
+/// Error groups of the dead letters matching the raw query string `query` (its `limit`
+/// bounds the number of groups; a `cursor` is accepted and has no effect).
+#[server]
+pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>, ServerFnError> {
+    let store = seam::store()?;
+    let q = match seam::list_query(&query) {
+        Ok(q) => q,
+        Err(e) => return Ok(Listing::BadQuery(e.to_string())),
+    };
+    store
+        .error_groups(&q.filter, q.limit)
+        .await
+        .map(Listing::Found)
+        .map_err(|e| seam::store_failed("list error groups", e))
+}
+
+/// Values present in the store, offered as suggestions by the filter bar.
+#[server]
+pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
+    let store = seam::store()?;
+    let f = store
+        .facets()
+        .await
+        .map_err(|e| seam::store_failed("read the filter choices", e))?;
+    Ok(FilterChoices {
+        source_topics: f.source_topics,
+        dlq_topics: f.dlq_topics,
+        consumer_groups: f.consumer_groups,
+    })
+}
+
+/// The dead letter `id`, or `None` if there is none.
+#[server]
+pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, ServerFnError> {
+    let store = seam::store()?;
+    let found = store
+        .get(id)
+        .await
+        .map_err(|e| seam::store_failed("read the dead letter", e))?;
+    Ok(found.map(|d| DeadLetterDetail {
+        key: Payload::from_bytes(d.record.key.as_deref()),
+        value: Payload::from_bytes(d.record.value.as_deref()),
+        timestamp_ms: d.record.timestamp_ms,
+        headers: d.record.headers,
+        summary: d.summary,
+        normalized: d.normalized,
+        ingested_at_ms: d.ingested_at_ms,
+        replay_count: d.replay_count,
+    }))
+}

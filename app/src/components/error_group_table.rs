@@ -1,0 +1,64 @@
+use leptos::prelude::*;
+use redrive_core::ErrorGroup;
+
+use crate::display::{format_time, shorten};
+use crate::query;
+
+/// Longest example message shown in a cell.
+const MESSAGE_CHARS: usize = 160;
+
+/// Error groups, largest first; each links to the list narrowed to its fingerprint (keeping
+/// the rest of the current filter, given as `filter`).
+#[component]
+pub fn ErrorGroupTable(groups: Vec<ErrorGroup>, filter: Vec<(String, String)>) -> impl IntoView {
+    if groups.is_empty() {
+        return view! { <p class="empty-state">"No error groups match this filter."</p> }
+            .into_any();
+    }
+    let rows = groups
+        .into_iter()
+        .map(|g| {
+            let mut pairs: Vec<(&str, &str)> = query::filter_only(&filter)
+                .into_iter()
+                .filter(|(k, _)| *k != "fingerprint")
+                .collect();
+            pairs.push(("fingerprint", g.fingerprint.as_str()));
+            let href = query::href("/", pairs);
+            let class = g
+                .error_class
+                .clone()
+                .unwrap_or_else(|| "(no error class)".into());
+            let example_full = g.example_message.clone().unwrap_or_default();
+            let example = shorten(&example_full, MESSAGE_CHARS);
+            view! {
+                <tr>
+                    <td class="num mono count">{g.count}</td>
+                    <td class="error-cell">
+                        <a class="mono error-class" href=href.clone()>{class}</a>
+                        <div class="message" title=example_full>{example}</div>
+                    </td>
+                    <td class="mono nowrap">{format_time(g.first_seen_ms)}</td>
+                    <td class="mono nowrap">{format_time(g.last_seen_ms)}</td>
+                    <td class="mono">
+                        <a href=href>{g.fingerprint.clone()}</a>
+                    </td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="data groups">
+            <thead>
+                <tr>
+                    <th class="num">"Count"</th>
+                    <th>"Error"</th>
+                    <th>"First seen (UTC)"</th>
+                    <th>"Last seen (UTC)"</th>
+                    <th>"Fingerprint"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}

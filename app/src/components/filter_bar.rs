@@ -1,0 +1,126 @@
+use leptos::prelude::*;
+use redrive_core::filter::{format_time_input, parse_time};
+use redrive_core::Status;
+
+use crate::api::FilterChoices;
+use crate::query;
+
+/// The filter form: a plain GET form, so the filter lives in the URL (bookmarkable, shareable)
+/// and works without JavaScript. Field names are exactly the `Filter` query parameters.
+#[component]
+pub fn FilterBar(
+    /// Where the form submits: the page it sits on (`/` or `/groups`).
+    action: &'static str,
+    /// The current query, decoded, to refill the fields with what the user typed.
+    pairs: Vec<(String, String)>,
+    /// Values present in the store, offered as suggestions.
+    choices: FilterChoices,
+) -> impl IntoView {
+    let v = |name: &str| query::value(&pairs, name).to_string();
+    // A datetime-local input only shows `YYYY-MM-DDTHH:MM`; a bookmarked RFC 3339 or epoch-ms
+    // value is shown in that form (UTC), anything unparsable as typed.
+    let time = |name: &str| {
+        let raw = v(name);
+        parse_time(name, &raw).map(format_time_input).unwrap_or(raw)
+    };
+    let status = v("status");
+    let status_options = Status::ALL
+        .into_iter()
+        .map(|s| {
+            let selected = status == s.as_str();
+            view! {
+                <option value=s.as_str() selected=selected>
+                    {s.as_str().replace('_', " ")}
+                </option>
+            }
+        })
+        .collect_view();
+    let limit = v("limit");
+    view! {
+        <form class="filter-bar" method="get" action=action role="search">
+            <label class="wide">
+                <span>"Message contains"</span>
+                <input type="search" name="q" value=v("q") placeholder="e.g. timeout" />
+            </label>
+            <label>
+                <span>"Error class"</span>
+                <input type="text" name="error_class" value=v("error_class") />
+            </label>
+            <label>
+                <span>"Error group"</span>
+                <input
+                    type="text"
+                    name="fingerprint"
+                    value=v("fingerprint")
+                    placeholder="fingerprint"
+                    class="mono"
+                />
+            </label>
+            <TextWithChoices
+                label="Source topic"
+                name="source_topic"
+                value=v("source_topic")
+                choices=choices.source_topics
+            />
+            <TextWithChoices
+                label="DLQ topic"
+                name="dlq_topic"
+                value=v("dlq_topic")
+                choices=choices.dlq_topics
+            />
+            <TextWithChoices
+                label="Consumer group"
+                name="consumer_group"
+                value=v("consumer_group")
+                choices=choices.consumer_groups
+            />
+            <label>
+                <span>"Status"</span>
+                <select name="status">
+                    <option value="" selected=status.is_empty()>
+                        "live (not deleted)"
+                    </option>
+                    {status_options}
+                </select>
+            </label>
+            <label>
+                <span>"From (UTC)"</span>
+                <input type="datetime-local" name="from" value=time("from") />
+            </label>
+            <label>
+                <span>"To (UTC)"</span>
+                <input type="datetime-local" name="to" value=time("to") />
+            </label>
+            {(!limit.is_empty()).then(|| view! { <input type="hidden" name="limit" value=limit /> })}
+            <div class="filter-actions">
+                <button type="submit">"Apply"</button>
+                <a class="button secondary" href=action>
+                    "Reset"
+                </a>
+            </div>
+        </form>
+    }
+}
+
+/// A text field with the store's known values as suggestions (`<datalist>`): a choice for the
+/// common case, free text for anything else.
+#[component]
+fn TextWithChoices(
+    label: &'static str,
+    name: &'static str,
+    value: String,
+    choices: Vec<String>,
+) -> impl IntoView {
+    let list_id = format!("choices-{name}");
+    let options = choices
+        .into_iter()
+        .map(|c| view! { <option value=c></option> })
+        .collect_view();
+    view! {
+        <label>
+            <span>{label}</span>
+            <input type="text" name=name value=value list=list_id.clone() autocomplete="off" />
+            <datalist id=list_id>{options}</datalist>
+        </label>
+    }
+}

@@ -1,0 +1,17 @@
+//! Building blocks of the pages, each named for what the user sees.
+
+mod badges;
+mod dead_letter_table;
+mod error_group_table;
+mod filter_bar;
+mod header_table;
+mod pager;
+mod payload_view;
+
+pub use badges::{MalformedBadge, StatusBadge};
+pub use dead_letter_table::DeadLetterTable;
+pub use error_group_table::ErrorGroupTable;
+pub use filter_bar::FilterBar;
+pub use header_table::HeaderTable;
+pub use pager::Pager;
+pub use payload_view::PayloadView;

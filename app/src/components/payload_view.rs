@@ -1,0 +1,87 @@
+use leptos::prelude::*;
+
+use crate::display::{hex_dump, Payload, PayloadBody};
+
+/// A key or value: pretty JSON, text or a hex dump, with its size and a link to the raw bytes.
+#[component]
+pub fn PayloadView(
+    /// "Value" or "Key".
+    title: &'static str,
+    payload: Payload,
+    /// Download link for the raw bytes; absent for null.
+    raw_href: String,
+) -> impl IntoView {
+    let (kind, size) = match &payload.body {
+        PayloadBody::Null => ("null", String::new()),
+        PayloadBody::Empty => ("empty", "0 bytes".to_string()),
+        PayloadBody::Json(_) => ("JSON", bytes_label(payload.len)),
+        PayloadBody::Text(_) => ("text", bytes_label(payload.len)),
+        PayloadBody::Hex(_) => ("binary", bytes_label(payload.len)),
+    };
+    let is_null = matches!(payload.body, PayloadBody::Null);
+    let null_label = if title == "Value" {
+        "null (tombstone)"
+    } else {
+        "null key"
+    };
+    let body = match payload.body {
+        PayloadBody::Null => view! { <p><span class="null">{null_label}</span></p> }.into_any(),
+        PayloadBody::Empty => {
+            view! { <p><span class="empty">"(empty: 0 bytes)"</span></p> }.into_any()
+        }
+        PayloadBody::Json(text) | PayloadBody::Text(text) => {
+            view! { <pre class="payload">{text}</pre> }.into_any()
+        }
+        PayloadBody::Hex(bytes) => {
+            let lines = hex_dump(&bytes)
+                .into_iter()
+                .map(|l| {
+                    view! {
+                        <tr>
+                            <td class="offset">{l.offset}</td>
+                            <td class="hex">{l.hex}</td>
+                            <td class="ascii">{l.ascii}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <table class="hexdump">
+                    <thead>
+                        <tr>
+                            <th>"offset"</th>
+                            <th>"hex"</th>
+                            <th>"ascii"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{lines}</tbody>
+                </table>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <section class="payload-view">
+            <h2>
+                {title} " " <span class="badge neutral">{kind}</span> " "
+                <span class="dim small">{size}</span>
+                {(!is_null).then(|| view! {
+                    " " <a class="small" href=raw_href download="">"download raw"</a>
+                })}
+            </h2>
+            {payload.truncated.then(|| view! {
+                <p class="notice">"Only the beginning is shown; download the raw bytes for all of it."</p>
+            })}
+            {body}
+        </section>
+    }
+}
+
+fn bytes_label(n: usize) -> String {
+    match n {
+        1 => "1 byte".to_string(),
+        n if n < 10 * 1024 => format!("{n} bytes"),
+        n if n < 10 * 1024 * 1024 => format!("{:.1} KiB ({n} bytes)", n as f64 / 1024.0),
+        n => format!("{:.1} MiB ({n} bytes)", n as f64 / (1024.0 * 1024.0)),
+    }
+}

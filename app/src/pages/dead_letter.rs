@@ -1,0 +1,140 @@
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use super::{LoadError, NotFound};
+use crate::api::{get_dead_letter, DeadLetterDetail};
+use crate::components::{HeaderTable, MalformedBadge, PayloadView, StatusBadge};
+use crate::display::{format_time, title_text};
+use crate::http_status::HttpStatus;
+use crate::query;
+
+/// `/dead-letters/:id`: everything about one dead letter.
+#[component]
+pub fn DeadLetterPage() -> impl IntoView {
+    let params = use_params_map();
+    // A non-numeric id is simply a dead letter that does not exist.
+    let id = move || params.with(|p| p.get_str("id").and_then(|s| s.parse::<i64>().ok()));
+    let found = Resource::new(id, |id| async move {
+        match id {
+            Some(id) => get_dead_letter(id).await,
+            None => Ok(None),
+        }
+    });
+    let status = HttpStatus::current();
+    view! {
+        <Suspense fallback=|| view! { <p class="dim">"Loading…"</p> }>
+            {move || {
+                let label = params.with(|p| p.get("id").unwrap_or_default());
+                let status = status.clone();
+                Suspend::new(async move {
+                    match found.await {
+                        Ok(Some(d)) => view! { <Detail d=d /> }.into_any(),
+                        Ok(None) => view! { <NotFound what=format!("dead letter {label}") /> }.into_any(),
+                        Err(error) => {
+                            status.set(503);
+                            view! { <LoadError error=error /> }.into_any()
+                        }
+                    }
+                })
+            }}
+        </Suspense>
+    }
+}
+
+/// An optional value, or a dash.
+fn or_dash<T: ToString>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "—".to_string())
+}
+
+#[component]
+fn Detail(d: DeadLetterDetail) -> impl IntoView {
+    let s = d.summary;
+    let n = d.normalized;
+    let id = s.id;
+    let title = format!(
+        "{} · dead letter {id} · redrive",
+        title_text(s.error_class.as_deref().unwrap_or("dead letter"))
+    );
+    let group_href = query::href("/", [("fingerprint", s.fingerprint.as_str())]);
+    let source = match &n.source_topic {
+        Some(t) => format!(
+            "{t} · partition {} · offset {}",
+            or_dash(n.source_partition),
+            or_dash(n.source_offset)
+        ),
+        None => "—".to_string(),
+    };
+    let warnings = n.decode_warnings.clone();
+    view! {
+        <Title text=title />
+        <p class="crumbs">
+            <a href="/">"← Dead letters"</a>
+        </p>
+        <h1 class="detail-title">
+            <span class="mono">{s.error_class.clone().unwrap_or_else(|| "(no error class)".into())}</span>
+            " " <StatusBadge status=s.status />
+            {s.malformed.then(|| view! { " " <MalformedBadge /> })}
+        </h1>
+        {s.error_message.clone().map(|m| view! { <pre class="error-message">{m}</pre> })}
+        <dl class="facts">
+            <dt>"Dead letter"</dt>
+            <dd class="mono">{id}</dd>
+            <dt>"DLQ record"</dt>
+            <dd class="mono">
+                {format!("{} · partition {} · offset {}", s.dlq_topic, s.dlq_partition, s.dlq_offset)}
+            </dd>
+            <dt>"Source record"</dt>
+            <dd class="mono">{source}</dd>
+            <dt>"Source timestamp"</dt>
+            <dd class="mono">{n.source_timestamp_ms.map(format_time).unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Consumer group"</dt>
+            <dd class="mono">{or_dash(n.consumer_group.clone())}</dd>
+            <dt>"Convention"</dt>
+            <dd class="mono">{s.convention.as_str()}</dd>
+            <dt>"Error class"</dt>
+            <dd class="mono">{or_dash(s.error_class.clone())}</dd>
+            <dt>"Retry count"</dt>
+            <dd class="mono">{or_dash(s.retry_count)}</dd>
+            <dt>"Error group"</dt>
+            <dd class="mono">
+                <a href=group_href title="All dead letters with this fingerprint">{s.fingerprint.clone()}</a>
+            </dd>
+            <dt>"Dead-lettered at"</dt>
+            <dd class="mono">{format_time(s.dead_lettered_at_ms)} " UTC"</dd>
+            <dt>"DLQ record timestamp"</dt>
+            <dd class="mono">{d.timestamp_ms.map(format_time).unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Ingested at"</dt>
+            <dd class="mono">{format_time(d.ingested_at_ms)} " UTC"</dd>
+            <dt>"Replayed"</dt>
+            <dd class="mono">{format!("{} time(s)", d.replay_count)}</dd>
+            <dt>"Message id"</dt>
+            <dd class="mono">{or_dash(n.message_id.clone())}</dd>
+            <dt>"Decode warnings"</dt>
+            <dd>
+                {if warnings.is_empty() {
+                    view! { <span class="dim">"none"</span> }.into_any()
+                } else {
+                    view! {
+                        <ul class="warnings">
+                            {warnings.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}
+                        </ul>
+                    }
+                    .into_any()
+                }}
+            </dd>
+        </dl>
+        {n.stack_trace.clone().map(|t| view! {
+            <section>
+                <h2>"Stack trace"</h2>
+                <pre class="stack">{t}</pre>
+            </section>
+        })}
+        <PayloadView title="Value" payload=d.value raw_href=format!("/dead-letters/{id}/raw/value") />
+        <PayloadView title="Key" payload=d.key raw_href=format!("/dead-letters/{id}/raw/key") />
+        <section>
+            <h2>"Headers"</h2>
+            <HeaderTable headers=d.headers />
+        </section>
+    }
+}

@@ -1,0 +1,50 @@
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_location;
+
+use super::{BadQuery, LoadError};
+use crate::api::{get_filter_choices, list_error_groups, Listing};
+use crate::components::{ErrorGroupTable, FilterBar};
+use crate::http_status::HttpStatus;
+use crate::query;
+
+/// `/groups`: dead letters grouped by error fingerprint, largest group first, under the same
+/// filter as the list.
+#[component]
+pub fn ErrorGroupsPage() -> impl IntoView {
+    let search = use_location().search;
+    let groups = Resource::new(move || search.get(), list_error_groups);
+    let choices = Resource::new(|| (), |_| get_filter_choices());
+    let status = HttpStatus::current();
+    view! {
+        <Title text="Error groups · redrive" />
+        <h1>"Error groups"</h1>
+        <Suspense fallback=|| view! { <p class="dim">"Loading…"</p> }>
+            {move || {
+                let pairs = query::parse(&search.get());
+                let status = status.clone();
+                Suspend::new(async move {
+                    let choices = choices.await.unwrap_or_default();
+                    let body = match groups.await {
+                        Ok(Listing::Found(groups)) => {
+                            view! { <ErrorGroupTable groups=groups filter=pairs.clone() /> }
+                                .into_any()
+                        }
+                        Ok(Listing::BadQuery(message)) => {
+                            status.set(400);
+                            view! { <BadQuery message=message reset="/groups" /> }.into_any()
+                        }
+                        Err(error) => {
+                            status.set(503);
+                            view! { <LoadError error=error /> }.into_any()
+                        }
+                    };
+                    view! {
+                        <FilterBar action="/groups" pairs=pairs choices=choices />
+                        {body}
+                    }
+                })
+            }}
+        </Suspense>
+    }
+}

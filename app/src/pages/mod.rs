@@ -1,0 +1,39 @@
+//! One module per route.
+
+mod dead_letter;
+mod dead_letters;
+mod error_groups;
+mod not_found;
+
+pub use dead_letter::DeadLetterPage;
+pub use dead_letters::DeadLettersPage;
+pub use error_groups::ErrorGroupsPage;
+pub use not_found::NotFound;
+
+use leptos::prelude::*;
+
+/// A failure to load data, said plainly (the detail is in the server log).
+#[component]
+fn LoadError(error: ServerFnError) -> impl IntoView {
+    let text = match error {
+        ServerFnError::ServerError(msg) => msg,
+        other => format!("Could not reach the redrive server: {other}. Reload to try again."),
+    };
+    view! { <p class="error-box" role="alert">{text}</p> }
+}
+
+/// A refused filter: what was wrong with it, and the way back.
+#[component]
+fn BadQuery(message: String, reset: &'static str) -> impl IntoView {
+    view! {
+        <div class="error-box" role="alert">
+            <p>
+                <strong>"This filter cannot be used: "</strong>
+                {message}
+            </p>
+            <p>
+                <a href=reset>"Clear the filter"</a>
+            </p>
+        </div>
+    }
+}
