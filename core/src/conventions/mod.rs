@@ -17,7 +17,7 @@ mod smallrye;
 mod spring;
 mod stack;
 mod streams;
-pub(crate) mod value;
+mod value;
 mod watermill;
 mod wolverine;
 
@@ -367,7 +367,14 @@ mod tests {
                 })
                 .collect();
             let r = record(headers, Some(rng.next() as i64));
-            let _ = decode(&r);
+            let (_, n) = decode(&r);
+            let fp = crate::fingerprint::fingerprint(
+                n.error_class.as_deref(),
+                n.error_message.as_deref(),
+            );
+            assert_eq!(fp.len(), 16);
+            let text = String::from_utf8_lossy(&rng.bytes(40)).into_owned() + "é 'x\" -0.5 0x";
+            let _ = crate::fingerprint::mask_message(&text);
             for hd in &r.headers {
                 let _ = describe_header(&hd.name, hd.value.as_deref());
             }

@@ -3,7 +3,7 @@
 //! extras `message_id` (UUID), `original_partition`, `original_offset`, `consumer_group`,
 //! `error_class`, `traceback` (Python), `failed_at` (RFC 3339). All text.
 
-use super::stack::python_exception_class;
+use super::stack::python_exception;
 use super::value::{has, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized};
 
@@ -13,21 +13,23 @@ pub(super) fn detect(headers: &[Header]) -> bool {
     has(headers, "original_topic") || has(headers, "error")
 }
 
-/// Extracts a seed-design dead letter. Without `error_class`, the class is read from the
-/// traceback's last line (`TimeoutError: ...`).
+/// Extracts a seed-design dead letter. Without `error_class` (or `error`), the class (or the
+/// message) is read from the traceback's last line (`TimeoutError: ...`).
 pub(super) fn extract(headers: &[Header]) -> Normalized {
     let mut f = Fields::new(headers, Newest::Last);
     let traceback = f.text("traceback");
-    let error_class = f
-        .text("error_class")
-        .or_else(|| traceback.as_deref().and_then(python_exception_class));
+    let (tb_class, tb_message) = traceback
+        .as_deref()
+        .and_then(python_exception)
+        .map_or((None, None), |(c, m)| (Some(c), m));
+    let error_class = f.text("error_class").or(tb_class);
     Normalized {
         source_topic: f.text("original_topic"),
         source_partition: f.int32("original_partition", NumEnc::Text),
         source_offset: f.int("original_offset", NumEnc::Text),
         consumer_group: f.text("consumer_group"),
         error_class,
-        error_message: f.text("error"),
+        error_message: f.text("error").or(tb_message),
         stack_trace: traceback,
         retry_count: f.int32("retry_count", NumEnc::Text),
         message_id: f.text("message_id"),
@@ -87,6 +89,7 @@ mod tests {
             h("retry_count", b"five"),
         ];
         let n = extract(&hs);
+        assert_eq!(n.error_message.as_deref(), Some("Max retries exceeded"));
         assert_eq!(n.error_class.as_deref(), Some("RuntimeError"));
         assert_eq!(n.retry_count, None);
         assert_eq!(n.decode_warnings.len(), 1);

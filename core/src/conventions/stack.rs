@@ -42,13 +42,14 @@ pub(crate) fn first_line_message(stack: &str) -> Option<String> {
     class_and_message(first).and_then(|(_, m)| m.map(str::to_string))
 }
 
-/// The exception class from the last line of a Python traceback (`ValueError: bad input`).
-pub(crate) fn python_exception_class(traceback: &str) -> Option<String> {
+/// The exception class and message from the last line of a Python traceback
+/// (`ValueError: bad input`).
+pub(crate) fn python_exception(traceback: &str) -> Option<(String, Option<String>)> {
     let last = traceback.lines().rev().find(|l| !l.trim().is_empty())?;
     if last.starts_with(char::is_whitespace) {
         return None;
     }
-    class_and_message(last).map(|(c, _)| c.to_string())
+    class_and_message(last).map(|(c, m)| (c.to_string(), m.map(str::to_string)))
 }
 
 /// The class of the top-level exception, from a Java or .NET stack trace's first line.
@@ -109,8 +110,14 @@ mod tests {
     #[test]
     fn python_traceback() {
         let tb = "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n    f()\nTimeoutError: LLM call timed out\n";
-        assert_eq!(python_exception_class(tb).as_deref(), Some("TimeoutError"));
-        assert_eq!(python_exception_class("  File \"a.py\"\n"), None);
+        assert_eq!(
+            python_exception(tb),
+            Some((
+                "TimeoutError".to_string(),
+                Some("LLM call timed out".to_string())
+            ))
+        );
+        assert_eq!(python_exception("  File \"a.py\"\n"), None);
     }
 
     #[test]

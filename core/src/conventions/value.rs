@@ -93,7 +93,7 @@ pub(crate) fn parse_time_ms(s: &str) -> Option<i64> {
     let s = s.trim();
     if let Some(n) = decimal_text(s.as_bytes()) {
         // 10^11 s is the year 5138; 10^11 ms is 1973: no real timestamp is ambiguous.
-        return if n.abs() < 100_000_000_000 {
+        return if n.unsigned_abs() < 100_000_000_000 {
             n.checked_mul(1000)
         } else {
             Some(n)
@@ -376,6 +376,8 @@ pub(crate) mod tests {
         assert_eq!(parse_time_ms("1796104800"), Some(1_796_104_800_000));
         assert_eq!(parse_time_ms("1796104800000"), Some(1_796_104_800_000));
         assert_eq!(parse_time_ms("yesterday"), None);
+        assert_eq!(parse_time_ms("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(iso_ms(i64::MIN), None);
         assert_eq!(
             iso_ms(1_718_000_000_123).as_deref(),
             Some("2024-06-10T06:13:20.123Z")
