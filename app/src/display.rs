@@ -256,51 +256,13 @@ pub struct HeaderText {
     pub encoding: &'static str,
 }
 
-/// Describes a header value for display.
-///
-/// FALLBACK until `redrive_core::conventions::describe_header` lands: text when the bytes are
-/// readable UTF-8, big-endian integers where a name says partition/offset/timestamp/count and
-/// the length fits, else binary.
+/// Describes a header value for display: the conventions module's reading of it (which
+/// header names carry big-endian numbers, Java `BigInteger`s, ...).
 pub fn describe_header(name: &str, value: Option<&[u8]>) -> HeaderText {
-    let Some(bytes) = value else {
-        return HeaderText {
-            decoded: None,
-            encoding: "null",
-        };
-    };
-    let numeric_name = [
-        "partition",
-        "offset",
-        "timestamp",
-        "attempt",
-        "count",
-        "retry",
-    ]
-    .iter()
-    .any(|w| name.to_ascii_lowercase().contains(w));
-    if numeric_name {
-        if let Ok(b) = <[u8; 4]>::try_from(bytes) {
-            return HeaderText {
-                decoded: Some(i32::from_be_bytes(b).to_string()),
-                encoding: "int32-be",
-            };
-        }
-        if let Ok(b) = <[u8; 8]>::try_from(bytes) {
-            return HeaderText {
-                decoded: Some(i64::from_be_bytes(b).to_string()),
-                encoding: "int64-be",
-            };
-        }
-    }
-    match std::str::from_utf8(bytes) {
-        Ok(text) if is_readable(text) => HeaderText {
-            decoded: Some(text.to_string()),
-            encoding: "utf8",
-        },
-        _ => HeaderText {
-            decoded: None,
-            encoding: "binary",
-        },
+    let d = redrive_core::conventions::describe_header(name, value);
+    HeaderText {
+        decoded: d.decoded,
+        encoding: d.encoding,
     }
 }
 

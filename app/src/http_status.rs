@@ -1,6 +1,7 @@
 //! The HTTP status of a server-rendered page (400 for a bad filter, 404 for a missing dead
 //! letter), set from inside the page. In the browser there is no response to set: a no-op.
 
+#[cfg(feature = "ssr")]
 use leptos::prelude::*;
 
 /// Handle on the response being rendered; take it while the component is created (the
