@@ -37,7 +37,9 @@ fn default_llm_timeout_ms() -> u64 {
     2000
 }
 fn default_outage_up_ms() -> u64 {
-    20_000
+    // Long enough to see requests processed (some after retries) before the first outage,
+    // short enough that transient dead letters show up within a minute of start-up.
+    30_000
 }
 fn default_outage_down_ms() -> u64 {
     15_000
@@ -61,7 +63,9 @@ fn default_breaker_failures() -> u32 {
     5
 }
 fn default_breaker_cooldown_ms() -> u64 {
-    10_000
+    // Shorter than the 1 + 2 + 4 s of retries, so a request caught by an open breaker still
+    // sees a probe before it is dead-lettered.
+    5_000
 }
 fn default_database_url() -> String {
     "sqlite:.redrive/demo-agent.db".into()

@@ -1,7 +1,8 @@
 //! `redrive`: a self-hosted dead letter queue manager for Apache Kafka.
 //!
 //! Subcommands: `serve` (UI + JSON API + ingest), `migrate` (apply database migrations and
-//! exit), `config` (print the effective configuration, secrets redacted).
+//! exit), `config` (print the effective configuration, secrets redacted), `demo` (the seed
+//! design's agent pipeline producing real dead letters; see the `redrive-demo` crate).
 
 mod api;
 mod config;
@@ -47,6 +48,9 @@ enum Command {
     Migrate,
     /// Print the effective configuration as TOML (passwords and secrets redacted).
     Config,
+    /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
+    /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
+    Demo(redrive_demo::DemoArgs),
 }
 
 /// Settings that can also be given as flags (each overrides its `REDRIVE_*` variable and the
@@ -126,6 +130,11 @@ fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Config => print!("{}", config.to_redacted_toml()?),
         Command::Serve => runtime()?.block_on(serve::serve(config))?,
         Command::Migrate => runtime()?.block_on(serve::migrate(&config))?,
+        Command::Demo(args) => {
+            // The demo connects with redrive's own Kafka settings (brokers, REDRIVE_KAFKA__*).
+            let demo = args.into_config(config.kafka_brokers, config.kafka.into_iter().collect());
+            runtime()?.block_on(redrive_demo::run_until_signal(demo))?
+        }
     }
     Ok(())
 }
