@@ -700,3 +700,245 @@ async fn unreachable_database_is_unavailable() {
         other => panic!("expected BadUrl, got {other:?}"),
     }
 }
+
+/// The filters the list page uses most, each on its own.
+fn single_field_filters() -> Vec<(&'static str, Filter)> {
+    let s = |v: &str| Some(v.to_string());
+    let base = Filter::default();
+    vec![
+        ("default", base.clone()),
+        (
+            "fingerprint",
+            Filter {
+                fingerprint: s("00000000000000aa"),
+                ..base.clone()
+            },
+        ),
+        (
+            "error_class",
+            Filter {
+                error_class: s("com.example.E7"),
+                ..base.clone()
+            },
+        ),
+        (
+            "source_topic",
+            Filter {
+                source_topic: s("service3.events"),
+                ..base.clone()
+            },
+        ),
+        (
+            "dlq_topic",
+            Filter {
+                dlq_topic: s("service3.events.DLT"),
+                ..base.clone()
+            },
+        ),
+        (
+            "consumer_group",
+            Filter {
+                consumer_group: s("group1"),
+                ..base.clone()
+            },
+        ),
+        (
+            "status",
+            Filter {
+                status: Some(Status::ReplayFailed),
+                ..base.clone()
+            },
+        ),
+        (
+            "source_topic+range",
+            Filter {
+                source_topic: s("service3.events"),
+                from_ms: Some(1_000_000),
+                to_ms: Some(2_000_000),
+                ..base.clone()
+            },
+        ),
+        (
+            "range",
+            Filter {
+                from_ms: Some(1_000_000),
+                to_ms: Some(2_000_000),
+                ..base.clone()
+            },
+        ),
+    ]
+}
+
+/// SQLite decides without statistics, so its plans can be checked on a tiny table: every
+/// indexed filter walks an index in list order (no "USE TEMP B-TREE FOR ORDER BY", no full
+/// scan), with and without a cursor.
+#[tokio::test]
+async fn sqlite_list_plans_use_an_index_in_list_order() {
+    let (store, _url, _dir) = store_with_url(Backend::Sqlite).await;
+    store.insert_batch(&filter_dataset()).await.unwrap();
+    for (name, filter) in single_field_filters() {
+        for cursor in [
+            None,
+            Some(Cursor {
+                dead_lettered_at_ms: 1_500_000,
+                id: 10,
+            }),
+        ] {
+            let plan = store
+                .explain_list(&ListQuery {
+                    filter: filter.clone(),
+                    limit: 50,
+                    cursor,
+                })
+                .await
+                .unwrap()
+                .join(" | ");
+            assert!(!plan.contains("TEMP B-TREE"), "{name}: sorts: {plan}");
+            assert!(plan.contains("USING INDEX"), "{name}: no index: {plan}");
+        }
+    }
+}
+
+/// A dead letter shaped like the bench's: 50 error groups, 20 source topics, 5 groups,
+/// spread over 30 days.
+fn synthetic(i: i64, now: i64) -> NewDeadLetter {
+    let group = i % 50;
+    let topic = format!("service{}.events", i % 20);
+    let at = now - (i * 30 * 86_400_000 / 1_000_000) % (30 * 86_400_000);
+    let mut d = dl(&format!("{topic}.DLT"), (i % 4) as i32, i, at);
+    d.record.value = Some(vec![b'v'; 256]);
+    d.fingerprint = format!("{group:016x}");
+    d.normalized = Normalized {
+        source_topic: Some(topic),
+        consumer_group: Some(format!("group{}", i % 5)),
+        error_class: Some(format!("com.example.E{group}")),
+        error_message: Some(if group == 7 {
+            format!("Connection reset while calling payments for order {i}")
+        } else {
+            format!("Failure {group} while processing order {i}")
+        }),
+        retry_count: Some(3),
+        ..Normalized::default()
+    };
+    d
+}
+
+/// `STORE_PERF_ROWS=1000000 cargo test -p redrive --test store -- --ignored --nocapture`:
+/// fills both databases and prints list latencies (p50/p99 ms) and plans per filter. A probe
+/// for tuning, not a pass/fail benchmark (that is `make bench`).
+#[tokio::test]
+#[ignore]
+async fn list_latency_probe() {
+    let rows: i64 = std::env::var("STORE_PERF_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let now = 1_796_104_800_000i64;
+    for backend in Backend::ALL {
+        let (store, url, _dir) = store_with_url(backend).await;
+        let t = std::time::Instant::now();
+        let mut i = 0;
+        while i < rows {
+            let end = (i + 5_000).min(rows);
+            let batch: Vec<NewDeadLetter> = (i..end).map(|j| synthetic(j, now)).collect();
+            store.insert_batch(&batch).await.unwrap();
+            i = end;
+        }
+        println!(
+            "{backend:?}: filled {rows} rows in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        exec_sql(
+            backend,
+            &url,
+            "UPDATE dead_letters SET status = 'replay_failed' WHERE id % 1000 = 0",
+        )
+        .await;
+        if backend == Backend::Postgres {
+            exec_sql(backend, &url, "ANALYZE dead_letters").await;
+        }
+        let s = |v: &str| Some(v.to_string());
+        let mut filters = single_field_filters();
+        for (_, f) in filters.iter_mut() {
+            if f.fingerprint.is_some() {
+                f.fingerprint = s(&format!("{:016x}", 7));
+            }
+            if f.from_ms.is_some() {
+                f.from_ms = Some(now - 7 * 86_400_000);
+                f.to_ms = Some(now - 6 * 86_400_000);
+            }
+        }
+        filters.push((
+            "q common",
+            Filter {
+                q: s("connection reset"),
+                ..Filter::default()
+            },
+        ));
+        filters.push((
+            "q rare",
+            Filter {
+                q: s("order 123456 "),
+                ..Filter::default()
+            },
+        ));
+        filters.push((
+            "q none",
+            Filter {
+                q: s("no such text"),
+                ..Filter::default()
+            },
+        ));
+        for (name, filter) in filters {
+            let first = ListQuery {
+                filter: filter.clone(),
+                limit: 50,
+                cursor: None,
+            };
+            let page = store.list(&first).await.unwrap();
+            let second = ListQuery {
+                cursor: page
+                    .next_cursor
+                    .as_deref()
+                    .map(|c| Cursor::decode(c).unwrap()),
+                ..first.clone()
+            };
+            let mut times = Vec::new();
+            for k in 0..60 {
+                let q = if k % 2 == 0 { &first } else { &second };
+                let t = std::time::Instant::now();
+                store.list(q).await.unwrap();
+                times.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            times.sort_by(|a, b| a.total_cmp(b));
+            let t = std::time::Instant::now();
+            let n = store.count(&filter).await.unwrap();
+            let count_ms = t.elapsed().as_secs_f64() * 1000.0;
+            println!(
+                "{backend:?} {name}: p50 {:.2} ms, p99 {:.2} ms ({} rows on page 1; count {n} in {count_ms:.1} ms)",
+                times[times.len() / 2],
+                times[times.len() * 99 / 100],
+                page.items.len()
+            );
+            for line in store.explain_list(&second).await.unwrap() {
+                println!("      {line}");
+            }
+        }
+        let t = std::time::Instant::now();
+        let groups = store.error_groups(&Filter::default(), 50).await.unwrap();
+        println!(
+            "{backend:?} error_groups: {} groups in {:.1} ms",
+            groups.len(),
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+        let t = std::time::Instant::now();
+        let f = store.facets().await.unwrap();
+        println!(
+            "{backend:?} facets: {}/{}/{} in {:.1} ms",
+            f.source_topics.len(),
+            f.dlq_topics.len(),
+            f.consumer_groups.len(),
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+}

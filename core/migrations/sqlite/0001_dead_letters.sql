@@ -36,12 +36,15 @@ CREATE TABLE dead_letters (
 );
 
 -- The list is ordered by (dead_lettered_at_ms DESC, id DESC); each filter's index ends with
--- that key so a filtered page is an index range read backwards, never a sort.
-CREATE INDEX dead_letters_by_time        ON dead_letters (dead_lettered_at_ms DESC, id DESC);
-CREATE INDEX dead_letters_by_fingerprint ON dead_letters (fingerprint, dead_lettered_at_ms, id);
-CREATE INDEX dead_letters_by_source      ON dead_letters (source_topic, dead_lettered_at_ms, id);
-CREATE INDEX dead_letters_by_dlq         ON dead_letters (dlq_topic, dead_lettered_at_ms, id);
-CREATE INDEX dead_letters_by_group       ON dead_letters (consumer_group, dead_lettered_at_ms, id);
+-- that key so a filtered page is an index range read backwards, never a sort. `status` rides
+-- along at the end: every query checks it (the default hides `deleted`), and with it in the
+-- index a count or an error-group aggregate is answered from the index alone, without a
+-- table lookup per row (5 s -> well under 1 s for error groups over a million rows).
+CREATE INDEX dead_letters_by_time        ON dead_letters (dead_lettered_at_ms DESC, id DESC, status);
+CREATE INDEX dead_letters_by_fingerprint ON dead_letters (fingerprint, dead_lettered_at_ms, id, status);
+CREATE INDEX dead_letters_by_source      ON dead_letters (source_topic, dead_lettered_at_ms, id, status);
+CREATE INDEX dead_letters_by_dlq         ON dead_letters (dlq_topic, dead_lettered_at_ms, id, status);
+CREATE INDEX dead_letters_by_group       ON dead_letters (consumer_group, dead_lettered_at_ms, id, status);
 CREATE INDEX dead_letters_by_status      ON dead_letters (status, dead_lettered_at_ms, id);
-CREATE INDEX dead_letters_by_class       ON dead_letters (error_class, dead_lettered_at_ms, id);
+CREATE INDEX dead_letters_by_class       ON dead_letters (error_class, dead_lettered_at_ms, id, status);
 CREATE INDEX dead_letters_by_message_id  ON dead_letters (message_id);

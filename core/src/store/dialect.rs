@@ -28,6 +28,10 @@ pub(crate) trait Dialect: Database {
     /// Most bind parameters one statement may carry (SQLite's `SQLITE_MAX_VARIABLE_NUMBER`
     /// since 3.32, PostgreSQL's protocol limit of an i16 count).
     const MAX_BINDS: usize;
+    /// Prefix that turns a query into its plan, one row per plan line, text in the column
+    /// [`Dialect::EXPLAIN_COLUMN`].
+    const EXPLAIN: &'static str;
+    const EXPLAIN_COLUMN: &'static str;
 
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
@@ -37,6 +41,8 @@ impl Dialect for Sqlite {
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
+    const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
+    const EXPLAIN_COLUMN: &'static str = "detail";
 
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
         match v {
@@ -53,6 +59,8 @@ impl Dialect for Postgres {
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;
+    const EXPLAIN: &'static str = "EXPLAIN ";
+    const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
 
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
         match v {

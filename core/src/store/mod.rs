@@ -215,7 +215,7 @@ impl Store {
         // One row more than the page tells whether another page follows.
         let fetch = limit as i64 + 1;
         let rows: Vec<SummaryRow> = on_pool!(self, |pool, DB| {
-            let mut qb = sql::list::<DB>(&query.filter, query.cursor, fetch);
+            let mut qb = sql::list::<DB>("", &query.filter, query.cursor, fetch);
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
@@ -236,6 +236,26 @@ impl Store {
             _ => None,
         };
         Ok(Page { items, next_cursor })
+    }
+
+    /// The database's plan for [`Store::list`] of `query`, one line per element (SQLite's
+    /// `EXPLAIN QUERY PLAN` details, PostgreSQL's `EXPLAIN` text). For benchmarks and tests
+    /// that check a filter is served by an index rather than a scan and sort.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn explain_list(&self, query: &ListQuery) -> Result<Vec<String>, StoreError> {
+        use self::dialect::Dialect;
+        use sqlx::Row;
+        let fetch = i64::from(query.limit.max(1)) + 1;
+        on_pool!(self, |pool, DB| {
+            let mut qb =
+                sql::list::<DB>(<DB as Dialect>::EXPLAIN, &query.filter, query.cursor, fetch);
+            let rows = qb.build().fetch_all(pool).await.map_err(store_error)?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(<DB as Dialect>::EXPLAIN_COLUMN))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(store_error)
+        })
     }
 
     /// How many dead letters match `filter`.

@@ -107,13 +107,16 @@ pub(crate) fn like_pattern(text: &str) -> String {
 }
 
 /// A list page: rows strictly after `cursor` in (dead_lettered_at_ms DESC, id DESC) order,
-/// at most `fetch` of them.
+/// at most `fetch` of them. `prefix` goes before the `SELECT` (`""`, or `EXPLAIN ...`).
 pub(crate) fn list<'a, DB: Dialect>(
+    prefix: &str,
     filter: &'a Filter,
     cursor: Option<Cursor>,
     fetch: i64,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(format!("SELECT {SUMMARY_COLUMNS} FROM dead_letters"));
+    let mut qb = QueryBuilder::new(format!(
+        "{prefix}SELECT {SUMMARY_COLUMNS} FROM dead_letters"
+    ));
     push_filter(&mut qb, filter);
     if let Some(c) = cursor {
         // (t, id) < (c.t, c.id), spelled so that both databases use `t <= c.t` as the index
