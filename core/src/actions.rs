@@ -75,14 +75,30 @@ pub struct ReplayRequest {
 }
 
 /// What a replay would do, shown before "replay all matching" acts.
+///
+/// `total = per_target counts + without_target + skipped`; the replay queues exactly
+/// [`DryRun::queued`] of them (barring changes in between).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DryRun {
-    /// Dead letters selected.
+    /// Dead letters selected (every status the selection matches).
     pub total: i64,
-    /// (target topic, count), largest first.
+    /// (target topic, count) of the dead letters a replay would queue, largest first
+    /// (ties by topic name).
     pub per_target: Vec<(String, i64)>,
-    /// Selected dead letters without a source topic: they cannot go "to source".
+    /// Replayable dead letters without a source topic and no override: they cannot go
+    /// "to source", and a replay skips them.
     pub without_target: i64,
+    /// Selected dead letters a replay skips because they are `deleted` or already
+    /// `replay_pending` (in another job's outbox).
+    #[serde(default)]
+    pub skipped: i64,
+}
+
+impl DryRun {
+    /// How many dead letters a replay of this selection would queue.
+    pub fn queued(&self) -> i64 {
+        self.per_target.iter().map(|(_, n)| n).sum()
+    }
 }
 
 /// Lifecycle of a replay job.
@@ -100,6 +116,11 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// True while the relay still has work for the job (`running` or `waiting`).
+    pub fn is_active(self) -> bool {
+        matches!(self, JobStatus::Running | JobStatus::Waiting)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Running => "running",
@@ -110,9 +131,14 @@ impl JobStatus {
     }
 
     pub fn parse(s: &str) -> Option<JobStatus> {
-        [JobStatus::Running, JobStatus::Waiting, JobStatus::Finished, JobStatus::Cancelled]
-            .into_iter()
-            .find(|j| j.as_str() == s)
+        [
+            JobStatus::Running,
+            JobStatus::Waiting,
+            JobStatus::Finished,
+            JobStatus::Cancelled,
+        ]
+        .into_iter()
+        .find(|j| j.as_str() == s)
     }
 }
 
@@ -124,16 +150,29 @@ pub struct ReplayJob {
     pub status: JobStatus,
     pub created_by: String,
     pub created_at_ms: i64,
+    /// When the relay first claimed one of its rows, epoch ms.
+    pub started_at_ms: Option<i64>,
+    /// When it finished (every row published or failed) or was cancelled, epoch ms.
     pub finished_at_ms: Option<i64>,
+    /// The override; `None` = each record's own source topic.
     pub target_topic: Option<String>,
+    /// Throttle, msgs/s (per relay instance); `None` = unthrottled.
     pub rate_per_sec: Option<u32>,
     pub reason: Option<String>,
+    /// Dead letters queued (outbox rows). When the job is done,
+    /// `total = published + failed + cancelled`.
     pub total: i64,
     pub published: i64,
     pub failed: i64,
     pub cancelled: i64,
-    /// The last publish error, e.g. while Kafka is unreachable.
+    /// Selected but not queued: deleted, already `replay_pending`, or without a target topic.
+    pub skipped: i64,
+    /// Of `skipped`: the ones without a target topic (no source topic and no override).
+    pub skipped_without_target: i64,
+    /// The last publish error, e.g. while Kafka is unreachable (kept after the job recovers).
     pub last_error: Option<String>,
+    /// The selection as requested (JSON of [`Selection`]).
+    pub selection: String,
 }
 
 /// One entry of the append-only audit trail.
@@ -155,13 +194,58 @@ pub struct AuditEntry {
     pub reason: Option<String>,
     pub client_ip: Option<String>,
     pub user_agent: Option<String>,
-    /// `ok`, `denied`, `failed: ...`, or the job id for a replay.
+    /// `ok`, `denied`, `failed: ...`; a replay's says how many were queued and skipped
+    /// (`ok: 998 queued, 2 skipped (1 without a target topic)`) and `job_id` names the job.
     pub outcome: String,
     pub job_id: Option<String>,
+    /// The API token's id when the actor used a Bearer token.
+    #[serde(default)]
+    pub via_token: Option<i64>,
+}
+
+/// An audit row to append with `Store::record_audit` (sign-ins, user and token changes, denied
+/// attempts, ...). The dead-letter actions write their own rows inside their transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewAuditEntry {
+    /// User name, or `-` when unknown (e.g. a failed sign-in for no such user).
+    pub actor: String,
+    /// e.g. `sign_in`, `sign_in_failed`, `sign_out`, `user_add`, `token_create`, `token_revoke`.
+    pub action: String,
+    /// `ok`, `denied`, `failed: ...`.
+    pub outcome: String,
+    /// How many dead letters it concerned (0 for non-dead-letter actions).
+    pub count: i64,
+    /// JSON array text of ids, if any.
+    pub ids: Option<String>,
+    /// JSON object text of a filter, if any.
+    pub filter: Option<String>,
+    pub reason: Option<String>,
+    pub client_ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub job_id: Option<String>,
+    pub via_token: Option<i64>,
+}
+
+impl NewAuditEntry {
+    /// A row for `actor` doing `action` with `outcome`, carrying the actor's IP, user agent and
+    /// token id; other fields empty.
+    pub fn by(actor: &Actor, action: &str, outcome: &str) -> NewAuditEntry {
+        NewAuditEntry {
+            actor: actor.user.clone(),
+            action: action.to_string(),
+            outcome: outcome.to_string(),
+            client_ip: actor.client_ip.clone(),
+            user_agent: actor.user_agent.clone(),
+            via_token: actor.via_token,
+            ..NewAuditEntry::default()
+        }
+    }
 }
 
 /// Filters of the audit page and `GET /api/v1/audit` (query names: `actor`, `action`, `from`,
-/// `to`, `limit`, `cursor`).
+/// `to`, `limit`, `cursor`). `actor` and `action` match exactly; `from_ms` is inclusive,
+/// `to_ms` exclusive; `limit` 0 means [`AUDIT_DEFAULT_LIMIT`], above [`AUDIT_MAX_LIMIT`] it is
+/// capped. A page's `next_cursor` is the decimal id to pass as `before_id`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditQuery {
     pub actor: Option<String>,
@@ -171,6 +255,30 @@ pub struct AuditQuery {
     pub limit: u32,
     /// Show entries with an id below this (keyset on id DESC).
     pub before_id: Option<i64>,
+}
+
+/// Audit page size when none is asked for.
+pub const AUDIT_DEFAULT_LIMIT: u32 = 50;
+/// Largest audit page (CSV export pages through).
+pub const AUDIT_MAX_LIMIT: u32 = 1000;
+
+/// Most jobs `Store::jobs` returns.
+pub const MAX_JOBS_LIMIT: u32 = 500;
+
+/// Longest accepted action reason, in characters.
+pub const MAX_REASON_CHARS: usize = 2000;
+/// Highest accepted replay rate, msgs/s.
+pub const MAX_RATE_PER_SEC: u32 = 1_000_000;
+
+/// True if `name` is a legal Kafka topic name: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// One event in a dead letter's own history (detail page).

@@ -33,14 +33,32 @@ pub(crate) trait Dialect: Database {
     const EXPLAIN: &'static str;
     const EXPLAIN_COLUMN: &'static str;
 
+    /// An expression giving a fresh random UUID v4 (lowercase text) for every row it is
+    /// evaluated on; used for outbox idempotency keys written by `INSERT ... SELECT`.
+    const NEW_UUID: &'static str;
+    /// Appended to a `SELECT` that picks rows to claim: PostgreSQL skips rows another
+    /// transaction holds (so several relays share the work); SQLite has one writer at a time.
+    const SKIP_LOCKED: &'static str;
+
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
+
+    /// Appends a parenthesised subquery yielding the ids of the JSON array `json` (e.g.
+    /// `[3,1,2]`), for `id IN ...`: one bind parameter however many ids there are.
+    fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String);
 }
 
 impl Dialect for Sqlite {
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
+    // randomblob draws from SQLite's CSPRNG; the fixed `4` and the 8/9/a/b nibble make it a
+    // well-formed version-4, variant-1 UUID (122 random bits).
+    const NEW_UUID: &'static str = "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) \
+         || '-4' || substr(hex(randomblob(2)), 2) || '-' \
+         || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) \
+         || '-' || hex(randomblob(6)))";
+    const SKIP_LOCKED: &'static str = "";
     const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
     const EXPLAIN_COLUMN: &'static str = "detail";
 
@@ -53,12 +71,21 @@ impl Dialect for Sqlite {
             Val::Bytes(x) => qb.push_bind(x),
         };
     }
+
+    fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String) {
+        qb.push("(SELECT value FROM json_each(");
+        qb.push_bind(json);
+        qb.push("))");
+    }
 }
 
 impl Dialect for Postgres {
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;
+    // Built in since PostgreSQL 13.
+    const NEW_UUID: &'static str = "gen_random_uuid()::text";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const EXPLAIN: &'static str = "EXPLAIN ";
     const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
 
@@ -70,6 +97,12 @@ impl Dialect for Postgres {
             Val::OwnedText(x) => qb.push_bind(x),
             Val::Bytes(x) => qb.push_bind(x),
         };
+    }
+
+    fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String) {
+        qb.push("(SELECT CAST(v AS BIGINT) FROM jsonb_array_elements_text(CAST(");
+        qb.push_bind(json);
+        qb.push(" AS jsonb)) AS t(v))");
     }
 }
 

@@ -42,6 +42,16 @@ pub enum StoreError {
     Database(String),
     #[error("stored data could not be read: {0}")]
     Corrupt(String),
+    /// No such thing (a replay job, a dead letter); the message names it.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request conflicts with the current state (e.g. cancelling a finished job).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The request itself is invalid (a bad topic name, a rate of 0, a reason too long);
+    /// the message says what to change.
+    #[error("invalid request: {0}")]
+    Invalid(String),
 }
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -81,6 +91,16 @@ macro_rules! on_pool {
         }
     };
 }
+
+// The actions on dead letters (issue 3). Declared after `on_pool!` so they can use it.
+mod actions;
+mod audit;
+mod jobs;
+mod outbox;
+
+pub(crate) use self::outbox::{
+    ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, MarkSummary, Published, Retry,
+};
 
 /// Handle to the store; cheap to clone (it wraps a connection pool).
 #[derive(Clone, Debug)]

@@ -1,0 +1,96 @@
+//! Reading replay jobs (the job page, the list of recent jobs, `GET /api/v1/replays/{id}`).
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{store_error, Dialect, Val};
+use super::{Pool, Store, StoreError};
+use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
+
+pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
+     finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
+     published, failed, cancelled, last_error, selection";
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct JobRow {
+    id: String,
+    status: String,
+    created_by: String,
+    created_at_ms: i64,
+    started_at_ms: Option<i64>,
+    finished_at_ms: Option<i64>,
+    target_topic: Option<String>,
+    rate_per_sec: Option<i32>,
+    reason: Option<String>,
+    total: i64,
+    skipped: i64,
+    skipped_without_target: i64,
+    published: i64,
+    failed: i64,
+    cancelled: i64,
+    last_error: Option<String>,
+    selection: String,
+}
+
+impl JobRow {
+    /// Errors: `Corrupt` for an unknown status.
+    pub(crate) fn into_job(self) -> Result<ReplayJob, StoreError> {
+        let status = JobStatus::parse(&self.status).ok_or_else(|| {
+            StoreError::Corrupt(format!("unknown replay job status `{}`", self.status))
+        })?;
+        Ok(ReplayJob {
+            id: self.id,
+            status,
+            created_by: self.created_by,
+            created_at_ms: self.created_at_ms,
+            started_at_ms: self.started_at_ms,
+            finished_at_ms: self.finished_at_ms,
+            target_topic: self.target_topic,
+            rate_per_sec: self.rate_per_sec.and_then(|r| u32::try_from(r).ok()),
+            reason: self.reason,
+            total: self.total,
+            published: self.published,
+            failed: self.failed,
+            cancelled: self.cancelled,
+            skipped: self.skipped,
+            skipped_without_target: self.skipped_without_target,
+            last_error: self.last_error,
+            selection: self.selection,
+        })
+    }
+}
+
+impl Store {
+    /// The replay job `id`, or `None` if there is none.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt`.
+    pub async fn job(&self, id: &str) -> Result<Option<ReplayJob>, StoreError> {
+        let row: Option<JobRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new(format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = "));
+            DB::bind(&mut qb, Val::Text(Some(id)));
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        row.map(JobRow::into_job).transpose()
+    }
+
+    /// The most recent replay jobs, newest first, at most `limit` (0 means 50; capped at
+    /// [`MAX_JOBS_LIMIT`]).
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt`.
+    pub async fn jobs(&self, limit: u32) -> Result<Vec<ReplayJob>, StoreError> {
+        let limit = match limit {
+            0 => 50,
+            n => n.min(MAX_JOBS_LIMIT),
+        };
+        let rows: Vec<JobRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
+                "SELECT {JOB_COLUMNS} FROM replay_jobs ORDER BY created_at_ms DESC, id DESC LIMIT "
+            ));
+            DB::bind(&mut qb, Val::I64(Some(i64::from(limit))));
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        rows.into_iter().map(JobRow::into_job).collect()
+    }
+}

@@ -1,0 +1,517 @@
+//! The relay's side of the outbox: find jobs with work, claim due rows under a lease, and
+//! record what became of each publish — all in the store, so that the relay itself keeps no
+//! state a crash could lose.
+//!
+//! # Claims and leases
+//! A claim moves due rows (`pending` with `next_attempt_at_ms <= now`, or `claimed` with an
+//! expired lease: their relay died) to `claimed`, with `lease_until_ms = now + lease` and a
+//! fresh `claim_token`. Every later mark names the token and only touches rows still
+//! `claimed` under it, so a relay whose lease ran out cannot count a row twice: a row is
+//! counted once, by the mark that moves it out of `claimed`. On PostgreSQL the claim uses
+//! `FOR UPDATE SKIP LOCKED`, so several relays can share one outbox.
+
+use sqlx::QueryBuilder;
+
+use super::actions::{clean_text, ids_json, now_ms};
+use super::codec::decode_headers;
+use super::dialect::{store_error, Dialect, Val};
+use super::{Pool, Store, StoreError};
+use crate::model::{Convention, Header};
+
+/// A job with work for the relay: running or waiting, or holding a row whose lease expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ActiveJob {
+    pub(crate) id: String,
+    /// The user who requested it: the `redrive-replayed-by` header and the events' actor.
+    pub(crate) created_by: String,
+    /// msgs/s; `None` = unthrottled.
+    pub(crate) rate_per_sec: Option<u32>,
+}
+
+/// One claimed outbox row with what the relay needs to build the record.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimedRow {
+    pub(crate) outbox_id: i64,
+    pub(crate) dead_letter_id: i64,
+    pub(crate) idempotency_key: String,
+    pub(crate) target_topic: String,
+    /// Failed attempts before this one.
+    pub(crate) attempts: i32,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) headers: Vec<Header>,
+    pub(crate) convention: Convention,
+    /// Replays so far (this one not counted yet).
+    pub(crate) replay_count: i32,
+}
+
+/// The rows of one claim and the token that holds them.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub(crate) token: String,
+    pub(crate) rows: Vec<ClaimedRow>,
+}
+
+/// A delivery report that came back: where the record landed.
+#[derive(Debug, Clone)]
+pub(crate) struct Published {
+    pub(crate) outbox_id: i64,
+    pub(crate) dead_letter_id: i64,
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+}
+
+/// A publish that failed for this record: try again at `next_attempt_at_ms`.
+#[derive(Debug, Clone)]
+pub(crate) struct Retry {
+    pub(crate) outbox_id: i64,
+    pub(crate) next_attempt_at_ms: i64,
+    pub(crate) error: String,
+}
+
+/// A publish that failed for the last time (`max_attempts` reached).
+#[derive(Debug, Clone)]
+pub(crate) struct Failed {
+    pub(crate) outbox_id: i64,
+    pub(crate) dead_letter_id: i64,
+    pub(crate) error: String,
+}
+
+/// Everything that became of one claim, recorded in ONE transaction by [`Store::mark`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MarkBatch {
+    pub(crate) job_id: String,
+    pub(crate) claim_token: String,
+    /// The job's requester (events' actor).
+    pub(crate) actor: String,
+    pub(crate) published: Vec<Published>,
+    pub(crate) retry: Vec<Retry>,
+    pub(crate) failed: Vec<Failed>,
+    /// Rows handed back without an attempt counted (Kafka unreachable, or not sent before
+    /// shutdown), due again at `release_at_ms`.
+    pub(crate) released: Vec<i64>,
+    pub(crate) release_at_ms: i64,
+    /// Why they were released; `Some` puts the job in `waiting` with this as `last_error`.
+    pub(crate) release_error: Option<String>,
+}
+
+/// What [`Store::mark`] changed (rows whose claim had been lost are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MarkSummary {
+    pub(crate) published: u64,
+    pub(crate) retried: u64,
+    pub(crate) failed: u64,
+    pub(crate) released: u64,
+    /// The job has no pending or claimed rows left and is now `finished`.
+    pub(crate) finished: bool,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct ActiveRow {
+    id: String,
+    created_by: String,
+    rate_per_sec: Option<i32>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct ClaimRow {
+    outbox_id: i64,
+    dead_letter_id: i64,
+    idempotency_key: String,
+    target_topic: String,
+    attempts: i32,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: String,
+    convention: String,
+    replay_count: i32,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct MarkedRow {
+    id: i64,
+    dead_letter_id: i64,
+}
+
+/// Appends `WHERE id IN (ids) AND claim_token = token AND status = 'claimed'`.
+fn push_held<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: &[i64], token: &'a str) {
+    qb.push(" WHERE id IN ");
+    DB::push_json_ids(qb, ids_json(ids));
+    qb.push(" AND claim_token = ");
+    DB::bind(qb, Val::Text(Some(token)));
+    qb.push(" AND status = 'claimed'");
+}
+
+/// `UPDATE outbox ... FROM (VALUES (id, partition, offset), ...)`: one statement marks a
+/// chunk published with each row's own position. Both databases name a VALUES list's columns
+/// `column1`, `column2`, ...
+fn mark_published_chunk<'a, DB: Dialect>(
+    chunk: &[Published],
+    token: &'a str,
+    now: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(
+        "UPDATE outbox SET status = 'published', published_partition = v.column2, \
+         published_offset = v.column3, published_at_ms = ",
+    );
+    DB::bind(&mut qb, Val::I64(Some(now)));
+    qb.push(", lease_until_ms = NULL, last_error = NULL FROM (VALUES ");
+    for (i, p) in chunk.iter().enumerate() {
+        if i > 0 {
+            qb.push(", ");
+        }
+        qb.push("(");
+        DB::bind(&mut qb, Val::I64(Some(p.outbox_id)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::I32(Some(p.partition)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::I64(Some(p.offset)));
+        qb.push(")");
+    }
+    qb.push(") AS v WHERE outbox.id = v.column1 AND outbox.claim_token = ");
+    DB::bind(&mut qb, Val::Text(Some(token)));
+    qb.push(" AND outbox.status = 'claimed' RETURNING id, dead_letter_id");
+    qb
+}
+
+/// Multi-row `INSERT` of history events (dead letter id, kind, detail) at `now`.
+fn insert_events<'a, DB: Dialect>(
+    events: &'a [(i64, &'static str, String)],
+    actor: &'a str,
+    job_id: &'a str,
+    now: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(
+        "INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail, job_id) \
+         VALUES ",
+    );
+    for (i, (id, kind, detail)) in events.iter().enumerate() {
+        if i > 0 {
+            qb.push(", ");
+        }
+        qb.push("(");
+        DB::bind(&mut qb, Val::I64(Some(*id)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::I64(Some(now)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::Text(Some(kind)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::Text(Some(actor)));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::Text(Some(detail.as_str())));
+        qb.push(", ");
+        DB::bind(&mut qb, Val::Text(Some(job_id)));
+        qb.push(")");
+    }
+    qb
+}
+
+/// `UPDATE replay_jobs SET status = 'finished'` when no row of the job is pending or claimed.
+fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new("UPDATE replay_jobs SET status = 'finished', finished_at_ms = ");
+    DB::bind(&mut qb, Val::I64(Some(now)));
+    qb.push(" WHERE id = ");
+    DB::bind(&mut qb, Val::Text(Some(job_id)));
+    qb.push(
+        " AND status IN ('running', 'waiting') AND NOT EXISTS (SELECT 1 FROM outbox \
+         WHERE outbox.job_id = replay_jobs.id AND outbox.status IN ('pending', 'claimed'))",
+    );
+    qb
+}
+
+/// Rows per statement so that `binds_per_row` binds each stay under the database's limit.
+fn chunk_rows<DB: Dialect>(binds_per_row: usize) -> usize {
+    ((DB::MAX_BINDS - 8) / binds_per_row).clamp(1, 5_000)
+}
+
+impl Store {
+    /// Jobs the relay should look at, oldest first: `running` or `waiting` ones, and any job
+    /// holding a claimed row whose lease expired before `now` (a relay died holding it; this
+    /// includes cancelled jobs, whose in-flight rows still have to be accounted for).
+    pub(crate) async fn active_jobs(&self, now: i64) -> Result<Vec<ActiveJob>, StoreError> {
+        let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT id, created_by, rate_per_sec FROM replay_jobs \
+                 WHERE status IN ('running', 'waiting') OR id IN (SELECT job_id FROM outbox \
+                 WHERE status = 'claimed' AND lease_until_ms < ",
+            );
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(") ORDER BY created_at_ms, id");
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ActiveJob {
+                id: r.id,
+                created_by: r.created_by,
+                rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
+            })
+            .collect())
+    }
+
+    /// Claims up to `limit` due rows of `job_id` (oldest first) for `lease_ms`, and loads
+    /// their dead letters. An empty claim means nothing of the job is due now.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers that do not parse: the
+    /// whole claim is refused; its rows are reclaimed after the lease).
+    pub(crate) async fn claim(
+        &self,
+        job_id: &str,
+        limit: usize,
+        lease_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        let now = now_ms();
+        let token = uuid::Uuid::new_v4().to_string();
+        let lease_until = now.saturating_add(i64::try_from(lease_ms).unwrap_or(i64::MAX / 2));
+        let rows: Vec<ClaimRow> = on_pool!(self, |pool, DB| {
+            let mut tx = pool.begin().await.map_err(store_error)?;
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE outbox SET status = 'claimed', lease_until_ms = ");
+            DB::bind(&mut qb, Val::I64(Some(lease_until)));
+            qb.push(", claim_token = ");
+            DB::bind(&mut qb, Val::Text(Some(&token)));
+            qb.push(" WHERE id IN (SELECT id FROM outbox WHERE job_id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.push(" AND ((status = 'pending' AND next_attempt_at_ms <= ");
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(") OR (status = 'claimed' AND lease_until_ms < ");
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(")) ORDER BY id LIMIT ");
+            DB::bind(&mut qb, Val::I64(Some(limit.max(1) as i64)));
+            qb.push(DB::SKIP_LOCKED).push(") RETURNING id");
+            let mut ids: Vec<i64> = qb
+                .build_query_scalar()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            if ids.is_empty() {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(Claim {
+                    token,
+                    rows: Vec::new(),
+                });
+            }
+            ids.sort_unstable();
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET started_at_ms = ");
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(" WHERE started_at_ms IS NULL AND id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT o.id AS outbox_id, o.dead_letter_id, o.idempotency_key, o.target_topic, \
+                 o.attempts, d.key, d.value, d.headers, d.convention, d.replay_count \
+                 FROM outbox o JOIN dead_letters d ON d.id = o.dead_letter_id WHERE o.id IN ",
+            );
+            DB::push_json_ids(&mut qb, ids_json(&ids));
+            qb.push(" ORDER BY o.id");
+            let rows: Vec<ClaimRow> = qb
+                .build_query_as()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            Ok::<_, StoreError>(rows)
+        })?;
+        let rows = rows
+            .into_iter()
+            .map(|r| {
+                Ok(ClaimedRow {
+                    outbox_id: r.outbox_id,
+                    dead_letter_id: r.dead_letter_id,
+                    idempotency_key: r.idempotency_key,
+                    target_topic: r.target_topic,
+                    attempts: r.attempts,
+                    key: r.key,
+                    value: r.value,
+                    headers: decode_headers(&r.headers)?,
+                    convention: Convention::parse(&r.convention),
+                    replay_count: r.replay_count,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Claim { token, rows })
+    }
+
+    /// Records the outcome of one claim in ONE transaction: published rows (position, dead
+    /// letter `replayed` with `replay_count + 1`, a `published` event), retries (attempts + 1,
+    /// next attempt), final failures (dead letter `replay_failed`, a `replay_failed` event
+    /// with the error), released rows (back to `pending`, job `waiting` when it is an
+    /// outage), the job's counters, and `finished` when nothing is left. Rows no longer held
+    /// under the batch's claim token are left alone and not counted.
+    ///
+    /// Errors: `Unavailable`, `Database`. On error nothing is recorded (the rows stay claimed
+    /// until their lease expires).
+    pub(crate) async fn mark(&self, b: &MarkBatch) -> Result<MarkSummary, StoreError> {
+        let now = now_ms();
+        let token = b.claim_token.as_str();
+        let job = b.job_id.as_str();
+        let actor = clean_text(&b.actor);
+        let mut summary = MarkSummary::default();
+        let last_error = b
+            .failed
+            .last()
+            .map(|f| f.error.clone())
+            .or_else(|| b.retry.last().map(|r| r.error.clone()))
+            .or_else(|| b.release_error.clone())
+            .map(|e| clean_text(&e));
+        on_pool!(self, |pool, DB| {
+            let mut tx = pool.begin().await.map_err(store_error)?;
+
+            // Published.
+            let mut marked: Vec<MarkedRow> = Vec::with_capacity(b.published.len());
+            for chunk in b.published.chunks(chunk_rows::<DB>(3)) {
+                let rows: Vec<MarkedRow> = mark_published_chunk::<DB>(chunk, token, now)
+                    .build_query_as()
+                    .persistent(false)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                marked.extend(rows);
+            }
+            if !marked.is_empty() {
+                let dl_ids: Vec<i64> = marked.iter().map(|m| m.dead_letter_id).collect();
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE dead_letters SET status = 'replayed', status_before = NULL, \
+                     replay_count = replay_count + 1 WHERE id IN ",
+                );
+                DB::push_json_ids(&mut qb, ids_json(&dl_ids));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                let by_id: std::collections::HashMap<i64, &Published> =
+                    b.published.iter().map(|p| (p.outbox_id, p)).collect();
+                let events: Vec<(i64, &'static str, String)> = marked
+                    .iter()
+                    .filter_map(|m| by_id.get(&m.id))
+                    .map(|p| {
+                        (
+                            p.dead_letter_id,
+                            "published",
+                            format!(
+                                "to {} partition {} offset {}",
+                                p.topic, p.partition, p.offset
+                            ),
+                        )
+                    })
+                    .collect();
+                for chunk in events.chunks(chunk_rows::<DB>(6)) {
+                    insert_events::<DB>(chunk, &actor, job, now)
+                        .build()
+                        .persistent(false)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                }
+                summary.published = marked.len() as u64;
+            }
+
+            // Retries: each row its own next attempt.
+            for r in &b.retry {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE outbox SET status = 'pending', attempts = attempts + 1, \
+                     lease_until_ms = NULL, claim_token = NULL, next_attempt_at_ms = ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(r.next_attempt_at_ms)));
+                qb.push(", last_error = ");
+                DB::bind(&mut qb, Val::OwnedText(Some(clean_text(&r.error))));
+                push_held(&mut qb, &[r.outbox_id], token);
+                let done = qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                summary.retried += done.rows_affected();
+            }
+
+            // Final failures.
+            let mut failed_events: Vec<(i64, &'static str, String)> = Vec::new();
+            for f in &b.failed {
+                let error = clean_text(&f.error);
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE outbox SET status = 'failed', attempts = attempts + 1, \
+                     lease_until_ms = NULL, last_error = ",
+                );
+                DB::bind(&mut qb, Val::OwnedText(Some(error.clone())));
+                push_held(&mut qb, &[f.outbox_id], token);
+                let done = qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                if done.rows_affected() == 0 {
+                    continue;
+                }
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE dead_letters SET status = 'replay_failed', status_before = NULL \
+                     WHERE id = ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(f.dead_letter_id)));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                failed_events.push((f.dead_letter_id, "replay_failed", error));
+            }
+            for chunk in failed_events.chunks(chunk_rows::<DB>(6)) {
+                insert_events::<DB>(chunk, &actor, job, now)
+                    .build()
+                    .persistent(false)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            summary.failed = failed_events.len() as u64;
+
+            // Released without an attempt counted.
+            if !b.released.is_empty() {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE outbox SET status = 'pending', lease_until_ms = NULL, \
+                     claim_token = NULL, next_attempt_at_ms = ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(b.release_at_ms)));
+                qb.push(", last_error = COALESCE(");
+                DB::bind(
+                    &mut qb,
+                    Val::OwnedText(b.release_error.as_deref().map(clean_text)),
+                );
+                qb.push(", last_error)");
+                push_held(&mut qb, &b.released, token);
+                let done = qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                summary.released = done.rows_affected();
+            }
+
+            // The job: counters, waiting <-> running, last error.
+            let outage = b.release_error.is_some() && summary.released > 0;
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET published = published + ");
+            DB::bind(&mut qb, Val::I64(Some(summary.published as i64)));
+            qb.push(", failed = failed + ");
+            DB::bind(&mut qb, Val::I64(Some(summary.failed as i64)));
+            if outage {
+                qb.push(", status = CASE WHEN status = 'running' THEN 'waiting' ELSE status END");
+            } else if summary.published > 0 {
+                qb.push(", status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END");
+            }
+            qb.push(", last_error = COALESCE(");
+            DB::bind(&mut qb, Val::OwnedText(last_error.clone()));
+            qb.push(", last_error) WHERE id = ");
+            DB::bind(&mut qb, Val::Text(Some(job)));
+            qb.build().execute(&mut *tx).await.map_err(store_error)?;
+
+            let done = finish_if_done::<DB>(job, now)
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            summary.finished = done.rows_affected() > 0;
+            tx.commit().await.map_err(store_error)?;
+            Ok::<(), StoreError>(())
+        })?;
+        Ok(summary)
+    }
+
+    /// Marks `job_id` `finished` if it is running or waiting and has no pending or claimed
+    /// rows left. Returns whether it did.
+    pub(crate) async fn finish_job_if_done(&self, job_id: &str) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let n = on_pool!(self, |pool, DB| {
+            finish_if_done::<DB>(job_id, now)
+                .build()
+                .execute(pool)
+                .await
+                .map(|d| d.rows_affected())
+        })
+        .map_err(store_error)?;
+        Ok(n > 0)
+    }
+}
