@@ -368,9 +368,10 @@ async fn handle(stage: &Stage, rec: Incoming, sh: &Shared) -> Option<()> {
 /// Calls the LLM through the circuit breaker.
 async fn call_llm(question: &str, sh: &Shared) -> Result<String, LlmError> {
     let breaker = sh.control.breaker();
-    let permit = breaker
-        .acquire(Instant::now())
-        .map_err(|r| LlmError::CircuitOpen(r.retry_in_ms))?;
+    let permit = breaker.acquire(Instant::now()).map_err(|r| {
+        tracing::debug!(next_probe_in_ms = r.retry_in_ms, "demo: breaker open");
+        LlmError::CircuitOpen
+    })?;
     bump(&sh.control.stats().llm_calls);
     let outage = sh.control.outage_active(Instant::now());
     let result = sh.llm.ask(question, outage, &sh.rng).await;

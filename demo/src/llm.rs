@@ -21,9 +21,10 @@ pub enum LlmError {
     /// The service is down (the outage window).
     #[error("LLM unavailable: connection refused by llm.internal:443 (outage)")]
     Unavailable,
-    /// The circuit breaker did not let the call out.
-    #[error("circuit breaker open: not calling the LLM (next probe in {0} ms)")]
-    CircuitOpen(u64),
+    /// The circuit breaker did not let the call out. (The message is the same every time, so
+    /// these dead letters group together in redrive.)
+    #[error("circuit breaker open after repeated LLM failures: call not attempted")]
+    CircuitOpen,
 }
 
 impl LlmError {
@@ -34,7 +35,7 @@ impl LlmError {
             LlmError::InvalidResponse(_) => "InvalidLlmResponseError",
             LlmError::RateLimited(_) => "LlmRateLimitError",
             LlmError::Unavailable => "LlmUnavailableError",
-            LlmError::CircuitOpen(_) => "CircuitOpenError",
+            LlmError::CircuitOpen => "CircuitOpenError",
         }
     }
 }

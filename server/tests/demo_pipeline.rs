@@ -396,6 +396,14 @@ async fn demo_retries_dead_letters_loses_nothing_and_replays_once() {
     assert_eq!(poison.len(), 8);
     assert!(transient.len() >= 4);
     let retried_then_processed = processed.iter().filter(|(_, a)| *a > 1).count();
+    println!("a transient dead letter's headers:");
+    for (name, value) in &transient[0].headers {
+        let v = value
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        println!("  {name}: {v}");
+    }
     println!(
         "phase 1: {} produced, {} processed ({} after retries), {} transient + {} poison dead letters; \
          breaker opened {} times; observed gaps between attempts (ms): {delays_seen:?}",
