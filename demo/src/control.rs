@@ -55,12 +55,17 @@ pub struct Stats {
     pub llm_failures: AtomicU64,
 }
 
-/// A copy of [`Stats`] plus the switches, as `/status` serves it.
+/// A copy of [`Stats`] (same field names and meanings) plus the switches, as `/status`
+/// serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StatusSnapshot {
+    /// Who decides whether the LLM is down.
     pub outage_mode: OutageMode,
+    /// Whether it is down right now.
     pub outage_active: bool,
+    /// The circuit breaker's state.
     pub breaker: BreakerState,
+    /// How many times the breaker has opened since start.
     pub breaker_opened: u64,
     pub produced: u64,
     pub produced_poison: u64,

@@ -52,20 +52,28 @@ pub struct Ledger {
 /// Where a record was read from, for the ledger's rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
+    /// Topic name.
     pub topic: String,
+    /// Partition number.
     pub partition: i32,
+    /// Offset in that partition.
     pub offset: i64,
 }
 
 /// A successful processing to remember.
 #[derive(Debug, Clone)]
 pub struct Processed<'a> {
+    /// The request's UUID (the UNIQUE key).
     pub message_id: &'a str,
+    /// The (simulated) LLM's answer.
     pub answer: &'a str,
     /// Attempts it took, 1 = first try.
     pub attempts: u32,
+    /// The record whose processing succeeded (source or retry topic).
     pub at: &'a Position,
+    /// `redrive-replay-id` if the record was a replay.
     pub replay_id: Option<&'a str>,
+    /// `redrive-idempotency-key` if the record was a replay.
     pub idempotency_key: Option<&'a str>,
 }
 
