@@ -254,7 +254,7 @@ pub struct DemoArgs {
     /// Dead-letter topic.
     #[arg(long, default_value_t = default_dlq_topic())]
     pub dlq_topic: String,
-    /// Prefix of the retry topics (`<prefix>.1`, `<prefix>.2`, ...) [default: `<source-topic>.retry`].
+    /// Prefix of the retry topics (`<prefix>.1`, `<prefix>.2`, ...) (default: `<source-topic>.retry`).
     #[arg(long)]
     pub retry_topic_prefix: Option<String>,
     /// Do not create missing topics at start-up.
