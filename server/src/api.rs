@@ -501,8 +501,9 @@ pub struct IngestReadiness {
     /// Why ingest stopped, if it stopped with an error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// Ingest's live state (absent when ingest is disabled).
     #[serde(flatten)]
-    pub status: IngestSnapshot,
+    pub status: Option<IngestSnapshot>,
 }
 
 /// `GET /readyz`: 200 when the store answers a ping and ingest (if enabled) is running with
@@ -565,7 +566,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         ingest: IngestReadiness {
             enabled: ingest.enabled,
             stopped,
-            status: snap,
+            status: ingest.enabled.then_some(snap),
         },
     };
     let status = if ready {

@@ -50,7 +50,8 @@ enum Command {
     Config,
     /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
-    Demo(redrive_demo::DemoArgs),
+    // Boxed: its many options would make every `Command` value large.
+    Demo(Box<redrive_demo::DemoArgs>),
 }
 
 /// Settings that can also be given as flags (each overrides its `REDRIVE_*` variable and the
@@ -128,23 +129,31 @@ fn main() -> ExitCode {
 fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Config => print!("{}", config.to_redacted_toml()?),
-        Command::Serve => runtime()?.block_on(serve::serve(config))?,
-        Command::Migrate => runtime()?.block_on(serve::migrate(&config))?,
+        Command::Serve => block_on(serve::serve(config))??,
+        Command::Migrate => block_on(serve::migrate(&config))??,
         Command::Demo(args) => {
             // The demo connects with redrive's own Kafka settings (brokers, REDRIVE_KAFKA__*).
             let demo = args.into_config(config.kafka_brokers, config.kafka.into_iter().collect());
-            runtime()?.block_on(redrive_demo::run_until_signal(demo))?
+            block_on(redrive_demo::run_until_signal(demo))??
         }
     }
     Ok(())
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+/// Runs `fut` on a fresh multi-threaded runtime. Tasks still running when it returns (an
+/// ingest abandoned by the shutdown timeout) get [`RUNTIME_SHUTDOWN`], then the process exits.
+fn block_on<F: std::future::Future>(fut: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")
+        .context("starting the async runtime")?;
+    let out = rt.block_on(fut);
+    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
+    Ok(out)
 }
+
+/// How long leftover tasks may run once a command has finished.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Logs to stderr (stdout is kept for command output), with colours only on a terminal.
 fn init_logging(filter: &str) -> anyhow::Result<()> {

@@ -28,28 +28,27 @@ use crate::telemetry::Telemetry;
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// Longest wait between two attempts.
 const MAX_RETRY: Duration = Duration::from_secs(5);
+/// How long shutdown waits for the store's connections to close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why `serve` or `migrate` stopped with a failure. Each message says what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "cannot use the database at {url}: {source} (check database_url / REDRIVE_DATABASE_URL)"
+        "cannot use the database at {url}: {cause} (check database_url / REDRIVE_DATABASE_URL)"
     )]
-    Database { url: String, source: StoreError },
+    Database { url: String, cause: StoreError },
     #[error(
-        "the database at {url} was still unreachable after {waited_s} s: {source} \
+        "the database at {url} was still unreachable after {waited_s} s: {cause} \
          (is it running? raise database_wait_ms to wait longer)"
     )]
     DatabaseTimeout {
         url: String,
         waited_s: u64,
-        source: StoreError,
+        cause: StoreError,
     },
-    #[error("cannot listen on {addr}: {source} (is the port in use? set listen / REDRIVE_LISTEN)")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    #[error("cannot listen on {addr}: {cause} (is the port in use? set listen / REDRIVE_LISTEN)")]
+    Bind { addr: String, cause: std::io::Error },
     #[error("ingest stopped: {0} (check kafka_brokers, dlq_topics and the [kafka] properties)")]
     Ingest(IngestError),
     #[error("ingest stopped unexpectedly: {0}")]
@@ -100,17 +99,17 @@ async fn open_store(
         };
         match result {
             Ok(store) => return Ok(Some(store)),
-            Err(source @ StoreError::Unavailable(_)) => {
+            Err(cause @ StoreError::Unavailable(_)) => {
                 if started.elapsed() + delay > wait {
                     return Err(ServeError::DatabaseTimeout {
                         url,
                         waited_s: started.elapsed().as_secs(),
-                        source,
+                        cause,
                     });
                 }
                 tracing::warn!(
                     database = %url,
-                    error = %source,
+                    error = %cause,
                     retry_in_ms = delay.as_millis() as u64,
                     "the database is not reachable yet; retrying"
                 );
@@ -120,7 +119,7 @@ async fn open_store(
                 }
                 delay = (delay * 2).min(MAX_RETRY);
             }
-            Err(source) => return Err(ServeError::Database { url, source }),
+            Err(cause) => return Err(ServeError::Database { url, cause }),
         }
     }
 }
@@ -141,13 +140,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
 
     let listener = TcpListener::bind(&config.listen)
         .await
-        .map_err(|source| ServeError::Bind {
+        .map_err(|cause| ServeError::Bind {
             addr: config.listen.clone(),
-            source,
+            cause,
         })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+    let addr = listener.local_addr().map_err(|cause| ServeError::Bind {
         addr: config.listen.clone(),
-        source,
+        cause,
     })?;
 
     let status = Arc::new(IngestStatus::default());
@@ -219,7 +218,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             let err = ingest_outcome(r).err().unwrap_or_else(|| {
                 ServeError::IngestCrashed("it returned before shutdown was requested".into())
             });
-            tracing::error!("{err}");
+            // `main` logs the error once the shutdown below is done.
             health.set_failure(err.to_string());
             failure = Some(err);
             shutdown.cancel();
@@ -308,7 +307,14 @@ async fn finish(
             failure = failure.or(Some(ServeError::ShutdownTimeout(timeout_ms)));
         }
     }
-    store.close().await;
+    // Closing waits for checked-out connections; bound it too, in case ingest was abandoned
+    // above with a connection in hand.
+    if tokio::time::timeout(CLOSE_TIMEOUT, store.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the database connections did not close within {CLOSE_TIMEOUT:?}");
+    }
     match failure {
         Some(e) => Err(e),
         None => {
