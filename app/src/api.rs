@@ -3,7 +3,9 @@
 //! Each function is a seam, not a place for logic: it takes the [`Store`] the site router put
 //! in context, parses the page's query once with [`ListQuery::from_pairs`] (the same parser
 //! the JSON API uses), calls one store method and maps the result. During server rendering
-//! they run in-process; after hydration the browser calls them over HTTP.
+//! they run in-process; after hydration the browser calls them over HTTP, as GET requests:
+//! they only read, so they are safe methods (cacheable, and exempt from the CSRF check that
+//! the server applies to state-changing requests).
 //!
 //! [`Store`]: redrive_core::store::Store
 //! [`ListQuery::from_pairs`]: redrive_core::ListQuery::from_pairs
@@ -78,7 +80,7 @@ mod seam {
 }
 
 /// One page of dead letters for the raw query string `query` (the page URL's, as typed).
-#[server]
+#[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn list_dead_letters(
     query: String,
 ) -> Result<Listing<Page<DeadLetterSummary>>, ServerFnError> {
@@ -96,7 +98,7 @@ pub async fn list_dead_letters(
 
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
 /// bounds the number of groups; a `cursor` is accepted and has no effect).
-#[server]
+#[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>, ServerFnError> {
     let store = seam::store()?;
     let q = match seam::list_query(&query) {
@@ -111,7 +113,7 @@ pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>
 }
 
 /// Values present in the store, offered as suggestions by the filter bar.
-#[server]
+#[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
     let store = seam::store()?;
     let f = store
@@ -126,7 +128,7 @@ pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
 }
 
 /// The dead letter `id`, or `None` if there is none.
-#[server]
+#[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, ServerFnError> {
     let store = seam::store()?;
     let found = store

@@ -13,6 +13,7 @@ pub mod display;
 pub mod http_status;
 pub mod pages;
 pub mod query;
+pub mod wire;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
@@ -74,4 +75,8 @@ pub fn App() -> impl IntoView {
 pub fn hydrate() {
     console_error_panic_hook::set_once();
     leptos::mount::hydrate_body(App);
+    // A marker that tests (and curious people) can wait for: the page is now interactive.
+    if let Some(root) = document().document_element() {
+        let _ = root.set_attribute("data-hydrated", "true");
+    }
 }

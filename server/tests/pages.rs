@@ -183,6 +183,18 @@ fn assert_inert(page: &str, html: &str) {
     }
 }
 
+/// Stored text never appears inside a `<script>` (the hydration data is base64, see
+/// `redrive_app::wire`), not even as escaped JSON.
+fn assert_not_in_scripts(page: &str, html: &str) {
+    for chunk in html.split("<script").skip(1) {
+        let body = chunk.split("</script>").next().unwrap_or("");
+        assert!(
+            !body.contains("alert(1)"),
+            "{page}: stored text inside a script: {body}"
+        );
+    }
+}
+
 fn id_of(html: &str, needle: &str) -> i64 {
     // Rows link to /dead-letters/{id}; find the row holding `needle` and take its link
     // (searching the table only: the filter bar's suggestions hold some of the same text).
@@ -207,6 +219,7 @@ async fn pages_render_awkward_and_hostile_records_inertly() {
     let (status, list) = site.get("/").await;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_inert("list", &list);
+    assert_not_in_scripts("list", &list);
     assert!(
         list.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
         "escaped text shown"
@@ -227,6 +240,7 @@ async fn pages_render_awkward_and_hostile_records_inertly() {
     let (status, detail) = site.get(&format!("/dead-letters/{hostile_id}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_inert("detail", &detail);
+    assert_not_in_scripts("detail", &detail);
     assert!(
         detail.contains("onerror=alert(1)&gt;"),
         "hostile text shown as text"

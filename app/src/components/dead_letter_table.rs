@@ -57,6 +57,7 @@ fn DeadLetterRow(d: DeadLetterSummary) -> impl IntoView {
         None => view! { <span class="dim">"unknown"</span> }.into_any(),
     };
     let dlq = format!("{} p{} @ {}", d.dlq_topic, d.dlq_partition, d.dlq_offset);
+    let no_error = d.error_class.is_none() && d.error_message.is_none();
     let class = d.error_class.clone().unwrap_or_default();
     let message_full = d.error_message.clone().unwrap_or_default();
     let message = shorten(&message_full, MESSAGE_CHARS);
@@ -71,6 +72,7 @@ fn DeadLetterRow(d: DeadLetterSummary) -> impl IntoView {
                 <div class="mono dim small" title="DLQ topic, partition and offset">{dlq}</div>
             </td>
             <td class="error-cell">
+                {no_error.then(|| view! { <span class="dim">"no error recorded"</span> })}
                 <div class="mono error-class">{class}</div>
                 <div class="message" title=message_full>{message}</div>
             </td>

@@ -83,11 +83,11 @@ pub fn FilterBar(
                     {status_options}
                 </select>
             </label>
-            <label>
+            <label class="time">
                 <span>"From (UTC)"</span>
                 <input type="datetime-local" name="from" value=time("from") />
             </label>
-            <label>
+            <label class="time">
                 <span>"To (UTC)"</span>
                 <input type="datetime-local" name="to" value=time("to") />
             </label>

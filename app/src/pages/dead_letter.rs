@@ -8,6 +8,7 @@ use crate::components::{HeaderTable, MalformedBadge, PayloadView, StatusBadge};
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
 use crate::query;
+use crate::wire;
 
 /// `/dead-letters/:id`: everything about one dead letter.
 #[component]
@@ -15,7 +16,7 @@ pub fn DeadLetterPage() -> impl IntoView {
     let params = use_params_map();
     // A non-numeric id is simply a dead letter that does not exist.
     let id = move || params.with(|p| p.get_str("id").and_then(|s| s.parse::<i64>().ok()));
-    let found = Resource::new(id, |id| async move {
+    let found = wire::resource(id, |id| async move {
         match id {
             Some(id) => get_dead_letter(id).await,
             None => Ok(None),

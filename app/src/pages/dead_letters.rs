@@ -7,13 +7,14 @@ use crate::api::{get_filter_choices, list_dead_letters, Listing};
 use crate::components::{DeadLetterTable, FilterBar, Pager};
 use crate::http_status::HttpStatus;
 use crate::query;
+use crate::wire;
 
 /// `/`: dead letters, newest first, narrowed by the filter in the URL.
 #[component]
 pub fn DeadLettersPage() -> impl IntoView {
     let search = use_location().search;
-    let listing = Resource::new(move || search.get(), list_dead_letters);
-    let choices = Resource::new(|| (), |_| get_filter_choices());
+    let listing = wire::resource(move || search.get(), list_dead_letters);
+    let choices = wire::resource(|| (), |_| get_filter_choices());
     let status = HttpStatus::current();
     view! {
         <Title text="Dead letters · redrive" />

@@ -7,14 +7,15 @@ use crate::api::{get_filter_choices, list_error_groups, Listing};
 use crate::components::{ErrorGroupTable, FilterBar};
 use crate::http_status::HttpStatus;
 use crate::query;
+use crate::wire;
 
 /// `/groups`: dead letters grouped by error fingerprint, largest group first, under the same
 /// filter as the list.
 #[component]
 pub fn ErrorGroupsPage() -> impl IntoView {
     let search = use_location().search;
-    let groups = Resource::new(move || search.get(), list_error_groups);
-    let choices = Resource::new(|| (), |_| get_filter_choices());
+    let groups = wire::resource(move || search.get(), list_error_groups);
+    let choices = wire::resource(|| (), |_| get_filter_choices());
     let status = HttpStatus::current();
     view! {
         <Title text="Error groups · redrive" />
