@@ -241,12 +241,34 @@ pub async fn produce_with(
         if let Some(ts) = r.timestamp_ms {
             fr = fr.timestamp(ts);
         }
-        futures.push(p.send(fr, Duration::from_secs(30)));
+        // `send_result` enqueues now and hands back the delivery future, so every record is
+        // in flight before the first report is awaited (`send` is lazy: awaiting each in turn
+        // would cost one `linger.ms` per record). A full queue is backpressure: wait a little.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match p.send_result(fr) {
+                Ok(f) => {
+                    futures.push(f);
+                    break;
+                }
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(
+                        rdkafka::types::RDKafkaErrorCode::QueueFull,
+                    ),
+                    back,
+                )) if Instant::now() < deadline => {
+                    fr = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((e, _)) => bail!("producing to {topic}: {e}"),
+            }
+        }
     }
     let mut out = Vec::with_capacity(futures.len());
     for f in futures {
         let d = f
             .await
+            .context("producer dropped before delivery")?
             .map_err(|(e, _)| anyhow::anyhow!("delivery failed: {e}"))?;
         out.push((d.partition, d.offset));
     }
