@@ -55,13 +55,13 @@ const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
 /// status but `deleted`. `q` is a case-insensitive substring of the error message, with `%`,
-/// `_` and `\` in the user's text matched literally. `from_ms` is inclusive, `to_ms` exclusive.
+/// `_` and `!` in the user's text matched literally. `from_ms` is inclusive, `to_ms` exclusive.
 pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filter) {
-    match f.status {
-        Some(_) => qb.push(" WHERE status = "),
-        None => qb.push(" WHERE status <> "),
+    let (op, status) = match f.status {
+        Some(s) => (" = ", s),
+        None => (" <> ", Status::Deleted),
     };
-    let status = f.status.unwrap_or(Status::Deleted);
+    qb.push(" WHERE status").push(op);
     DB::bind(qb, Val::Text(Some(status.as_str())));
 
     let exact = [
@@ -80,7 +80,7 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
     if let Some(q) = &f.q {
         qb.push(" AND error_message ").push(DB::ILIKE).push(" ");
         DB::bind(qb, Val::OwnedText(Some(like_pattern(q))));
-        qb.push(" ESCAPE '\\'");
+        qb.push(" ESCAPE '").push(LIKE_ESCAPE).push("'");
     }
     if let Some(from) = f.from_ms {
         qb.push(" AND dead_lettered_at_ms >= ");
@@ -92,13 +92,18 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
     }
 }
 
-/// `%text%` with LIKE's wildcards and the escape character in `text` escaped.
+/// The escape character of [`like_pattern`]. Not `\`: a PostgreSQL server with
+/// `standard_conforming_strings = off` would read `'\'` as an unterminated string.
+const LIKE_ESCAPE: char = '!';
+
+/// `%text%` with LIKE's wildcards (`%`, `_`) and the escape character in `text` escaped, for
+/// `LIKE ... ESCAPE '!'`.
 pub(crate) fn like_pattern(text: &str) -> String {
     let mut p = String::with_capacity(text.len() + 2);
     p.push('%');
     for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
+        if matches!(c, '%' | '_' | LIKE_ESCAPE) {
+            p.push(LIKE_ESCAPE);
         }
         p.push(c);
     }
@@ -306,6 +311,6 @@ mod tests {
 
     #[test]
     fn like_pattern_escapes_wildcards() {
-        assert_eq!(like_pattern("100%_a\\b"), "%100\\%\\_a\\\\b%");
+        assert_eq!(like_pattern("100%_a!b\\c"), "%100!%!_a!!b\\c%");
     }
 }
