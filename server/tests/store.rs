@@ -951,3 +951,24 @@ async fn list_latency_probe() {
         );
     }
 }
+
+#[tokio::test]
+async fn sqlite_creates_its_file_and_directory_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not").join("yet").join("redrive.db");
+    let store = Store::connect(&format!("sqlite:{}", file.display()))
+        .await
+        .expect("connect creates the directory and the file");
+    store.migrate().await.unwrap();
+    store.insert_batch(&[dl("t", 0, 0, 1)]).await.unwrap();
+    assert!(file.exists());
+    // WAL journal: committed writes sit in the -wal file beside the database.
+    assert!(file.with_extension("db-wal").exists());
+    store.close().await;
+
+    // `sqlite::memory:` keeps its one connection, so the data outlives a query.
+    let mem = Store::connect("sqlite::memory:").await.unwrap();
+    mem.migrate().await.unwrap();
+    mem.insert_batch(&[dl("t", 0, 0, 1)]).await.unwrap();
+    assert_eq!(mem.count(&Filter::default()).await.unwrap(), 1);
+}

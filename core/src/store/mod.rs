@@ -5,7 +5,15 @@
 //! Layout: one table `dead_letters` (see `core/migrations/*/0001_dead_letters.sql`), unique on
 //! (dlq_topic, dlq_partition, dlq_offset), timestamps as epoch ms, headers as a JSON list with
 //! base64 values. The list is keyset-paginated on (dead_lettered_at_ms DESC, id DESC) and every
-//! filter column has an index ending in that key.
+//! filter column has an index ending in that key (plus `status`, so counts and error groups
+//! are answered from the index).
+//!
+//! Measured at 1,000,000 rows (the ignored `list_latency_probe` in `server/tests/store.rs`,
+//! debug build, 2 cores): a list page for no filter or any one filter is an index range read,
+//! p50 ~1-2 ms and p99 under 17 ms on both databases. Known costs: free text (`q`) for a
+//! *rare* term scans every row on SQLite (~0.35 s per million rows with an optimised SQLite;
+//! PostgreSQL uses its `pg_trgm` index, ~25 ms), and [`Store::error_groups`] aggregates every
+//! matching row (~0.25-0.4 s per million without a narrowing filter).
 
 mod codec;
 mod dialect;
@@ -129,6 +137,9 @@ impl Store {
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+            if !in_memory {
+                create_parent_dir(opts.get_filename())?;
+            }
             let pool_opts = if in_memory {
                 // Every SQLite connection to `:memory:` is a database of its own: keep exactly
                 // one, forever, or the data would vanish with it.
@@ -357,6 +368,18 @@ impl Store {
             Pool::Sqlite(p) => p.close().await,
             Pool::Postgres(p) => p.close().await,
         }
+    }
+}
+
+/// SQLite creates the database file but not its directory: create that too, so a fresh
+/// `sqlite:data/redrive.db` just works. Errors: `Unavailable` naming the directory.
+fn create_parent_dir(file: &std::path::Path) -> Result<(), StoreError> {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => std::fs::create_dir_all(dir)
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
+            }),
+        _ => Ok(()),
     }
 }
 

@@ -309,6 +309,46 @@ pub(crate) fn insert_values<DB: Dialect>(chunk: &[NewDeadLetter]) -> QueryBuilde
 mod tests {
     use super::*;
 
+    fn row(offset: i64, value_bytes: usize) -> NewDeadLetter {
+        NewDeadLetter {
+            record: crate::model::RawRecord {
+                dlq_topic: "t".into(),
+                dlq_partition: 0,
+                dlq_offset: offset,
+                timestamp_ms: None,
+                key: None,
+                value: Some(vec![0; value_bytes]),
+                headers: vec![],
+            },
+            convention: crate::model::Convention::Unknown,
+            normalized: crate::model::Normalized::default(),
+            fingerprint: String::new(),
+            dead_lettered_at_ms: 0,
+            ingested_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn chunks_respect_bind_limit_and_size() {
+        let many: Vec<NewDeadLetter> = (0..3000).map(|i| row(i, 10)).collect();
+        let per_stmt = 32_766 / INSERT_COLUMNS.len();
+        let chunks = insert_chunks::<sqlx::Sqlite>(&many);
+        assert!(chunks.iter().all(|c| c.len() <= per_stmt));
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 3000);
+        assert_eq!(chunks.len(), 3000usize.div_ceil(per_stmt));
+
+        // 20 MiB values: one per statement; an oversized row still gets a statement.
+        let big: Vec<NewDeadLetter> = (0..3).map(|i| row(i, 20 << 20)).collect();
+        let chunks = insert_chunks::<sqlx::Postgres>(&big);
+        assert_eq!(
+            chunks.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+        let huge = [row(0, 40 << 20)];
+        assert_eq!(insert_chunks::<sqlx::Postgres>(&huge).len(), 1);
+        assert!(insert_chunks::<sqlx::Postgres>(&[]).is_empty());
+    }
+
     #[test]
     fn like_pattern_escapes_wildcards() {
         assert_eq!(like_pattern("100%_a!b\\c"), "%100!%!_a!!b\\c%");
