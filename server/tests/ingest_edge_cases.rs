@@ -268,7 +268,20 @@ async fn graceful_shutdown_commits_and_a_restart_rereads_nothing() {
     wait_for_count(&store, &topic, 30, Duration::from_secs(60))
         .await
         .unwrap();
+    let first_status = first.status.clone();
+    let snap = first_status.snapshot();
+    assert!(
+        snap.ready && snap.running && snap.kafka_connected && snap.store_ok,
+        "{snap:?}"
+    );
+    assert_eq!(snap.assigned_partitions.len(), 3, "{snap:?}");
+    assert!(snap.records_ingested >= 30 && snap.batches >= 1 && snap.last_store_write_ms.is_some());
     first.stop().await.unwrap();
+    let snap = first_status.snapshot();
+    assert!(
+        !snap.running && !snap.ready && snap.assigned_partitions.is_empty(),
+        "{snap:?}"
+    );
     let end = end_offsets(&topic).await.unwrap();
     assert_eq!(committed_offsets(&group, &topic).await.unwrap(), end);
 
@@ -389,4 +402,66 @@ async fn store_outage_commits_nothing_and_loses_nothing() {
         .collect();
     expected.sort();
     assert_eq!(values, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_in_one_group_survive_rebalances() {
+    let topic = unique("dlq_rebalance");
+    create_topic(&topic, 4, &[]).await.unwrap();
+    let wave = |w: usize| -> Vec<TestRecord> {
+        (0..100)
+            .map(|i| TestRecord {
+                partition: Some((i % 4) as i32),
+                ..plain(&format!("wave {w} record {i}"))
+            })
+            .collect()
+    };
+    let (store, _dir) = fresh_store(Backend::Sqlite).await.unwrap();
+    let group = unique("group");
+
+    produce(&topic, &wave(0)).await.unwrap();
+    let a = start_ingest(&store, ingest_config(&[&topic], &group));
+    wait_for_count(&store, &topic, 100, Duration::from_secs(60))
+        .await
+        .unwrap();
+
+    // B joins: the partitions are split between A and B.
+    let b = start_ingest(&store, ingest_config(&[&topic], &group));
+    let b_status = b.status.clone();
+    wait_for("B to get partitions", Duration::from_secs(60), || {
+        let s = b_status.clone();
+        async move { (!s.assigned_partitions().is_empty()).then_some(()) }
+    })
+    .await
+    .unwrap();
+    produce(&topic, &wave(1)).await.unwrap();
+    wait_for_count(&store, &topic, 200, Duration::from_secs(60))
+        .await
+        .unwrap();
+
+    // A leaves: B takes everything over from the committed offsets.
+    a.stop().await.unwrap();
+    produce(&topic, &wave(2)).await.unwrap();
+    wait_for_count(&store, &topic, 300, Duration::from_secs(60))
+        .await
+        .unwrap();
+    wait_for("B to own all partitions", Duration::from_secs(60), || {
+        let s = b_status.clone();
+        async move { (s.assigned_partitions().len() == 4).then_some(()) }
+    })
+    .await
+    .unwrap();
+    b.stop().await.unwrap();
+
+    let stored = dead_letters_in(&store, &topic).await.unwrap();
+    assert_eq!(stored.len(), 300);
+    let distinct: std::collections::BTreeSet<_> = stored
+        .iter()
+        .map(|d| (d.record.dlq_partition, d.record.dlq_offset))
+        .collect();
+    assert_eq!(distinct.len(), 300);
+    assert_eq!(
+        committed_offsets(&group, &topic).await.unwrap(),
+        end_offsets(&topic).await.unwrap()
+    );
 }

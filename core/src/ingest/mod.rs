@@ -157,10 +157,6 @@ pub async fn run(
 
     let consumer = Arc::new(consumer);
     status.set_running(true);
-    match store.ping().await {
-        Ok(()) => status.set_store_ok(true),
-        Err(e) => status.record_store_failure(format!("store: {e}")),
-    }
     let mut ingest = IngestLoop {
         consumer: consumer.clone(),
         store,
@@ -172,6 +168,7 @@ pub async fn run(
         uncommitted: BTreeMap::new(),
         shutdown_deadline: None,
     };
+    ingest.probe_store().await;
     ingest.probe_kafka().await;
     ingest.run().await;
     drop(ingest);
@@ -243,6 +240,10 @@ impl IngestLoop {
                     self.commit_uncommitted().await;
                     if !self.status.kafka_connected() {
                         self.probe_kafka().await;
+                    }
+                    // With nothing to write, only a ping can tell that a failed store is back.
+                    if !self.status.store_ok() && self.batch.is_empty() {
+                        self.probe_store().await;
                     }
                 }
             }
@@ -466,6 +467,14 @@ impl IngestLoop {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "could not read the assignment to resume it"),
+        }
+    }
+
+    /// Pings the store (the start-up check, and while idle after a failure).
+    async fn probe_store(&self) {
+        match self.store.ping().await {
+            Ok(()) => self.status.set_store_ok(true),
+            Err(e) => self.status.record_error(format!("store: {e}")),
         }
     }
 

@@ -144,6 +144,10 @@ impl IngestStatus {
         self.kafka_connected.load(Ordering::Relaxed)
     }
 
+    pub(crate) fn store_ok(&self) -> bool {
+        self.store_ok.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn set_store_ok(&self, v: bool) {
         self.store_ok.store(v, Ordering::Relaxed);
     }
