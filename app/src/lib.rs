@@ -8,6 +8,7 @@
 //! nothing is inserted as HTML.
 
 pub mod api;
+pub mod auth_context;
 pub mod components;
 pub mod display;
 pub mod http_status;
@@ -20,7 +21,8 @@ use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 
-use pages::{DeadLetterPage, DeadLettersPage, ErrorGroupsPage, NotFound};
+use auth_context::SignOutForm;
+use pages::{DeadLetterPage, DeadLettersPage, ErrorGroupsPage, NotFound, SignInPage};
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -45,6 +47,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    auth_context::provide_session();
     view! {
         <Stylesheet id="redrive-css" href="/pkg/redrive.css" />
         <Title text="redrive" />
@@ -56,6 +59,7 @@ pub fn App() -> impl IntoView {
                 <nav>
                     <a href="/">"Dead letters"</a>
                     <a href="/groups">"Error groups"</a>
+                    <SignOutForm />
                 </nav>
             </header>
             <main>
@@ -63,6 +67,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=DeadLettersPage ssr=SsrMode::Async />
                     <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
                     <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
+                    <Route path=path!("/sign-in") view=SignInPage />
                 </Routes>
             </main>
         </Router>

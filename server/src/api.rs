@@ -31,6 +31,8 @@ pub struct AppState {
     pub store: Store,
     pub telemetry: Arc<Telemetry>,
     pub ingest: IngestHealth,
+    /// Sessions, tokens, throttling (`auth`): handlers check roles with it.
+    pub auth: crate::auth::AuthState,
 }
 
 /// What `/readyz` knows about ingest.

@@ -115,6 +115,58 @@ pub struct Config {
     /// `info`. Logs go to stderr; `tower_http=debug` logs every HTTP request.
     #[serde(default = "default_log", deserialize_with = "de::text")]
     pub log: String,
+
+    /// Name of the first admin, created by `serve` at start-up when the store has no user at
+    /// all (the creation is audited as `user_add`). Ignored once any user exists. Default
+    /// empty (no bootstrap: create users with `redrive user add`). Set it together with
+    /// `admin_password`.
+    #[serde(default, deserialize_with = "de::text")]
+    pub admin_user: String,
+
+    /// Password of the bootstrap admin (see `admin_user`); at least 8 characters. Default
+    /// empty. Redacted by `redrive config`; prefer the environment variable to the file.
+    #[serde(default, deserialize_with = "de::text")]
+    pub admin_password: String,
+
+    /// A signed-in session ends after this long without a request, in ms. Default 28800000
+    /// (8 h): a working day of idle tabs, not a forgotten laptop overnight.
+    #[serde(default = "default_session_idle_timeout_ms")]
+    pub session_idle_timeout_ms: u64,
+
+    /// A session ends this long after sign-in whatever its activity, in ms. Default 604800000
+    /// (7 days).
+    #[serde(default = "default_session_absolute_timeout_ms")]
+    pub session_absolute_timeout_ms: u64,
+
+    /// Mark the session cookie `Secure` (sent over HTTPS only). Default `false`, because the
+    /// default listen address is plain-HTTP localhost; set it to `true` whenever redrive is
+    /// reached over HTTPS (behind a TLS-terminating proxy).
+    #[serde(default)]
+    pub cookie_secure: bool,
+
+    /// Sign-in attempts allowed per user name per minute (successful ones count too); more
+    /// are refused ("too many attempts") and audited as `sign_in_throttled`. Default 5.
+    /// `0` = no limit.
+    #[serde(default = "default_sign_in_per_user_per_min")]
+    pub sign_in_per_user_per_min: u32,
+
+    /// Sign-in attempts allowed per client IP address per minute, whatever the user name.
+    /// Default 20. `0` = no limit.
+    #[serde(default = "default_sign_in_per_ip_per_min")]
+    pub sign_in_per_ip_per_min: u32,
+
+    /// Serve `/metrics` without authentication (for a Prometheus scraper). Default `false`:
+    /// the metrics need a signed-in user or an API token (`Authorization: Bearer`).
+    #[serde(default)]
+    pub metrics_public: bool,
+
+    /// IP addresses of reverse proxies whose `X-Forwarded-For` header is believed. Comma list
+    /// in the environment, an array in the file; exact addresses (no CIDR ranges). Default
+    /// none: the client address is the TCP peer's. When the peer is listed, the client is the
+    /// right-most `X-Forwarded-For` entry that is not itself a listed proxy. Used for sign-in
+    /// throttling and the audit log.
+    #[serde(default, deserialize_with = "de::topics")]
+    pub trusted_proxies: Vec<String>,
 }
 
 fn default_database_url() -> String {
@@ -174,6 +226,22 @@ fn default_log() -> String {
     "info".to_string()
 }
 
+fn default_session_idle_timeout_ms() -> u64 {
+    8 * 60 * 60 * 1000
+}
+
+fn default_session_absolute_timeout_ms() -> u64 {
+    7 * 24 * 60 * 60 * 1000
+}
+
+fn default_sign_in_per_user_per_min() -> u32 {
+    5
+}
+
+fn default_sign_in_per_ip_per_min() -> u32 {
+    20
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -191,6 +259,15 @@ impl Default for Config {
             request_timeout_ms: default_request_timeout_ms(),
             shutdown_timeout_ms: default_shutdown_timeout_ms(),
             log: default_log(),
+            admin_user: String::new(),
+            admin_password: String::new(),
+            session_idle_timeout_ms: default_session_idle_timeout_ms(),
+            session_absolute_timeout_ms: default_session_absolute_timeout_ms(),
+            cookie_secure: false,
+            sign_in_per_user_per_min: default_sign_in_per_user_per_min(),
+            sign_in_per_ip_per_min: default_sign_in_per_ip_per_min(),
+            metrics_public: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -205,6 +282,9 @@ const TEXT_FIELDS: &[&str] = &[
     "listen",
     "site_root",
     "log",
+    "admin_user",
+    "admin_password",
+    "trusted_proxies",
 ];
 
 /// Fields whose environment value is parsed (numbers, `true`/`false`).
@@ -215,6 +295,12 @@ const TYPED_FIELDS: &[&str] = &[
     "ingest_linger_ms",
     "request_timeout_ms",
     "shutdown_timeout_ms",
+    "session_idle_timeout_ms",
+    "session_absolute_timeout_ms",
+    "cookie_secure",
+    "sign_in_per_user_per_min",
+    "sign_in_per_ip_per_min",
+    "metrics_public",
 ];
 
 /// `REDRIVE_*` variables that are not settings and are not worth a warning (the config file
@@ -314,6 +400,26 @@ impl Config {
         if self.listen.trim().is_empty() {
             return bad("`listen` is empty: give an address such as 127.0.0.1:3000");
         }
+        if self.session_idle_timeout_ms == 0 || self.session_absolute_timeout_ms == 0 {
+            return bad(
+                "`session_idle_timeout_ms` and `session_absolute_timeout_ms` must be at least 1",
+            );
+        }
+        if self.admin_user.is_empty() != self.admin_password.is_empty() {
+            return bad(
+                "set both `admin_user` and `admin_password` (REDRIVE_ADMIN_USER, \
+                 REDRIVE_ADMIN_PASSWORD) to create the first admin, or neither",
+            );
+        }
+        if let Some(p) = self
+            .trusted_proxies
+            .iter()
+            .find(|p| p.parse::<std::net::IpAddr>().is_err())
+        {
+            return Err(ConfigError::Invalid(format!(
+                "`trusted_proxies`: `{p}` is not an IP address (ranges are not supported)"
+            )));
+        }
         Ok(())
     }
 
@@ -322,6 +428,9 @@ impl Config {
     pub fn to_redacted_toml(&self) -> Result<String, ConfigError> {
         let mut shown = self.clone();
         shown.database_url = redact_url(&shown.database_url);
+        if !shown.admin_password.is_empty() {
+            shown.admin_password = REDACTED.to_string();
+        }
         for (name, value) in shown.kafka.iter_mut() {
             if is_secret_property(name) {
                 *value = REDACTED.to_string();

@@ -5,6 +5,8 @@
 //! design's agent pipeline producing real dead letters; see the `redrive-demo` crate).
 
 mod api;
+mod api_actions;
+mod auth;
 mod config;
 mod router;
 mod serve;
@@ -48,6 +50,13 @@ enum Command {
     Migrate,
     /// Print the effective configuration as TOML (passwords and secrets redacted).
     Config,
+    /// Manage users: `user add NAME --role viewer|operator|admin --password-stdin`, `user list`.
+    #[command(subcommand)]
+    User(auth::cli::UserCommand),
+    /// Manage API tokens: `token create --user NAME [--name LABEL]` (printed once),
+    /// `token list`, `token revoke ID`.
+    #[command(subcommand)]
+    Token(auth::cli::TokenCommand),
     /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
     // Boxed: its many options would make every `Command` value large.
@@ -129,6 +138,8 @@ fn main() -> ExitCode {
 fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Config => print!("{}", config.to_redacted_toml()?),
+        Command::User(cmd) => auth::cli::run_user(cmd, &config)?,
+        Command::Token(cmd) => auth::cli::run_token(cmd, &config)?,
         Command::Serve => block_on(serve::serve(config))??,
         Command::Migrate => block_on(serve::migrate(&config))??,
         Command::Demo(args) => {

@@ -45,20 +45,31 @@ pub fn api_router(state: AppState) -> Router {
 /// The complete application: `site` (the UI) merged with [`api_router`], then the layers.
 /// `request_timeout` bounds every request (answered 503 when exceeded).
 pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
-    api_router(state).merge(site).layer(
-        ServiceBuilder::new()
-            // One INFO span per request (method, path), so that anything logged while serving
-            // it carries them; the response line itself is DEBUG (`tower_http=debug`), to keep
-            // asset requests out of the default log. 5xx answers are logged as errors.
-            .layer(
-                TraceLayer::new_for_http()
-                    .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
-                    .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
-            )
-            .layer(TimeoutLayer::with_status_code(
-                StatusCode::SERVICE_UNAVAILABLE,
-                request_timeout,
-            ))
-            .layer(CompressionLayer::new()),
-    )
+    let auth = state.auth.clone();
+    api_router(state.clone())
+        .merge(crate::auth::router(auth.clone()))
+        .merge(crate::api_actions::router(state))
+        .merge(site)
+        // Inside the layers below (so refusals are traced and timed out like the rest): every
+        // route is authenticated, and session POSTs are CSRF-checked, in this one place.
+        .layer(axum::middleware::from_fn_with_state(
+            auth,
+            crate::auth::authenticate,
+        ))
+        .layer(
+            ServiceBuilder::new()
+                // One INFO span per request (method, path), so that anything logged while serving
+                // it carries them; the response line itself is DEBUG (`tower_http=debug`), to keep
+                // asset requests out of the default log. 5xx answers are logged as errors.
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                        .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+                )
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    request_timeout,
+                ))
+                .layer(CompressionLayer::new()),
+        )
 }

@@ -53,6 +53,8 @@ pub enum ServeError {
     Ingest(IngestError),
     #[error("ingest stopped unexpectedly: {0}")]
     IngestCrashed(String),
+    #[error("{0} (fix admin_user / admin_password, or unset them once users exist)")]
+    Bootstrap(crate::auth::cli::BootstrapError),
     #[error("the HTTP server failed: {0}")]
     Http(std::io::Error),
     #[error(
@@ -159,7 +161,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let telemetry = Arc::new(Telemetry::new(
         config.ingest_enabled.then(|| status.clone()),
     ));
+    crate::auth::cli::bootstrap_admin(&store, &config)
+        .await
+        .map_err(ServeError::Bootstrap)?;
     let state = AppState {
+        auth: crate::auth::AuthState::new(store.clone(), &config),
         store: store.clone(),
         telemetry,
         ingest: health.clone(),

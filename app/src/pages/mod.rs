@@ -4,11 +4,13 @@ mod dead_letter;
 mod dead_letters;
 mod error_groups;
 mod not_found;
+mod sign_in;
 
 pub use dead_letter::DeadLetterPage;
 pub use dead_letters::DeadLettersPage;
 pub use error_groups::ErrorGroupsPage;
 pub use not_found::NotFound;
+pub use sign_in::SignInPage;
 
 use leptos::prelude::*;
 

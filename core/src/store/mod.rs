@@ -110,6 +110,12 @@ pub(crate) use self::outbox::{
     ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, MarkSummary, Published, Retry,
 };
 
+// Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
+mod auth;
+pub use self::auth::{
+    NewSession, NewUser, SessionLimits, SessionRecord, TokenOwner, UserCredentials,
+};
+
 /// Handle to the store; cheap to clone (it wraps a connection pool).
 #[derive(Clone, Debug)]
 pub struct Store {

@@ -1,0 +1,493 @@
+//! Users, sessions and API tokens (tables of `0003_auth.sql`).
+//!
+//! Every secret arrives here already hashed: passwords as argon2id PHC strings, session and API
+//! tokens as [`crate::auth::secret_hash`]. Times are epoch ms, passed in by the caller (one
+//! clock, the server's; tests can move it).
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{store_error, Dialect, Val};
+use super::{Pool, Store, StoreError};
+use crate::actions::Role;
+use crate::auth::{ApiToken, User};
+
+/// A user to create.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    /// Checked by [`crate::auth::validate_user_name`] before it gets here.
+    pub name: &'a str,
+    pub role: Role,
+    /// argon2id PHC string ([`crate::auth::hash_password`]).
+    pub password_hash: &'a str,
+    pub created_at_ms: i64,
+}
+
+/// What signing in needs to know about a user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserCredentials {
+    pub id: i64,
+    pub name: String,
+    pub role: Role,
+    pub password_hash: String,
+    pub disabled: bool,
+}
+
+/// A session to create at sign-in.
+#[derive(Debug, Clone)]
+pub struct NewSession<'a> {
+    /// SHA-256 hex of the cookie value.
+    pub id_hash: &'a str,
+    pub user_id: i64,
+    pub csrf_token: &'a str,
+    /// Epoch ms; also the first `last_seen_ms`.
+    pub created_at_ms: i64,
+    pub ip: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+}
+
+/// A valid (unexpired) session and its user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub user_id: i64,
+    pub user: String,
+    pub role: Role,
+    pub csrf_token: String,
+    pub created_at_ms: i64,
+    pub last_seen_ms: i64,
+}
+
+/// Session lifetimes, ms: a session ends `idle_ms` after its last request, and `absolute_ms`
+/// after sign-in whatever happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    pub idle_ms: i64,
+    pub absolute_ms: i64,
+}
+
+/// The user a valid (unrevoked) API token acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    pub token_id: i64,
+    pub user_id: i64,
+    pub user: String,
+    pub role: Role,
+    pub last_used_ms: Option<i64>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct CredentialsRow {
+    id: i64,
+    name: String,
+    role: String,
+    password_hash: String,
+    disabled: i32,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct UserRow {
+    id: i64,
+    name: String,
+    role: String,
+    created_at_ms: i64,
+    disabled: i32,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct SessionRow {
+    user_id: i64,
+    name: String,
+    role: String,
+    csrf_token: String,
+    created_at_ms: i64,
+    last_seen_ms: i64,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct TokenOwnerRow {
+    token_id: i64,
+    user_id: i64,
+    name: String,
+    role: String,
+    last_used_ms: Option<i64>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct TokenRow {
+    id: i64,
+    user_name: String,
+    name: Option<String>,
+    created_at_ms: i64,
+    last_used_ms: Option<i64>,
+    revoked_at_ms: Option<i64>,
+}
+
+fn role(s: &str) -> Result<Role, StoreError> {
+    Role::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown role `{s}` in users")))
+}
+
+fn bind<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, v: Val<'a>) {
+    DB::bind(qb, v);
+}
+
+impl Store {
+    /// How many users exist (disabled ones included).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn count_users(&self) -> Result<i64, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("SELECT COUNT(*) FROM users");
+            qb.build_query_scalar::<i64>().fetch_one(pool).await
+        })
+        .map_err(store_error)
+    }
+
+    /// Creates a user; `Ok(None)` when the name is taken (nothing changes), else its id.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn create_user(&self, user: &NewUser<'_>) -> Result<Option<i64>, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "INSERT INTO users (name, role, password_hash, created_at_ms) VALUES (",
+            );
+            bind(&mut qb, Val::Text(Some(user.name)));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(Some(user.role.as_str())));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(Some(user.password_hash)));
+            qb.push(", ");
+            bind(&mut qb, Val::I64(Some(user.created_at_ms)));
+            qb.push(") ON CONFLICT (name) DO NOTHING RETURNING id");
+            qb.build_query_scalar::<i64>().fetch_optional(pool).await
+        })
+        .map_err(store_error)
+    }
+
+    /// The user `name` with its password hash, for signing in; `None` if there is none.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored role).
+    pub async fn user_credentials(
+        &self,
+        name: &str,
+    ) -> Result<Option<UserCredentials>, StoreError> {
+        let row: Option<CredentialsRow> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT id, name, role, password_hash, disabled FROM users WHERE name = ",
+            );
+            bind(&mut qb, Val::Text(Some(name)));
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        row.map(|r| {
+            Ok(UserCredentials {
+                role: role(&r.role)?,
+                id: r.id,
+                name: r.name,
+                password_hash: r.password_hash,
+                disabled: r.disabled != 0,
+            })
+        })
+        .transpose()
+    }
+
+    /// Every user, by name.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt`.
+    pub async fn users(&self) -> Result<Vec<User>, StoreError> {
+        let rows: Vec<UserRow> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT id, name, role, created_at_ms, disabled FROM users ORDER BY name",
+            );
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(User {
+                    role: role(&r.role)?,
+                    id: r.id,
+                    name: r.name,
+                    created_at_ms: r.created_at_ms,
+                    disabled: r.disabled != 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Disables or re-enables the user `name`; disabling also ends its sessions (its tokens
+    /// stop authenticating while it is disabled). `Ok(false)` if there is no such user.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<bool, StoreError> {
+        on_pool!(self, |pool, DB| {
+            async {
+                let mut tx = pool.begin().await?;
+                let mut qb = QueryBuilder::<DB>::new("UPDATE users SET disabled = ");
+                bind(&mut qb, Val::I32(Some(i32::from(disabled))));
+                qb.push(" WHERE name = ");
+                bind(&mut qb, Val::Text(Some(name)));
+                let found = qb.build().execute(&mut *tx).await?.rows_affected() > 0;
+                if found && disabled {
+                    let mut qb = QueryBuilder::<DB>::new(
+                        "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE name = ",
+                    );
+                    bind(&mut qb, Val::Text(Some(name)));
+                    qb.push(")");
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok::<bool, sqlx::Error>(found)
+            }
+            .await
+        })
+        .map_err(store_error)
+    }
+
+    /// Stores a new session.
+    ///
+    /// Errors: `Unavailable`, `Database` (e.g. the user no longer exists).
+    pub async fn create_session(&self, s: &NewSession<'_>) -> Result<(), StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "INSERT INTO sessions (id_hash, user_id, csrf_token, created_at_ms, last_seen_ms, \
+                 ip, user_agent) VALUES (",
+            );
+            bind(&mut qb, Val::Text(Some(s.id_hash)));
+            qb.push(", ");
+            bind(&mut qb, Val::I64(Some(s.user_id)));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(Some(s.csrf_token)));
+            qb.push(", ");
+            bind(&mut qb, Val::I64(Some(s.created_at_ms)));
+            qb.push(", ");
+            bind(&mut qb, Val::I64(Some(s.created_at_ms)));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(s.ip));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(s.user_agent));
+            qb.push(")");
+            qb.build().execute(pool).await.map(|_| ())
+        })
+        .map_err(store_error)
+    }
+
+    /// The session whose cookie hashes to `id_hash`, if it exists, has been used within
+    /// `limits.idle_ms`, was created within `limits.absolute_ms` of `now_ms`, and its user is
+    /// not disabled. An expired session is not returned (and is removed by
+    /// [`Store::purge_sessions`]).
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt`.
+    pub async fn session(
+        &self,
+        id_hash: &str,
+        now_ms: i64,
+        limits: SessionLimits,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let row: Option<SessionRow> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT s.user_id, u.name, u.role, s.csrf_token, s.created_at_ms, s.last_seen_ms \
+                 FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ",
+            );
+            bind(&mut qb, Val::Text(Some(id_hash)));
+            qb.push(" AND s.last_seen_ms > ");
+            bind(
+                &mut qb,
+                Val::I64(Some(now_ms.saturating_sub(limits.idle_ms))),
+            );
+            qb.push(" AND s.created_at_ms > ");
+            bind(
+                &mut qb,
+                Val::I64(Some(now_ms.saturating_sub(limits.absolute_ms))),
+            );
+            qb.push(" AND u.disabled = 0");
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        row.map(|r| {
+            Ok(SessionRecord {
+                role: role(&r.role)?,
+                user_id: r.user_id,
+                user: r.name,
+                csrf_token: r.csrf_token,
+                created_at_ms: r.created_at_ms,
+                last_seen_ms: r.last_seen_ms,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records activity on a session (moves its idle expiry).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn touch_session(&self, id_hash: &str, now_ms: i64) -> Result<(), StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("UPDATE sessions SET last_seen_ms = ");
+            bind(&mut qb, Val::I64(Some(now_ms)));
+            qb.push(" WHERE id_hash = ");
+            bind(&mut qb, Val::Text(Some(id_hash)));
+            // Never move it backwards (two requests racing).
+            qb.push(" AND last_seen_ms < ");
+            bind(&mut qb, Val::I64(Some(now_ms)));
+            qb.build().execute(pool).await.map(|_| ())
+        })
+        .map_err(store_error)
+    }
+
+    /// Ends a session (sign-out). `Ok(false)` if there was none.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE id_hash = ");
+            bind(&mut qb, Val::Text(Some(id_hash)));
+            qb.build()
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected() > 0)
+        })
+        .map_err(store_error)
+    }
+
+    /// Removes every session expired at `now_ms`; returns how many.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn purge_sessions(
+        &self,
+        now_ms: i64,
+        limits: SessionLimits,
+    ) -> Result<u64, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE last_seen_ms <= ");
+            bind(
+                &mut qb,
+                Val::I64(Some(now_ms.saturating_sub(limits.idle_ms))),
+            );
+            qb.push(" OR created_at_ms <= ");
+            bind(
+                &mut qb,
+                Val::I64(Some(now_ms.saturating_sub(limits.absolute_ms))),
+            );
+            qb.build().execute(pool).await.map(|r| r.rows_affected())
+        })
+        .map_err(store_error)
+    }
+
+    /// Stores an API token (its hash) acting as `user_id`; returns its id.
+    ///
+    /// Errors: `Unavailable`, `Database` (e.g. the same hash twice, or no such user).
+    pub async fn create_api_token(
+        &self,
+        user_id: i64,
+        name: Option<&str>,
+        token_hash: &str,
+        now_ms: i64,
+    ) -> Result<i64, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "INSERT INTO api_tokens (user_id, name, token_hash, created_at_ms) VALUES (",
+            );
+            bind(&mut qb, Val::I64(Some(user_id)));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(name));
+            qb.push(", ");
+            bind(&mut qb, Val::Text(Some(token_hash)));
+            qb.push(", ");
+            bind(&mut qb, Val::I64(Some(now_ms)));
+            qb.push(") RETURNING id");
+            qb.build_query_scalar::<i64>().fetch_one(pool).await
+        })
+        .map_err(store_error)
+    }
+
+    /// The user an unrevoked token with hash `token_hash` acts as; `None` for an unknown or
+    /// revoked token, or a disabled user.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt`.
+    pub async fn api_token_owner(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<TokenOwner>, StoreError> {
+        let row: Option<TokenOwnerRow> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT t.id AS token_id, u.id AS user_id, u.name, u.role, t.last_used_ms \
+                 FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ",
+            );
+            bind(&mut qb, Val::Text(Some(token_hash)));
+            qb.push(" AND t.revoked_at_ms IS NULL AND u.disabled = 0");
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        row.map(|r| {
+            Ok(TokenOwner {
+                role: role(&r.role)?,
+                token_id: r.token_id,
+                user_id: r.user_id,
+                user: r.name,
+                last_used_ms: r.last_used_ms,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records that token `id` was used at `now_ms`.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn touch_api_token(&self, id: i64, now_ms: i64) -> Result<(), StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET last_used_ms = ");
+            bind(&mut qb, Val::I64(Some(now_ms)));
+            qb.push(" WHERE id = ");
+            bind(&mut qb, Val::I64(Some(id)));
+            qb.build().execute(pool).await.map(|_| ())
+        })
+        .map_err(store_error)
+    }
+
+    /// Revokes token `id` at `now_ms`. `Ok(false)` if there is no such token or it was
+    /// already revoked (nothing changes).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn revoke_api_token(&self, id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET revoked_at_ms = ");
+            bind(&mut qb, Val::I64(Some(now_ms)));
+            qb.push(" WHERE id = ");
+            bind(&mut qb, Val::I64(Some(id)));
+            qb.push(" AND revoked_at_ms IS NULL");
+            qb.build()
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected() > 0)
+        })
+        .map_err(store_error)
+    }
+
+    /// API tokens (revoked ones too), newest first; only `user`'s when given.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn api_tokens(&self, user: Option<&str>) -> Result<Vec<ApiToken>, StoreError> {
+        let rows: Vec<TokenRow> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT t.id, u.name AS user_name, t.name, t.created_at_ms, t.last_used_ms, \
+                 t.revoked_at_ms FROM api_tokens t JOIN users u ON u.id = t.user_id",
+            );
+            if let Some(u) = user {
+                qb.push(" WHERE u.name = ");
+                bind(&mut qb, Val::Text(Some(u)));
+            }
+            qb.push(" ORDER BY t.id DESC");
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ApiToken {
+                id: r.id,
+                user: r.user_name,
+                name: r.name,
+                created_at_ms: r.created_at_ms,
+                last_used_ms: r.last_used_ms,
+                revoked_at_ms: r.revoked_at_ms,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,875 @@
+//! The JSON API for acting on dead letters: replays (with dry run and cancel), delete,
+//! restore, the audit trail (JSON and CSV) and each dead letter's history.
+//!
+//! | route | role | answer |
+//! |---|---|---|
+//! | `POST /api/v1/replays` | operator | 202 `{"job_id", "total", "skipped", ...}` |
+//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped"}` |
+//! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
+//! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ...}` |
+//! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled |
+//! | `POST /api/v1/dead-letters/delete` | operator | `{"affected": n}` |
+//! | `POST /api/v1/dead-letters/restore` | operator | `{"affected": n}` |
+//! | `GET /api/v1/audit` | viewer | `{"items": [...], "next_cursor"}` (`actor`, `action`, `from`, `to`, `limit`, `cursor`) |
+//! | `GET /api/v1/audit.csv` | viewer | the whole (filtered) trail as CSV |
+//! | `GET /api/v1/dead-letters/{id}/history` | viewer | `{"items": [event, ...]}` oldest first |
+//!
+//! Bodies select dead letters with exactly one of `"ids": [1, 2]` or `"filter": {...}`, whose
+//! names and values are those of the list's query string (`GET /api/v1/dead-letters`), parsed
+//! by the same [`ListQuery::from_pairs`]. Refusals are JSON `{"error": ...}`: 400 for a body
+//! that is not JSON, 422 for one that is but says something impossible, 401 without
+//! credentials, 403 for a role that may not (audited `denied`), 404, 409, 503. The DTOs here
+//! are the public contract, mapped from the core types.
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use redrive_core::actions::{
+    AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Role, Selection,
+    AUDIT_MAX_LIMIT,
+};
+use redrive_core::filter::parse_time;
+use redrive_core::store::StoreError;
+use redrive_core::ListQuery;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::{rfc3339, AppState, ErrorBody};
+use crate::auth::{require, AuthError, Caller};
+
+/// Most ids one request may name.
+pub const MAX_IDS: usize = 100_000;
+/// Most jobs `GET /api/v1/replays` lists.
+pub const MAX_JOBS: u32 = 500;
+/// Jobs listed when no `limit` is given.
+pub const DEFAULT_JOBS: u32 = 50;
+
+/// The routes of this module, state applied.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/replays", post(create_replay).get(list_jobs))
+        .route("/api/v1/replays/dry-run", post(dry_run))
+        .route("/api/v1/replays/{job_id}", get(get_job))
+        .route("/api/v1/replays/{job_id}/cancel", post(cancel_job))
+        .route("/api/v1/dead-letters/delete", post(delete))
+        .route("/api/v1/dead-letters/restore", post(restore))
+        .route("/api/v1/dead-letters/{id}/history", get(history))
+        .route("/api/v1/audit", get(audit))
+        .route("/api/v1/audit.csv", get(audit_csv))
+        .with_state(state)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Why an action request failed. Rendered as JSON `{"error": message}`.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// Not JSON, or a bad query parameter: 400.
+    #[error("{0}")]
+    BadRequest(String),
+    /// JSON that asks for something impossible: 422.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: e.g. cancelling a finished job.
+    #[error("{0}")]
+    Conflict(String),
+    /// 401 / 403 / 503 from authentication.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// 503; the detail is logged.
+    #[error("the database did not answer; try again in a moment (the cause is in redrive's log)")]
+    Unavailable,
+}
+
+impl IntoResponse for ActionError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            ActionError::Auth(e) => return e.into_response(),
+            ref other => other.status(),
+        };
+        let mut res = (
+            status,
+            Json(ErrorBody {
+                error: self.to_string(),
+            }),
+        )
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        res
+    }
+}
+
+impl ActionError {
+    /// The HTTP status of this refusal.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ActionError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ActionError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ActionError::NotFound(_) => StatusCode::NOT_FOUND,
+            ActionError::Conflict(_) => StatusCode::CONFLICT,
+            ActionError::Auth(e) => e.status(),
+            ActionError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+impl AppState {
+    /// Maps a store error of `operation`: the request's own faults keep their message, the
+    /// store's failures are counted, logged and become 503.
+    fn action_failed(&self, operation: &'static str, e: StoreError) -> ActionError {
+        match e {
+            StoreError::Invalid(m) => ActionError::Unprocessable(m),
+            StoreError::NotFound(m) => ActionError::NotFound(m),
+            StoreError::Conflict(m) => ActionError::Conflict(m),
+            other => {
+                self.telemetry.store_error(operation, &other);
+                ActionError::Unavailable
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+/// Body of `POST /api/v1/replays` and `/replays/dry-run`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    pub ids: Option<Vec<i64>>,
+    /// The list's query parameters as an object: `{"fingerprint": "...", "status": "new"}`.
+    pub filter: Option<serde_json::Map<String, Value>>,
+    /// Override; absent or empty = each record's own source topic.
+    pub target_topic: Option<String>,
+    /// Throttle, msgs/s; absent = unthrottled.
+    pub rate_per_sec: Option<u32>,
+    pub reason: Option<String>,
+}
+
+/// Body of `POST /api/v1/dead-letters/delete` and `/restore`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeBody {
+    pub ids: Option<Vec<i64>>,
+    pub filter: Option<serde_json::Map<String, Value>>,
+    pub reason: Option<String>,
+}
+
+/// Parses a JSON body: 400 if it is not JSON, 422 if it does not fit `T`.
+fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ActionError> {
+    serde_json::from_slice(body).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => ActionError::Unprocessable(format!("the body does not fit: {e}")),
+            _ => ActionError::BadRequest(format!(
+                "the body is not valid JSON ({e}); send an object such as {{\"ids\": [1, 2]}} \
+                 with Content-Type: application/json"
+            )),
+        }
+    })
+}
+
+/// Exactly one of `ids` (non-empty, at most [`MAX_IDS`]) and `filter` (the list's names).
+fn selection(
+    ids: Option<Vec<i64>>,
+    filter: Option<serde_json::Map<String, Value>>,
+) -> Result<Selection, ActionError> {
+    match (ids, filter) {
+        (Some(_), Some(_)) | (None, None) => Err(ActionError::Unprocessable(
+            "give exactly one of `ids` (a list of dead-letter ids) and `filter` (an object with \
+             the list's filter parameters)"
+                .into(),
+        )),
+        (Some(ids), None) if ids.is_empty() => Err(ActionError::Unprocessable(
+            "`ids` is empty: name at least one dead letter".into(),
+        )),
+        (Some(ids), None) if ids.len() > MAX_IDS => Err(ActionError::Unprocessable(format!(
+            "`ids` names {} dead letters; at most {MAX_IDS} per request (or use a filter)",
+            ids.len()
+        ))),
+        (Some(mut ids), None) => {
+            ids.sort_unstable();
+            ids.dedup();
+            Ok(Selection::Ids(ids))
+        }
+        (None, Some(obj)) => filter_from_json(&obj).map(Selection::Filter),
+    }
+}
+
+/// The filter object through the list's own parser: strings as given, numbers and booleans
+/// as their text, `null` as "not set".
+fn filter_from_json(
+    obj: &serde_json::Map<String, Value>,
+) -> Result<redrive_core::Filter, ActionError> {
+    let mut pairs: Vec<(String, String)> = Vec::with_capacity(obj.len());
+    for (k, v) in obj {
+        if k == "limit" || k == "cursor" {
+            return Err(ActionError::Unprocessable(format!(
+                "`{k}` pages the list; it is not part of a filter"
+            )));
+        }
+        let text = match v {
+            Value::Null => continue,
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            _ => {
+                return Err(ActionError::Unprocessable(format!(
+                    "filter `{k}` must be a string (as in the list's query string)"
+                )))
+            }
+        };
+        pairs.push((k.clone(), text));
+    }
+    ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map(|q| q.filter)
+        .map_err(|e| ActionError::Unprocessable(format!("filter: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// DTOs: the public shape of the API
+
+/// Answer of `POST /api/v1/replays` (202).
+#[derive(Debug, Serialize)]
+pub struct ReplayAccepted {
+    pub job_id: String,
+    /// Dead letters queued for publishing.
+    pub total: i64,
+    /// Selected but not queued (deleted, already pending, or without a target topic).
+    pub skipped: i64,
+    /// Of `skipped`: without a source topic and no `target_topic`.
+    pub skipped_without_target: i64,
+    /// `running`, or `finished` when nothing was queued.
+    pub status: &'static str,
+}
+
+/// A replay job.
+#[derive(Debug, Serialize)]
+pub struct JobItem {
+    pub id: String,
+    /// `running`, `waiting` (Kafka unreachable; resumes by itself), `finished`, `cancelled`.
+    pub status: &'static str,
+    pub total: i64,
+    pub published: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    pub skipped: i64,
+    pub skipped_without_target: i64,
+    pub created_by: String,
+    /// RFC 3339 UTC.
+    pub created_at: Option<String>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    /// `null` = each record's source topic.
+    pub target_topic: Option<String>,
+    /// msgs/s; `null` = unthrottled.
+    pub rate_per_sec: Option<u32>,
+    pub reason: Option<String>,
+    pub last_error: Option<String>,
+    /// The selection as requested: `{"ids": [...]}` or `{"filter": {...}}`.
+    pub selection: Value,
+}
+
+/// Recent jobs, newest first.
+#[derive(Debug, Serialize)]
+pub struct JobList {
+    pub items: Vec<JobItem>,
+}
+
+/// One target of a dry run.
+#[derive(Debug, Serialize)]
+pub struct TargetCount {
+    pub topic: String,
+    pub count: i64,
+}
+
+/// Answer of `POST /api/v1/replays/dry-run`.
+#[derive(Debug, Serialize)]
+pub struct DryRunResult {
+    /// Dead letters selected.
+    pub total: i64,
+    /// How many a replay would queue (the sum of `per_target`).
+    pub queued: i64,
+    /// Largest first.
+    pub per_target: Vec<TargetCount>,
+    /// Replayable ones without a source topic (and no `target_topic`): a replay skips them.
+    pub without_target: i64,
+    /// Deleted or already pending: a replay skips them.
+    pub skipped: i64,
+}
+
+/// Answer of delete and restore.
+#[derive(Debug, Serialize)]
+pub struct Affected {
+    pub affected: u64,
+}
+
+/// One audit row.
+#[derive(Debug, Serialize)]
+pub struct AuditItem {
+    pub id: i64,
+    /// RFC 3339 UTC.
+    pub at: Option<String>,
+    pub at_ms: i64,
+    pub actor: String,
+    pub action: String,
+    pub count: i64,
+    /// The ids acted on, when given as ids.
+    pub ids: Option<Value>,
+    /// The filter acted on, when given as a filter.
+    pub filter: Option<Value>,
+    pub reason: Option<String>,
+    pub client_ip: Option<String>,
+    pub user_agent: Option<String>,
+    /// `ok...`, `denied`, `failed: ...`.
+    pub outcome: String,
+    pub job_id: Option<String>,
+    /// The API token's id, when the actor used one.
+    pub via_token: Option<i64>,
+}
+
+/// A page of the audit trail, newest first.
+#[derive(Debug, Serialize)]
+pub struct AuditPage {
+    pub items: Vec<AuditItem>,
+    /// Pass as `cursor` for the next (older) page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// One event of a dead letter's history.
+#[derive(Debug, Serialize)]
+pub struct HistoryItem {
+    pub at: Option<String>,
+    pub at_ms: i64,
+    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `replay_cancelled`,
+    /// `deleted`, `restored`.
+    pub kind: String,
+    pub actor: Option<String>,
+    pub detail: Option<String>,
+    pub job_id: Option<String>,
+}
+
+/// A dead letter's history, oldest first.
+#[derive(Debug, Serialize)]
+pub struct HistoryList {
+    pub items: Vec<HistoryItem>,
+}
+
+/// Stored JSON text as a JSON value (or the text itself if it does not parse).
+fn json_text(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string()))
+}
+
+impl From<&ReplayJob> for JobItem {
+    fn from(j: &ReplayJob) -> Self {
+        JobItem {
+            id: j.id.clone(),
+            status: j.status.as_str(),
+            total: j.total,
+            published: j.published,
+            failed: j.failed,
+            cancelled: j.cancelled,
+            skipped: j.skipped,
+            skipped_without_target: j.skipped_without_target,
+            created_by: j.created_by.clone(),
+            created_at: rfc3339(j.created_at_ms),
+            started_at: j.started_at_ms.and_then(rfc3339),
+            finished_at: j.finished_at_ms.and_then(rfc3339),
+            target_topic: j.target_topic.clone(),
+            rate_per_sec: j.rate_per_sec,
+            reason: j.reason.clone(),
+            last_error: j.last_error.clone(),
+            selection: json_text(&j.selection),
+        }
+    }
+}
+
+impl From<DryRun> for DryRunResult {
+    fn from(d: DryRun) -> Self {
+        DryRunResult {
+            total: d.total,
+            queued: d.queued(),
+            per_target: d
+                .per_target
+                .into_iter()
+                .map(|(topic, count)| TargetCount { topic, count })
+                .collect(),
+            without_target: d.without_target,
+            skipped: d.skipped,
+        }
+    }
+}
+
+impl From<&AuditEntry> for AuditItem {
+    fn from(a: &AuditEntry) -> Self {
+        AuditItem {
+            id: a.id,
+            at: rfc3339(a.at_ms),
+            at_ms: a.at_ms,
+            actor: a.actor.clone(),
+            action: a.action.clone(),
+            count: a.count,
+            ids: a.ids.as_deref().map(json_text),
+            filter: a.filter.as_deref().map(json_text),
+            reason: a.reason.clone(),
+            client_ip: a.client_ip.clone(),
+            user_agent: a.user_agent.clone(),
+            outcome: a.outcome.clone(),
+            job_id: a.job_id.clone(),
+            via_token: a.via_token,
+        }
+    }
+}
+
+impl From<&HistoryEvent> for HistoryItem {
+    fn from(h: &HistoryEvent) -> Self {
+        HistoryItem {
+            at: rfc3339(h.at_ms),
+            at_ms: h.at_ms,
+            kind: h.kind.clone(),
+            actor: h.actor.clone(),
+            detail: h.detail.clone(),
+            job_id: h.job_id.clone(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+/// `POST /api/v1/replays`: queue a replay job (operator).
+pub async fn create_replay(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    body: Bytes,
+) -> Result<Response, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "replay").await?;
+    let b: ReplayBody = parse_body(&body)?;
+    let req = ReplayRequest {
+        selection: selection(b.ids, b.filter)?,
+        target_topic: b.target_topic,
+        rate_per_sec: b.rate_per_sec,
+        reason: b.reason,
+    };
+    let job = state
+        .store
+        .request_replay(&actor, &req)
+        .await
+        .map_err(|e| state.action_failed("request_replay", e))?;
+    let accepted = ReplayAccepted {
+        job_id: job.id.clone(),
+        total: job.total,
+        skipped: job.skipped,
+        skipped_without_target: job.skipped_without_target,
+        status: job.status.as_str(),
+    };
+    let mut res = (StatusCode::ACCEPTED, Json(accepted)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("/api/v1/replays/{}", job.id)) {
+        res.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(res)
+}
+
+/// `POST /api/v1/replays/dry-run`: what a replay of the same body would do (viewer).
+pub async fn dry_run(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    body: Bytes,
+) -> Result<Json<DryRunResult>, ActionError> {
+    let b: ReplayBody = parse_body(&body)?;
+    let sel = selection(b.ids, b.filter)?;
+    let d = state
+        .store
+        .dry_run(&sel, b.target_topic.as_deref())
+        .await
+        .map_err(|e| state.action_failed("dry_run", e))?;
+    Ok(Json(d.into()))
+}
+
+/// `GET /api/v1/replays?limit=N`: recent jobs, newest first (viewer).
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<JobList>, ActionError> {
+    let mut limit = DEFAULT_JOBS;
+    for (k, v) in query_pairs(raw.as_deref())? {
+        match k.as_str() {
+            "limit" => {
+                limit = v
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_JOBS).contains(n))
+                    .ok_or_else(|| {
+                        ActionError::BadRequest(format!(
+                            "`limit` must be a whole number from 1 to {MAX_JOBS}"
+                        ))
+                    })?
+            }
+            other => {
+                return Err(ActionError::BadRequest(format!(
+                    "unknown parameter `{other}`; replays take only `limit`"
+                )))
+            }
+        }
+    }
+    let jobs = state
+        .store
+        .jobs(limit)
+        .await
+        .map_err(|e| state.action_failed("jobs", e))?;
+    Ok(Json(JobList {
+        items: jobs.iter().map(JobItem::from).collect(),
+    }))
+}
+
+fn job_id(path: Result<Path<String>, PathRejection>) -> Result<String, ActionError> {
+    path.map(|Path(s)| s)
+        .map_err(|_| ActionError::BadRequest("the job id is not valid".into()))
+}
+
+fn no_such_job(id: &str) -> ActionError {
+    ActionError::NotFound(format!(
+        "no replay job `{id}` (list them at /api/v1/replays)"
+    ))
+}
+
+/// `GET /api/v1/replays/{job_id}` (viewer).
+pub async fn get_job(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<JobItem>, ActionError> {
+    let id = job_id(path)?;
+    let job = state
+        .store
+        .job(&id)
+        .await
+        .map_err(|e| state.action_failed("job", e))?
+        .ok_or_else(|| no_such_job(&id))?;
+    Ok(Json(JobItem::from(&job)))
+}
+
+/// `POST /api/v1/replays/{job_id}/cancel` (operator): 404 unknown, 409 already done.
+pub async fn cancel_job(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<JobItem>, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "cancel_job").await?;
+    let id = job_id(path)?;
+    let job = state
+        .store
+        .cancel_job(&actor, &id)
+        .await
+        .map_err(|e| state.action_failed("cancel_job", e))?;
+    Ok(Json(JobItem::from(&job)))
+}
+
+/// `POST /api/v1/dead-letters/delete` (operator).
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    body: Bytes,
+) -> Result<Json<Affected>, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "delete").await?;
+    let b: ChangeBody = parse_body(&body)?;
+    let sel = selection(b.ids, b.filter)?;
+    let n = state
+        .store
+        .delete(&actor, &sel, b.reason.as_deref())
+        .await
+        .map_err(|e| state.action_failed("delete", e))?;
+    Ok(Json(Affected { affected: n }))
+}
+
+/// `POST /api/v1/dead-letters/restore` (operator).
+pub async fn restore(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    body: Bytes,
+) -> Result<Json<Affected>, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "restore").await?;
+    let b: ChangeBody = parse_body(&body)?;
+    let sel = selection(b.ids, b.filter)?;
+    let n = state
+        .store
+        .restore(&actor, &sel, b.reason.as_deref())
+        .await
+        .map_err(|e| state.action_failed("restore", e))?;
+    Ok(Json(Affected { affected: n }))
+}
+
+/// `GET /api/v1/dead-letters/{id}/history` (viewer).
+pub async fn history(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<HistoryList>, ActionError> {
+    let raw = path
+        .map(|Path(s)| s)
+        .map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
+    let id = raw.trim().parse::<i64>().map_err(|_| {
+        ActionError::BadRequest(format!(
+            "`{raw}` is not a dead-letter id: ids are whole numbers"
+        ))
+    })?;
+    let events = state
+        .store
+        .history(id)
+        .await
+        .map_err(|e| state.action_failed("history", e))?;
+    Ok(Json(HistoryList {
+        items: events.iter().map(HistoryItem::from).collect(),
+    }))
+}
+
+fn query_pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, ActionError> {
+    serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|_| {
+        ActionError::BadRequest(
+            "the query string is not valid URL encoding (name=value pairs joined by &)".into(),
+        )
+    })
+}
+
+/// The audit page's query: `actor`, `action` (exact), `from`, `to` (the list's time forms),
+/// `limit` (1 to 1000), `cursor` (a previous page's `next_cursor`). Empty values are unset.
+pub fn audit_query(raw: Option<&str>) -> Result<AuditQuery, ActionError> {
+    let mut q = AuditQuery::default();
+    let mut seen: Vec<String> = Vec::new();
+    for (k, v) in query_pairs(raw)? {
+        if seen.contains(&k) {
+            return Err(ActionError::BadRequest(format!(
+                "`{k}` is given twice; give it once"
+            )));
+        }
+        seen.push(k.clone());
+        let v = v.trim().to_string();
+        if v.is_empty() {
+            continue;
+        }
+        let bad = |m: String| ActionError::BadRequest(m);
+        match k.as_str() {
+            "actor" => q.actor = Some(v),
+            "action" => q.action = Some(v),
+            "from" => q.from_ms = Some(parse_time("from", &v).map_err(|e| bad(e.to_string()))?),
+            "to" => q.to_ms = Some(parse_time("to", &v).map_err(|e| bad(e.to_string()))?),
+            "limit" => {
+                q.limit = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=AUDIT_MAX_LIMIT).contains(n))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "`limit` must be a whole number from 1 to {AUDIT_MAX_LIMIT}"
+                        ))
+                    })?
+            }
+            "cursor" => {
+                q.before_id = Some(v.parse::<i64>().map_err(|_| {
+                    bad("`cursor` is not valid: pass a previous page's `next_cursor`".into())
+                })?)
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown parameter `{other}`; the audit takes actor, action, from, to, \
+                     limit and cursor"
+                )))
+            }
+        }
+    }
+    if let (Some(a), Some(b)) = (q.from_ms, q.to_ms) {
+        if a >= b {
+            return Err(ActionError::BadRequest("`from` must be before `to`".into()));
+        }
+    }
+    Ok(q)
+}
+
+/// `GET /api/v1/audit` (viewer): a page, newest first.
+pub async fn audit(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<AuditPage>, ActionError> {
+    let q = audit_query(raw.as_deref())?;
+    let page = state
+        .store
+        .audit(&q)
+        .await
+        .map_err(|e| state.action_failed("audit", e))?;
+    Ok(Json(AuditPage {
+        items: page.items.iter().map(AuditItem::from).collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// Header of the CSV export, one column per [`AuditItem`] field.
+pub const AUDIT_CSV_COLUMNS: [&str; 13] = [
+    "id",
+    "at",
+    "actor",
+    "action",
+    "count",
+    "ids",
+    "filter",
+    "reason",
+    "client_ip",
+    "user_agent",
+    "outcome",
+    "job_id",
+    "via_token",
+];
+
+/// A cell that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
+/// leading `'` (OWASP "CSV injection"); everything else is written as is.
+fn cell(s: &str) -> String {
+    match s.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') if s != "-" => format!("'{s}"),
+        _ => s.to_string(),
+    }
+}
+
+/// `GET /api/v1/audit.csv` (viewer): every row matching the filters (`limit` is the page size
+/// used internally; `cursor` starts below an id), newest first, as `text/csv`.
+pub async fn audit_csv(
+    State(state): State<AppState>,
+    Caller(_actor): Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ActionError> {
+    let mut q = audit_query(raw.as_deref())?;
+    q.limit = AUDIT_MAX_LIMIT;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_failed = |e: csv::Error| {
+        tracing::error!(error = %e, "writing the audit CSV");
+        ActionError::Unavailable
+    };
+    w.write_record(AUDIT_CSV_COLUMNS).map_err(csv_failed)?;
+    loop {
+        let page = state
+            .store
+            .audit(&q)
+            .await
+            .map_err(|e| state.action_failed("audit", e))?;
+        for a in &page.items {
+            let opt = |v: &Option<String>| cell(v.as_deref().unwrap_or(""));
+            w.write_record([
+                a.id.to_string(),
+                rfc3339(a.at_ms).unwrap_or_default(),
+                cell(&a.actor),
+                cell(&a.action),
+                a.count.to_string(),
+                opt(&a.ids),
+                opt(&a.filter),
+                opt(&a.reason),
+                opt(&a.client_ip),
+                opt(&a.user_agent),
+                cell(&a.outcome),
+                opt(&a.job_id),
+                a.via_token.map(|t| t.to_string()).unwrap_or_default(),
+            ])
+            .map_err(csv_failed)?;
+        }
+        match page.next_cursor.and_then(|c| c.parse::<i64>().ok()) {
+            Some(before) => q.before_id = Some(before),
+            None => break,
+        }
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv_failed(e.into_error().into()))?;
+    let mut res = bytes.into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment; filename=\"redrive-audit.csv\""),
+    );
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selections() {
+        assert!(matches!(
+            selection(Some(vec![3, 1, 3]), None),
+            Ok(Selection::Ids(v)) if v == vec![1, 3]
+        ));
+        assert!(matches!(
+            selection(Some(vec![]), None),
+            Err(ActionError::Unprocessable(_))
+        ));
+        assert!(matches!(
+            selection(None, None),
+            Err(ActionError::Unprocessable(_))
+        ));
+        let obj: serde_json::Map<String, Value> =
+            serde_json::from_str(r#"{"source_topic": "orders", "from": 1796104800000, "q": null}"#)
+                .unwrap();
+        match selection(None, Some(obj)) {
+            Ok(Selection::Filter(f)) => {
+                assert_eq!(f.source_topic.as_deref(), Some("orders"));
+                assert_eq!(f.from_ms, Some(1_796_104_800_000));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            r#"{"colour": "red"}"#,
+            r#"{"limit": "5"}"#,
+            r#"{"status": ["new"]}"#,
+        ] {
+            let obj = serde_json::from_str(bad).unwrap();
+            assert!(
+                matches!(
+                    selection(None, Some(obj)),
+                    Err(ActionError::Unprocessable(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn bodies_and_queries() {
+        assert!(matches!(
+            parse_body::<ChangeBody>(&Bytes::from_static(b"{not json")),
+            Err(ActionError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse_body::<ChangeBody>(&Bytes::from_static(b"{\"ids\": \"x\"}")),
+            Err(ActionError::Unprocessable(_))
+        ));
+        assert!(matches!(
+            parse_body::<ChangeBody>(&Bytes::from_static(b"{\"rate_per_sec\": 5}")),
+            Err(ActionError::Unprocessable(_))
+        ));
+        let q = audit_query(Some("actor=alice&from=2026-12-01&limit=10&cursor=99&to=")).unwrap();
+        assert_eq!(q.actor.as_deref(), Some("alice"));
+        assert_eq!(q.limit, 10);
+        assert_eq!(q.before_id, Some(99));
+        assert_eq!(q.to_ms, None);
+        assert!(audit_query(Some("who=x")).is_err());
+        assert!(audit_query(Some("limit=0")).is_err());
+        assert_eq!(cell("=SUM(A1)"), "'=SUM(A1)");
+        assert_eq!(cell("-"), "-");
+        assert_eq!(cell("alice"), "alice");
+    }
+}

@@ -1,0 +1,307 @@
+//! `redrive user ...` and `redrive token ...`, and the bootstrap admin of `serve`.
+//!
+//! These run on the server host with the store's credentials, so they need no sign-in: who can
+//! run them already owns the database. They are audited all the same, with the actor `(cli)`
+//! (or `(bootstrap)`), names no user can have.
+
+use std::io::Read as _;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Subcommand};
+use redrive_core::actions::NewAuditEntry;
+use redrive_core::auth::{
+    hash_password, new_api_token, parse_role, secret_hash, validate_password, validate_token_name,
+    validate_user_name,
+};
+use redrive_core::store::{NewUser, Store, StoreError};
+
+use super::now_ms;
+use crate::api::rfc3339;
+use crate::config::{redact_url, Config};
+
+/// Audit actor of the command line.
+const CLI_ACTOR: &str = "(cli)";
+/// Audit actor of the start-up bootstrap.
+const BOOTSTRAP_ACTOR: &str = "(bootstrap)";
+
+/// `redrive user ...`
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user. The password is read from standard input (at least 8 characters;
+    /// one trailing newline is dropped), so it stays out of the shell history and `ps`.
+    Add(UserAdd),
+    /// List the users.
+    List,
+}
+
+/// `redrive user add NAME --role R --password-stdin`
+#[derive(Debug, Args)]
+pub struct UserAdd {
+    /// User name: letters, digits, `.`, `_`, `-`, `@`; at most 64 characters.
+    pub name: String,
+    /// viewer (reads), operator (also replays, deletes, restores), admin (also manages users
+    /// and tokens).
+    #[arg(long, value_name = "viewer|operator|admin")]
+    pub role: String,
+    /// Read the password from standard input (required: there is no other way to give it).
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+/// `redrive token ...`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an API token acting as a user, and print it (once: only its hash is kept).
+    Create(TokenCreate),
+    /// List API tokens (never the tokens themselves).
+    List {
+        /// Only this user's.
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+    },
+    /// Revoke an API token by id (see `token list`).
+    Revoke {
+        /// The token's id.
+        id: i64,
+    },
+}
+
+/// `redrive token create --user NAME [--name LABEL]`
+#[derive(Debug, Args)]
+pub struct TokenCreate {
+    /// The user the token acts as (with that user's role).
+    #[arg(long, value_name = "NAME")]
+    pub user: String,
+    /// A label to recognise it by, e.g. `ci-replays`.
+    #[arg(long, value_name = "LABEL")]
+    pub name: Option<String>,
+}
+
+/// Runs a `user` command to completion.
+pub fn run_user(cmd: UserCommand, config: &Config) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let store = open(config).await?;
+        let out = match cmd {
+            UserCommand::Add(add) => user_add(&store, add).await,
+            UserCommand::List => user_list(&store).await,
+        };
+        store.close().await;
+        out
+    })
+}
+
+/// Runs a `token` command to completion.
+pub fn run_token(cmd: TokenCommand, config: &Config) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let store = open(config).await?;
+        let out = match cmd {
+            TokenCommand::Create(c) => token_create(&store, c).await,
+            TokenCommand::List { user } => token_list(&store, user.as_deref()).await,
+            TokenCommand::Revoke { id } => token_revoke(&store, id).await,
+        };
+        store.close().await;
+        out
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+async fn open(config: &Config) -> anyhow::Result<Store> {
+    let url = redact_url(&config.database_url);
+    let store = Store::connect(&config.database_url)
+        .await
+        .with_context(|| format!("opening the database at {url} (check database_url)"))?;
+    store
+        .migrate()
+        .await
+        .with_context(|| format!("migrating the database at {url}"))?;
+    Ok(store)
+}
+
+fn cli_audit(action: &str, outcome: String) -> NewAuditEntry {
+    NewAuditEntry {
+        actor: CLI_ACTOR.into(),
+        action: action.into(),
+        outcome,
+        user_agent: Some(format!("redrive-cli/{}", env!("CARGO_PKG_VERSION"))),
+        ..NewAuditEntry::default()
+    }
+}
+
+/// The password on standard input, without one trailing newline.
+fn read_password() -> anyhow::Result<String> {
+    let mut raw = String::new();
+    std::io::stdin()
+        .read_to_string(&mut raw)
+        .context("reading the password from standard input (it must be UTF-8)")?;
+    let pw = raw
+        .strip_suffix("\r\n")
+        .or_else(|| raw.strip_suffix('\n'))
+        .unwrap_or(&raw);
+    Ok(pw.to_string())
+}
+
+async fn user_add(store: &Store, add: UserAdd) -> anyhow::Result<()> {
+    if !add.password_stdin {
+        bail!("give the password on standard input with --password-stdin");
+    }
+    validate_user_name(&add.name)?;
+    let role = parse_role(&add.role)?;
+    let password = read_password()?;
+    validate_password(&password)?;
+    let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .context("hashing the password")??;
+    let created = store
+        .create_user(&NewUser {
+            name: &add.name,
+            role,
+            password_hash: &phc,
+            created_at_ms: now_ms(),
+        })
+        .await?;
+    if created.is_none() {
+        bail!("a user named `{}` already exists", add.name);
+    }
+    store
+        .record_audit(&cli_audit(
+            "user_add",
+            format!("ok: added {} ({})", add.name, role.as_str()),
+        ))
+        .await?;
+    eprintln!("added user {} ({})", add.name, role.as_str());
+    Ok(())
+}
+
+async fn user_list(store: &Store) -> anyhow::Result<()> {
+    println!("{:<32} {:<9} {:<9} created", "name", "role", "state");
+    for u in store.users().await? {
+        println!(
+            "{:<32} {:<9} {:<9} {}",
+            u.name,
+            u.role.as_str(),
+            if u.disabled { "disabled" } else { "active" },
+            rfc3339(u.created_at_ms).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+async fn token_create(store: &Store, c: TokenCreate) -> anyhow::Result<()> {
+    if let Some(n) = &c.name {
+        validate_token_name(n)?;
+    }
+    let Some(user) = store.user_credentials(&c.user).await? else {
+        bail!("there is no user `{}` (see `redrive user list`)", c.user);
+    };
+    if user.disabled {
+        bail!("user `{}` is disabled", c.user);
+    }
+    let token = new_api_token()?;
+    let id = store
+        .create_api_token(user.id, c.name.as_deref(), &secret_hash(&token), now_ms())
+        .await?;
+    store
+        .record_audit(&cli_audit(
+            "token_create",
+            format!("ok: token {id} for {} ({})", user.name, user.role.as_str()),
+        ))
+        .await?;
+    eprintln!(
+        "created API token {id} for {} ({}); it is shown once, keep it now:",
+        user.name,
+        user.role.as_str()
+    );
+    println!("{token}");
+    Ok(())
+}
+
+async fn token_list(store: &Store, user: Option<&str>) -> anyhow::Result<()> {
+    println!(
+        "{:<6} {:<24} {:<24} {:<26} {:<26} revoked",
+        "id", "user", "name", "created", "last used"
+    );
+    for t in store.api_tokens(user).await? {
+        let time = |ms: Option<i64>| ms.and_then(rfc3339).unwrap_or_else(|| "-".into());
+        println!(
+            "{:<6} {:<24} {:<24} {:<26} {:<26} {}",
+            t.id,
+            t.user,
+            t.name.as_deref().unwrap_or("-"),
+            time(Some(t.created_at_ms)),
+            time(t.last_used_ms),
+            time(t.revoked_at_ms)
+        );
+    }
+    Ok(())
+}
+
+async fn token_revoke(store: &Store, id: i64) -> anyhow::Result<()> {
+    if !store.revoke_api_token(id, now_ms()).await? {
+        bail!("there is no unrevoked API token {id} (see `redrive token list`)");
+    }
+    store
+        .record_audit(&cli_audit("token_revoke", format!("ok: token {id}")))
+        .await?;
+    eprintln!("revoked API token {id}");
+    Ok(())
+}
+
+/// Why the bootstrap admin could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("admin_user / REDRIVE_ADMIN_USER: {0}")]
+    Name(redrive_core::auth::AuthError),
+    #[error("admin_password / REDRIVE_ADMIN_PASSWORD: {0}")]
+    Password(redrive_core::auth::AuthError),
+    #[error("creating the first admin: {0}")]
+    Store(#[from] StoreError),
+    #[error("creating the first admin: {0}")]
+    Hash(String),
+}
+
+/// `serve` at start-up: when `admin_user`/`admin_password` are set and the store has no user
+/// at all, creates that admin (audited `user_add` by `(bootstrap)`). Returns whether it did.
+pub async fn bootstrap_admin(store: &Store, config: &Config) -> Result<bool, BootstrapError> {
+    if config.admin_user.is_empty() {
+        return Ok(false);
+    }
+    if store.count_users().await? > 0 {
+        tracing::debug!("users exist; admin_user is ignored");
+        return Ok(false);
+    }
+    validate_user_name(&config.admin_user).map_err(BootstrapError::Name)?;
+    validate_password(&config.admin_password).map_err(BootstrapError::Password)?;
+    let password = config.admin_password.clone();
+    let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| BootstrapError::Hash(e.to_string()))?
+        .map_err(|e| BootstrapError::Hash(e.to_string()))?;
+    let created = store
+        .create_user(&NewUser {
+            name: &config.admin_user,
+            role: redrive_core::actions::Role::Admin,
+            password_hash: &phc,
+            created_at_ms: now_ms(),
+        })
+        .await?;
+    // Another instance starting at the same moment may have won the race: fine.
+    if created.is_none() {
+        return Ok(false);
+    }
+    store
+        .record_audit(&NewAuditEntry {
+            actor: BOOTSTRAP_ACTOR.into(),
+            action: "user_add".into(),
+            outcome: format!("ok: added {} (admin) from admin_user", config.admin_user),
+            ..NewAuditEntry::default()
+        })
+        .await?;
+    tracing::info!(user = %config.admin_user, "created the first admin (admin_user)");
+    Ok(true)
+}

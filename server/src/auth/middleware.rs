@@ -1,0 +1,328 @@
+//! The authentication layer over the whole application (see the module docs of `auth`).
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use redrive_core::actions::Actor;
+use redrive_core::auth::{looks_like_api_token, secret_hash, SessionInfo, SESSION_COOKIE};
+
+use super::handlers::{clear_cookie, sign_in_url};
+use super::{csrf, now_ms, peer_ip, AuthError, AuthState, ClientMeta, SessionHandle};
+
+/// Longest interval between two writes of a session's `last_seen_ms` (or an API token's
+/// `last_used_ms`): activity is recorded at most this often, to spare the store a write per
+/// request. Sessions with a short idle timeout are touched more often (a tenth of it).
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// How a route treats requests without credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// Open to anyone: sign-in, health, static assets (and `/metrics` with `metrics_public`).
+    Public,
+    /// JSON API, server functions, `/metrics`: 401 JSON without credentials.
+    Api,
+    /// HTML pages and downloads: 303 to `/sign-in?next=...` without credentials.
+    Page,
+}
+
+/// Path of the session server function (`app::auth_context::get_session`): public, so the
+/// sign-in page may ask "who am I" and get `None`.
+pub const SESSION_FN_PATH: &str = "/api/auth/session";
+
+/// Which kind of route `path` is.
+pub fn classify(path: &str, metrics_public: bool) -> RouteKind {
+    match path {
+        "/sign-in" | "/auth/sign-in" | "/healthz" | "/readyz" | "/favicon.svg" | "/favicon.ico"
+        | SESSION_FN_PATH => RouteKind::Public,
+        "/metrics" if metrics_public => RouteKind::Public,
+        "/metrics" | "/api" => RouteKind::Api,
+        p if p.starts_with("/pkg/") => RouteKind::Public,
+        p if p.starts_with("/api/") => RouteKind::Api,
+        _ => RouteKind::Page,
+    }
+}
+
+/// Who sent a request, as far as its credentials tell.
+enum Identity {
+    Token(Actor),
+    Session(SessionHandle),
+    /// No credentials; `expired` when a session cookie was sent but is no longer valid.
+    Anonymous {
+        expired: bool,
+    },
+}
+
+/// The middleware: identify, check CSRF for sessions, refuse or pass on.
+pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next: Next) -> Response {
+    let kind = classify(req.uri().path(), auth.settings.metrics_public);
+    let client = ClientMeta::from_request(
+        req.headers(),
+        peer_ip(req.extensions()),
+        &auth.settings.trusted_proxies,
+    );
+    req.extensions_mut().insert(client.clone());
+
+    let identity = match identify(&auth, req.headers(), &client).await {
+        Ok(i) => i,
+        // A bad token or a store failure does not keep anyone from a public route.
+        Err(_) if kind == RouteKind::Public => Identity::Anonymous { expired: false },
+        Err(e) => return refuse(kind, &req, e),
+    };
+    match identity {
+        Identity::Token(actor) => {
+            req.extensions_mut().insert(actor);
+            next.run(req).await
+        }
+        Identity::Session(handle) => {
+            // Sign-in itself is exempt (it has no session to take a token from; its own
+            // defence is the Origin check in the handler).
+            if kind != RouteKind::Public {
+                let method = req.method().clone();
+                let path = req.uri().path().to_string();
+                req = match csrf::check(req, &handle.info.csrf_token).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::info!(user = %handle.info.actor.user, %method, %path,
+                            "refused: CSRF token missing or wrong");
+                        return refuse_parts(kind, &method, None, false, e);
+                    }
+                };
+            }
+            req.extensions_mut().insert(handle.info.actor.clone());
+            req.extensions_mut().insert(handle.info.clone());
+            req.extensions_mut().insert(handle);
+            next.run(req).await
+        }
+        Identity::Anonymous { expired } => {
+            if kind == RouteKind::Public {
+                return next.run(req).await;
+            }
+            let e = AuthError::Unauthenticated(if expired {
+                "the session has expired; sign in again".into()
+            } else {
+                "sign in, or send an API token as `Authorization: Bearer rdv_...`".into()
+            });
+            refuse_parts(
+                kind,
+                req.method(),
+                req.uri().path_and_query().map(|p| p.as_str()),
+                expired,
+                e,
+            )
+        }
+    }
+}
+
+/// Resolves the request's credentials: a Bearer token wins over a session cookie.
+async fn identify(
+    auth: &AuthState,
+    headers: &HeaderMap,
+    client: &ClientMeta,
+) -> Result<Identity, AuthError> {
+    if let Some(token) = bearer(headers) {
+        return token_identity(auth, token, client).await;
+    }
+    let Some(cookie) = session_cookie(headers) else {
+        return Ok(Identity::Anonymous { expired: false });
+    };
+    let id_hash = secret_hash(cookie);
+    let now = now_ms();
+    let limits = auth.settings.limits;
+    let Some(s) = auth
+        .store
+        .session(&id_hash, now, limits)
+        .await
+        .map_err(AuthError::store)?
+    else {
+        return Ok(Identity::Anonymous { expired: true });
+    };
+    let every = TOUCH_EVERY_MS.min(limits.idle_ms / 10).max(1);
+    if now - s.last_seen_ms >= every {
+        if let Err(e) = auth.store.touch_session(&id_hash, now).await {
+            tracing::warn!(error = %e, "could not record session activity");
+        }
+    }
+    Ok(Identity::Session(SessionHandle {
+        id_hash,
+        info: SessionInfo {
+            actor: client.actor(&s.user, s.role, None),
+            csrf_token: s.csrf_token,
+        },
+    }))
+}
+
+async fn token_identity(
+    auth: &AuthState,
+    token: &str,
+    client: &ClientMeta,
+) -> Result<Identity, AuthError> {
+    let invalid = || {
+        AuthError::Unauthenticated(
+            "the API token is not valid: it may be mistyped, revoked, or its user disabled \
+             (create one with `redrive token create --user NAME`)"
+                .into(),
+        )
+    };
+    if !looks_like_api_token(token) {
+        return Err(invalid());
+    }
+    let owner = auth
+        .store
+        .api_token_owner(&secret_hash(token))
+        .await
+        .map_err(AuthError::store)?
+        .ok_or_else(invalid)?;
+    let now = now_ms();
+    if owner.last_used_ms.is_none_or(|t| now - t >= TOUCH_EVERY_MS) {
+        if let Err(e) = auth.store.touch_api_token(owner.token_id, now).await {
+            tracing::warn!(error = %e, "could not record API token use");
+        }
+    }
+    Ok(Identity::Token(client.actor(
+        &owner.user,
+        owner.role,
+        Some(owner.token_id),
+    )))
+}
+
+/// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, RFC 6750).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = v.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// The value of the `redrive_session` cookie, if sent (the first one, if several).
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+fn refuse(kind: RouteKind, req: &Request, e: AuthError) -> Response {
+    refuse_parts(
+        kind,
+        req.method(),
+        req.uri().path_and_query().map(|p| p.as_str()),
+        false,
+        e,
+    )
+}
+
+/// The refusal as the route kind answers it: JSON for the API, a redirect to the sign-in
+/// page (unauthenticated) or a short HTML page (forbidden) for pages.
+fn refuse_parts(
+    kind: RouteKind,
+    method: &Method,
+    path_and_query: Option<&str>,
+    expired: bool,
+    e: AuthError,
+) -> Response {
+    match (kind, &e) {
+        (RouteKind::Page, AuthError::Unauthenticated(_)) => {
+            // Come back to the page after signing in (only for a GET: a form's POST cannot
+            // be repeated by a redirect).
+            let next = if *method == Method::GET {
+                path_and_query.unwrap_or("/")
+            } else {
+                "/"
+            };
+            let error = expired.then_some("expired");
+            let mut res = redirect_303(&sign_in_url(next, error));
+            if expired {
+                if let Ok(v) = HeaderValue::from_str(&clear_cookie(false)) {
+                    res.headers_mut().append(header::SET_COOKIE, v);
+                }
+            }
+            res
+        }
+        (RouteKind::Page, _) => {
+            let status = e.status();
+            let body = format!(
+                "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>redrive: \
+                 {code}</title></head><body><h1>{title}</h1><p>{msg}</p><p><a href=\"/\">Back to \
+                 the dead letters</a></p></body></html>",
+                code = status.as_u16(),
+                title = if status == StatusCode::FORBIDDEN {
+                    "Not allowed"
+                } else {
+                    "Try again"
+                },
+                msg = html_escape(&e.to_string()),
+            );
+            (status, Html(body)).into_response()
+        }
+        _ => e.into_response(),
+    }
+}
+
+/// A 303 See Other to `location` (a path we built ourselves).
+pub fn redirect_303(location: &str) -> Response {
+    let mut res = StatusCode::SEE_OTHER.into_response();
+    let v = HeaderValue::from_str(location).unwrap_or_else(|_| HeaderValue::from_static("/"));
+    res.headers_mut().insert(header::LOCATION, v);
+    res
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_kinds() {
+        assert_eq!(classify("/sign-in", false), RouteKind::Public);
+        assert_eq!(classify("/auth/sign-in", false), RouteKind::Public);
+        assert_eq!(classify("/auth/sign-out", false), RouteKind::Page);
+        assert_eq!(classify("/healthz", false), RouteKind::Public);
+        assert_eq!(classify("/pkg/redrive.js", false), RouteKind::Public);
+        assert_eq!(classify("/metrics", false), RouteKind::Api);
+        assert_eq!(classify("/metrics", true), RouteKind::Public);
+        assert_eq!(classify("/api/v1/replays", false), RouteKind::Api);
+        assert_eq!(classify("/api/list_dead_letters123", false), RouteKind::Api);
+        assert_eq!(classify("/", false), RouteKind::Page);
+        assert_eq!(
+            classify("/dead-letters/1/raw/value", false),
+            RouteKind::Page
+        );
+    }
+
+    #[test]
+    fn credentials_from_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, "bearer  rdv_x ".parse().unwrap());
+        assert_eq!(bearer(&h), Some("rdv_x"));
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+        h.insert(
+            header::COOKIE,
+            "a=1; redrive_session=rdvs_abc; b=2".parse().unwrap(),
+        );
+        assert_eq!(session_cookie(&h), Some("rdvs_abc"));
+        h.insert(header::COOKIE, "redrive_session=".parse().unwrap());
+        assert_eq!(session_cookie(&h), None);
+    }
+}
