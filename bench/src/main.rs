@@ -24,7 +24,10 @@ use redrive_testkit::{self as kit, Backend, TestRecord};
 use tokio_util::sync::CancellationToken;
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 const DAY_MS: i64 = 86_400_000;
@@ -42,7 +45,10 @@ async fn main() -> Result<()> {
     kit::create_topic(&topic, 4, &[]).await?;
     let t = Instant::now();
     produce_spring_records(&topic, records).await?;
-    eprintln!("produced {records} records in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "produced {records} records in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     let raw = raw_consume_rate(&topic, records)?;
     let mut ingest_rates = Vec::new();
@@ -59,7 +65,13 @@ async fn main() -> Result<()> {
     println!("| measure | SQLite | PostgreSQL |");
     println!("|---|---|---|");
     println!("| raw consume rate (count only) | {raw:.0} msgs/s | {raw:.0} msgs/s |");
-    let r = |b: Backend| ingest_rates.iter().find(|(x, _)| *x == b).map(|(_, r)| *r).unwrap_or(0.0);
+    let r = |b: Backend| {
+        ingest_rates
+            .iter()
+            .find(|(x, _)| *x == b)
+            .map(|(_, r)| *r)
+            .unwrap_or(0.0)
+    };
     println!(
         "| ingest rate, {records} x 1 KiB Spring records | {:.0} msgs/s ({:.2}x raw) | {:.0} msgs/s ({:.2}x raw) |",
         r(Backend::Sqlite),
@@ -67,7 +79,12 @@ async fn main() -> Result<()> {
         r(Backend::Postgres),
         r(Backend::Postgres) / raw
     );
-    let names = ["no filter", "one error group", "source topic + 1-day range", "free text in error message"];
+    let names = [
+        "no filter",
+        "one error group",
+        "source topic + 1-day range",
+        "free text in error message",
+    ];
     for (i, name) in names.iter().enumerate() {
         let cell = |b: Backend| {
             latencies
@@ -76,7 +93,11 @@ async fn main() -> Result<()> {
                 .map(|(_, l)| format!("p50 {:.2} ms, p99 {:.2} ms", l[i].0, l[i].1))
                 .unwrap_or_default()
         };
-        println!("| list page ({name}), {rows} rows | {} | {} |", cell(Backend::Sqlite), cell(Backend::Postgres));
+        println!(
+            "| list page ({name}), {rows} rows | {} | {} |",
+            cell(Backend::Sqlite),
+            cell(Backend::Postgres)
+        );
     }
     Ok(())
 }
@@ -89,15 +110,48 @@ fn spring_headers(i: usize) -> Vec<(String, Option<Vec<u8>>)> {
     );
     vec![
         ("kafka_dlt-original-topic".into(), Some(b"orders".to_vec())),
-        ("kafka_dlt-original-partition".into(), Some(((i % 4) as i32).to_be_bytes().to_vec())),
-        ("kafka_dlt-original-offset".into(), Some((i as i64).to_be_bytes().to_vec())),
-        ("kafka_dlt-original-timestamp".into(), Some(1_796_104_800_000i64.to_be_bytes().to_vec())),
-        ("kafka_dlt-original-timestamp-type".into(), Some(b"CreateTime".to_vec())),
-        ("kafka_dlt-original-consumer-group".into(), Some(b"orders-service".to_vec())),
-        ("kafka_dlt-exception-fqcn".into(), Some(b"org.springframework.kafka.listener.ListenerExecutionFailedException".to_vec())),
-        ("kafka_dlt-exception-cause-fqcn".into(), Some(b"java.util.concurrent.TimeoutException".to_vec())),
-        ("kafka_dlt-exception-message".into(), Some(format!("Listener failed; Timeout after {} ms for order {i}", 1000 + i % 7).into_bytes())),
-        ("kafka_dlt-exception-stacktrace".into(), Some(stack.into_bytes())),
+        (
+            "kafka_dlt-original-partition".into(),
+            Some(((i % 4) as i32).to_be_bytes().to_vec()),
+        ),
+        (
+            "kafka_dlt-original-offset".into(),
+            Some((i as i64).to_be_bytes().to_vec()),
+        ),
+        (
+            "kafka_dlt-original-timestamp".into(),
+            Some(1_796_104_800_000i64.to_be_bytes().to_vec()),
+        ),
+        (
+            "kafka_dlt-original-timestamp-type".into(),
+            Some(b"CreateTime".to_vec()),
+        ),
+        (
+            "kafka_dlt-original-consumer-group".into(),
+            Some(b"orders-service".to_vec()),
+        ),
+        (
+            "kafka_dlt-exception-fqcn".into(),
+            Some(b"org.springframework.kafka.listener.ListenerExecutionFailedException".to_vec()),
+        ),
+        (
+            "kafka_dlt-exception-cause-fqcn".into(),
+            Some(b"java.util.concurrent.TimeoutException".to_vec()),
+        ),
+        (
+            "kafka_dlt-exception-message".into(),
+            Some(
+                format!(
+                    "Listener failed; Timeout after {} ms for order {i}",
+                    1000 + i % 7
+                )
+                .into_bytes(),
+            ),
+        ),
+        (
+            "kafka_dlt-exception-stacktrace".into(),
+            Some(stack.into_bytes()),
+        ),
     ]
 }
 
@@ -165,7 +219,12 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend) -> Result<f64> {
     };
     let shutdown = CancellationToken::new();
     let t = Instant::now();
-    let task = tokio::spawn(ingest::run(config, store.clone(), Arc::new(IngestStatus::default()), shutdown.clone()));
+    let task = tokio::spawn(ingest::run(
+        config,
+        store.clone(),
+        Arc::new(IngestStatus::default()),
+        shutdown.clone(),
+    ));
     let all = Filter::default();
     kit::wait_for("ingest of every record", Duration::from_secs(900), || {
         let store = store.clone();
@@ -186,7 +245,10 @@ fn synthetic(i: usize, now: i64) -> NewDeadLetter {
     let message = if group == 7 {
         format!("Connection reset while calling payments for order {i}")
     } else {
-        format!("Failure {group} while processing order {i} after {} ms", i % 1000)
+        format!(
+            "Failure {group} while processing order {i} after {} ms",
+            i % 1000
+        )
     };
     let source_topic = format!("service{}.events", i % SOURCE_TOPICS);
     let fingerprint = redrive_core::fingerprint::fingerprint(Some(&class), Some(&message));
@@ -199,7 +261,10 @@ fn synthetic(i: usize, now: i64) -> NewDeadLetter {
             timestamp_ms: Some(at),
             key: Some(format!("order-{i}").into_bytes()),
             value: Some(vec![b'v'; 256]),
-            headers: vec![Header { name: "kafka_dlt-original-topic".into(), value: Some(source_topic.clone().into_bytes()) }],
+            headers: vec![Header {
+                name: "kafka_dlt-original-topic".into(),
+                value: Some(source_topic.clone().into_bytes()),
+            }],
         },
         convention: Convention::SpringDlt,
         normalized: Normalized {
@@ -248,25 +313,38 @@ async fn list_latencies(backend: Backend, rows: usize, queries: usize) -> Result
     let group_fp = synthetic(7, now).fingerprint;
     let filters = [
         Filter::default(),
-        Filter { fingerprint: Some(group_fp), ..Filter::default() },
+        Filter {
+            fingerprint: Some(group_fp),
+            ..Filter::default()
+        },
         Filter {
             source_topic: Some("service3.events".into()),
             from_ms: Some(now - 7 * DAY_MS),
             to_ms: Some(now - 6 * DAY_MS),
             ..Filter::default()
         },
-        Filter { q: Some("connection reset".into()), ..Filter::default() },
+        Filter {
+            q: Some("connection reset".into()),
+            ..Filter::default()
+        },
     ];
     let mut out = Vec::new();
     for filter in filters {
-        let query = ListQuery { filter, limit: 50, cursor: None };
+        let query = ListQuery {
+            filter,
+            limit: 50,
+            cursor: None,
+        };
         let mut times = Vec::with_capacity(queries);
         for _ in 0..queries {
             let t = Instant::now();
             let page = store.list(&query).await?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
             if page.items.is_empty() {
-                bail!("filter {:?} matched nothing: the bench data is wrong", query.filter);
+                bail!(
+                    "filter {:?} matched nothing: the bench data is wrong",
+                    query.filter
+                );
             }
         }
         times.sort_by(|a, b| a.total_cmp(b));
