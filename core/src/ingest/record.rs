@@ -7,7 +7,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 
 use crate::conventions;
 use crate::fingerprint::fingerprint;
-use crate::model::{Header, NewDeadLetter, RawRecord};
+use crate::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
 
 /// Copies a consumed message into a [`RawRecord`] byte for byte: a null key or value stays
 /// `None` (distinct from empty), headers keep their order, duplicates and null values.
@@ -89,12 +89,34 @@ pub(crate) fn new_dead_letter(
     extra_warnings: Vec<String>,
     now_ms: i64,
 ) -> NewDeadLetter {
-    let (convention, mut normalized) = conventions::decode(&record);
+    // The decoder is written never to panic; if a hostile record still finds a way, the record
+    // is stored undecoded and flagged, rather than taking ingest down with it (a record that
+    // stops ingest on every restart would block its partition for good).
+    let decoded = std::panic::catch_unwind(|| {
+        let (convention, normalized) = conventions::decode(&record);
+        let fp = fingerprint(
+            normalized.error_class.as_deref(),
+            normalized.error_message.as_deref(),
+        );
+        (convention, normalized, fp)
+    });
+    let (convention, mut normalized, fp) = match decoded {
+        Ok(d) => d,
+        Err(_) => {
+            tracing::error!(
+                topic = %record.dlq_topic,
+                partition = record.dlq_partition,
+                offset = record.dlq_offset,
+                "the convention decoder panicked; storing the record undecoded"
+            );
+            let normalized = Normalized {
+                decode_warnings: vec!["the convention decoder failed on this record".into()],
+                ..Normalized::default()
+            };
+            (Convention::Unknown, normalized, fingerprint(None, None))
+        }
+    };
     normalized.decode_warnings.extend(extra_warnings);
-    let fp = fingerprint(
-        normalized.error_class.as_deref(),
-        normalized.error_message.as_deref(),
-    );
     let dead_lettered_at_ms = normalized
         .failed_at_ms
         .or(record.timestamp_ms.filter(|t| *t >= 0))
