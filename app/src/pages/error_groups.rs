@@ -20,7 +20,7 @@ pub fn ErrorGroupsPage() -> impl IntoView {
     view! {
         <Title text="Error groups · redrive" />
         <h1>"Error groups"</h1>
-        <Suspense fallback=|| view! { <p class="dim">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="dim">"Loading…"</p> }>
             {move || {
                 let pairs = query::parse(&search.get());
                 let status = status.clone();
@@ -46,6 +46,6 @@ pub fn ErrorGroupsPage() -> impl IntoView {
                     }
                 })
             }}
-        </Suspense>
+        </Transition>
     }
 }
