@@ -15,6 +15,8 @@ pub mod model;
 #[cfg(feature = "server")]
 pub mod ingest;
 #[cfg(feature = "server")]
+pub mod replay;
+#[cfg(feature = "server")]
 pub mod store;
 
 pub use filter::{Cursor, Filter, FilterError, ListQuery};

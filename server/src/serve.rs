@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
+use redrive_core::replay::{self, RelayConfig, RelayError, RelayStatus};
 use redrive_core::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -196,6 +197,29 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         None
     };
 
+    // The replay relay (issue 3) publishes the outbox; it stops with `shutdown` and `finish`
+    // waits for it, so batches already published are marked before the store closes.
+    let relay_task = {
+        let relay_config = RelayConfig {
+            brokers: config.kafka_brokers.clone(),
+            kafka_properties: config.kafka_properties(),
+            ..RelayConfig::default()
+        };
+        let run = replay::run(
+            relay_config,
+            store.clone(),
+            Arc::new(RelayStatus::default()),
+            shutdown.child_token(),
+        );
+        Some(tokio::spawn(async move {
+            let r = run.await;
+            if let Err(e) = &r {
+                tracing::error!("the replay relay stopped: {e}");
+            }
+            r
+        }))
+    };
+
     let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -217,7 +241,15 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         r = &mut server_task => {
             failure = server_outcome(r).err();
             shutdown.cancel();
-            return finish(store, ingest_task, None, failure, config.shutdown_timeout_ms).await;
+            return finish(
+                store,
+                ingest_task,
+                relay_task,
+                None,
+                failure,
+                config.shutdown_timeout_ms,
+            )
+            .await;
         }
         r = wait_ingest(&mut ingest_task) => {
             ingest_task = None;
@@ -233,6 +265,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     finish(
         store,
         ingest_task,
+        relay_task,
         Some(server_task),
         failure,
         config.shutdown_timeout_ms,
@@ -275,6 +308,7 @@ fn server_outcome(
 async fn finish(
     store: Store,
     ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
+    relay_task: Option<JoinHandle<Result<(), RelayError>>>,
     server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
     mut failure: Option<ServeError>,
     timeout_ms: u64,
@@ -297,7 +331,14 @@ async fn finish(
                 None => Ok(()),
             }
         };
-        tokio::join!(ingest, server)
+        // The relay marks the batch in hand; its errors were logged when it stopped.
+        let relay = async {
+            if let Some(t) = relay_task {
+                let _ = t.await;
+            }
+        };
+        let (ingest, server, ()) = tokio::join!(ingest, server, relay);
+        (ingest, server)
     };
     match tokio::time::timeout(Duration::from_millis(timeout_ms), wait_all).await {
         Ok((ingest, server)) => {

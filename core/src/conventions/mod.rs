@@ -8,6 +8,7 @@
 mod bakdata;
 mod cloud_stream;
 mod connect;
+mod diagnostic;
 mod display;
 mod karafka;
 mod redpanda;
@@ -21,6 +22,7 @@ mod value;
 mod watermill;
 mod wolverine;
 
+pub use diagnostic::diagnostic_header;
 pub use display::{describe_header, HeaderDisplay};
 
 use crate::model::{Convention, Header, Normalized, RawRecord};

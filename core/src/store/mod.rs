@@ -106,9 +106,7 @@ mod audit;
 mod jobs;
 mod outbox;
 
-pub(crate) use self::outbox::{
-    ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, MarkSummary, Published, Retry,
-};
+pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;
