@@ -89,7 +89,7 @@ impl TestApp {
             base,
             child,
             stderr,
-            client: reqwest::Client::new(),
+            client: admin_client(&store).await,
             _dir: dir,
         }
     }
@@ -157,6 +157,37 @@ impl TestApp {
         tokio::time::sleep(Duration::from_millis(100)).await;
         (status.code(), self.log())
     }
+}
+
+/// A client acting as an admin through an API token: every route needs credentials (the
+/// authentication itself is tested in tests/auth.rs and tests/authz_matrix.rs).
+async fn admin_client(store: &Store) -> reqwest::Client {
+    use redrive_core::auth::{hash_password, new_api_token, secret_hash};
+    let phc = hash_password("api-test-password").expect("hash");
+    let user = store
+        .create_user(&redrive_core::store::NewUser {
+            name: "api-test",
+            role: redrive_core::actions::Role::Admin,
+            password_hash: &phc,
+            created_at_ms: 0,
+        })
+        .await
+        .expect("create user")
+        .expect("a new user");
+    let token = new_api_token().expect("token");
+    store
+        .create_api_token(user, Some("api tests"), &secret_hash(&token), 0)
+        .await
+        .expect("create token");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client")
 }
 
 fn sigterm(child: &Child) {

@@ -1,0 +1,444 @@
+//! The authorisation matrix: every state-changing route × every kind of caller, through the
+//! real binary. For each cell the test builds fresh dead letters (one to replay, one to delete,
+//! one deleted to restore, one pending in a running job to cancel) and fresh sessions, takes a
+//! snapshot of what the route could change (their statuses, the job, the caller's session)
+//! and of the audit trail, sends the request, and checks the status and that
+//! - an allowed call changed what it should and wrote `ok` audit rows,
+//! - a call refused for its role changed nothing and wrote exactly one `denied` row,
+//! - a call without credentials or with a missing or wrong CSRF token changed nothing and
+//!   wrote nothing.
+//!
+//! Adding a route is one line in [`routes`].
+
+mod support_auth;
+
+use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
+use redrive_core::auth::secret_hash;
+use redrive_core::store::SessionLimits;
+use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord};
+use redrive_testkit::{unique, Backend};
+use serde_json::{json, Value};
+use support_auth::{location, App, Auth, Csrf, Session};
+
+/// How a route is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// JSON API: 401 without credentials, 403 JSON refusals.
+    Api,
+    /// HTML form POST: 303 to the sign-in page without a session.
+    Form,
+}
+
+/// What a route changes when it is allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// Nothing (a dry run): no state change, no audit row.
+    None,
+    /// The state snapshot changes and at least one `ok` audit row is written.
+    Changes,
+}
+
+/// One state-changing route.
+struct Route {
+    name: &'static str,
+    kind: Kind,
+    path: fn(&Cell) -> String,
+    /// JSON body (Api) or form fields as a JSON object of strings (Form).
+    body: fn(&Cell) -> Value,
+    /// The least role that may call it.
+    needs: Role,
+    /// Status of an allowed call.
+    ok: u16,
+    effect: Effect,
+}
+
+/// Every state-changing route. The UI's state-changing server functions belong here too, one
+/// line each (Kind::Form, their `/api/...` path, their fields).
+fn routes() -> Vec<Route> {
+    vec![
+        Route {
+            name: "replay",
+            kind: Kind::Api,
+            path: |_| "/api/v1/replays".into(),
+            body: |c| json!({"ids": [c.to_replay], "reason": "matrix"}),
+            needs: Role::Operator,
+            ok: 202,
+            effect: Effect::Changes,
+        },
+        Route {
+            name: "replay by filter",
+            kind: Kind::Api,
+            path: |_| "/api/v1/replays".into(),
+            body: |c| json!({"filter": {"dlq_topic": c.topic, "status": "new"}}),
+            needs: Role::Operator,
+            ok: 202,
+            effect: Effect::Changes,
+        },
+        Route {
+            name: "dry run",
+            kind: Kind::Api,
+            path: |_| "/api/v1/replays/dry-run".into(),
+            body: |c| json!({"ids": [c.to_replay]}),
+            needs: Role::Viewer,
+            ok: 200,
+            effect: Effect::None,
+        },
+        Route {
+            name: "cancel job",
+            kind: Kind::Api,
+            path: |c| format!("/api/v1/replays/{}/cancel", c.job_id),
+            body: |_| json!({}),
+            needs: Role::Operator,
+            ok: 200,
+            effect: Effect::Changes,
+        },
+        Route {
+            name: "delete",
+            kind: Kind::Api,
+            path: |_| "/api/v1/dead-letters/delete".into(),
+            body: |c| json!({"ids": [c.to_delete], "reason": "matrix"}),
+            needs: Role::Operator,
+            ok: 200,
+            effect: Effect::Changes,
+        },
+        Route {
+            name: "restore",
+            kind: Kind::Api,
+            path: |_| "/api/v1/dead-letters/restore".into(),
+            body: |c| json!({"ids": [c.to_restore]}),
+            needs: Role::Operator,
+            ok: 200,
+            effect: Effect::Changes,
+        },
+        Route {
+            name: "sign out",
+            kind: Kind::Form,
+            path: |_| "/auth/sign-out".into(),
+            body: |_| json!({}),
+            needs: Role::Viewer,
+            ok: 303,
+            effect: Effect::Changes,
+        },
+    ]
+}
+
+/// Who calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Nobody,
+    Viewer,
+    Operator,
+    Admin,
+    /// An admin session without the CSRF token.
+    MissingCsrf,
+    /// An admin session with another token.
+    WrongCsrf,
+    ViewerToken,
+    OperatorToken,
+}
+
+const EVERYONE: [Who; 8] = [
+    Who::Nobody,
+    Who::Viewer,
+    Who::Operator,
+    Who::Admin,
+    Who::MissingCsrf,
+    Who::WrongCsrf,
+    Who::ViewerToken,
+    Who::OperatorToken,
+];
+
+/// What the matrix expects of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Allowed,
+    DeniedByRole,
+    Unauthenticated,
+    CsrfRefused,
+}
+
+fn expect(route: &Route, who: Who) -> Expect {
+    let role = match who {
+        Who::Nobody => return Expect::Unauthenticated,
+        Who::MissingCsrf | Who::WrongCsrf => return Expect::CsrfRefused,
+        Who::Viewer | Who::ViewerToken => Role::Viewer,
+        Who::Operator | Who::OperatorToken => Role::Operator,
+        Who::Admin => Role::Admin,
+    };
+    if role.allows(route.needs) {
+        Expect::Allowed
+    } else {
+        Expect::DeniedByRole
+    }
+}
+
+/// Fresh data for one cell.
+struct Cell {
+    topic: String,
+    to_replay: i64,
+    to_delete: i64,
+    to_restore: i64,
+    pending: i64,
+    job_id: String,
+}
+
+/// What a route may change: the cell's dead letters' statuses, its job, the caller's session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Snapshot {
+    statuses: Vec<(i64, String)>,
+    job: String,
+    session_alive: Option<bool>,
+}
+
+fn record(topic: &str, offset: i64) -> NewDeadLetter {
+    NewDeadLetter {
+        record: RawRecord {
+            dlq_topic: topic.into(),
+            dlq_partition: 0,
+            dlq_offset: offset,
+            timestamp_ms: Some(1_796_104_800_000),
+            key: Some(b"k".to_vec()),
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+        },
+        convention: Convention::Unknown,
+        normalized: Normalized {
+            source_topic: Some("orders".into()),
+            ..Normalized::default()
+        },
+        fingerprint: "0123456789abcdef".into(),
+        dead_lettered_at_ms: 1_796_104_800_000 + offset,
+        ingested_at_ms: 1_796_104_800_000 + offset,
+    }
+}
+
+async fn new_cell(app: &App) -> Cell {
+    let topic = unique("matrix.DLT");
+    let batch: Vec<NewDeadLetter> = (0..4).map(|o| record(&topic, o)).collect();
+    app.store.insert_batch(&batch).await.expect("insert");
+    let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic.as_str()), ("limit", "10")])
+        .expect("query");
+    let mut page = app.store.list(&q).await.expect("list").items;
+    page.sort_by_key(|d| d.dlq_offset);
+    let ids: Vec<i64> = page.iter().map(|d| d.id).collect();
+    let setup = Actor {
+        user: "setup".into(),
+        role: Role::Admin,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+    };
+    app.store
+        .delete(&setup, &Selection::Ids(vec![ids[2]]), None)
+        .await
+        .expect("delete");
+    let job = app
+        .store
+        .request_replay(
+            &setup,
+            &ReplayRequest {
+                selection: Selection::Ids(vec![ids[3]]),
+                target_topic: None,
+                rate_per_sec: None,
+                reason: None,
+            },
+        )
+        .await
+        .expect("replay");
+    Cell {
+        topic,
+        to_replay: ids[0],
+        to_delete: ids[1],
+        to_restore: ids[2],
+        pending: ids[3],
+        job_id: job.id,
+    }
+}
+
+async fn snapshot(app: &App, cell: &Cell, session: Option<&Session>) -> Snapshot {
+    let mut statuses = Vec::new();
+    for id in [
+        cell.to_replay,
+        cell.to_delete,
+        cell.to_restore,
+        cell.pending,
+    ] {
+        let d = app.store.get(id).await.expect("get").expect("exists");
+        statuses.push((id, d.summary.status.as_str().to_string()));
+    }
+    let job = app
+        .store
+        .job(&cell.job_id)
+        .await
+        .expect("job")
+        .expect("exists")
+        .status
+        .as_str()
+        .to_string();
+    let session_alive = match session {
+        Some(s) => {
+            let token = s.cookie.trim_start_matches("redrive_session=");
+            let limits = SessionLimits {
+                idle_ms: i64::MAX / 4,
+                absolute_ms: i64::MAX / 4,
+            };
+            let now = chrono::Utc::now().timestamp_millis();
+            Some(
+                app.store
+                    .session(&secret_hash(token), now, limits)
+                    .await
+                    .expect("session")
+                    .is_some(),
+            )
+        }
+        None => None,
+    };
+    Snapshot {
+        statuses,
+        job,
+        session_alive,
+    }
+}
+
+async fn matrix(backend: Backend) {
+    let app = App::start_on(
+        backend,
+        &[
+            ("REDRIVE_ADMIN_USER", "admin"),
+            ("REDRIVE_ADMIN_PASSWORD", "admin password"),
+            // The matrix signs in a few dozen times a minute.
+            ("REDRIVE_SIGN_IN_PER_USER_PER_MIN", "0"),
+            ("REDRIVE_SIGN_IN_PER_IP_PER_MIN", "0"),
+        ],
+    )
+    .await;
+    app.add_user("viewer", "viewer", "viewer password").await;
+    app.add_user("operator", "operator", "operator password")
+        .await;
+    let viewer_token = app.create_token("viewer").await;
+    let operator_token = app.create_token("operator").await;
+
+    let mut failures = Vec::new();
+    for route in routes() {
+        for who in EVERYONE {
+            if route.kind == Kind::Form && matches!(who, Who::ViewerToken | Who::OperatorToken) {
+                continue; // forms are a browser's, and a token has no session to act on
+            }
+            let cell = new_cell(&app).await;
+            let session = match who {
+                Who::Viewer => Some(app.sign_in("viewer", "viewer password").await),
+                Who::Operator => Some(app.sign_in("operator", "operator password").await),
+                Who::Admin | Who::MissingCsrf | Who::WrongCsrf => {
+                    Some(app.sign_in("admin", "admin password").await)
+                }
+                _ => None,
+            };
+            let (auth, csrf) = match (who, &session) {
+                (Who::ViewerToken, _) => (Auth::Bearer(&viewer_token), Csrf::Missing),
+                (Who::OperatorToken, _) => (Auth::Bearer(&operator_token), Csrf::Missing),
+                (Who::MissingCsrf, Some(s)) => (Auth::Session(s), Csrf::Missing),
+                (Who::WrongCsrf, Some(s)) => (Auth::Session(s), Csrf::Wrong),
+                (_, Some(s)) => (Auth::Session(s), Csrf::Right),
+                (_, None) => (Auth::None, Csrf::Missing),
+            };
+            let audit_before = app.audit().await.len();
+            let before = snapshot(&app, &cell, session.as_ref()).await;
+
+            let path = (route.path)(&cell);
+            let body = (route.body)(&cell);
+            let res = match route.kind {
+                Kind::Api => app.post_json(&path, auth, csrf, &body).await,
+                Kind::Form => {
+                    let fields: Vec<(String, String)> = body
+                        .as_object()
+                        .map(|o| {
+                            o.iter()
+                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let fields: Vec<(&str, &str)> = fields
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    app.post_form(&path, auth, csrf, &fields).await
+                }
+            };
+            let status = res.status().as_u16();
+            let loc = location(&res);
+            let text = res.text().await.unwrap_or_default();
+            let after = snapshot(&app, &cell, session.as_ref()).await;
+            let new_rows: Vec<(String, String)> = app.audit().await[audit_before..]
+                .iter()
+                .map(|a| (a.action.clone(), a.outcome.clone()))
+                .collect();
+
+            let expected = expect(&route, who);
+            let want_status = match (expected, route.kind) {
+                (Expect::Allowed, _) => route.ok,
+                (Expect::Unauthenticated, Kind::Api) => 401,
+                (Expect::Unauthenticated, Kind::Form) => 303,
+                (Expect::DeniedByRole | Expect::CsrfRefused, _) => 403,
+            };
+            let mut problems = Vec::new();
+            if status != want_status {
+                problems.push(format!("status {status}, expected {want_status}: {text}"));
+            }
+            if expected == Expect::Unauthenticated
+                && route.kind == Kind::Form
+                && !loc.starts_with("/sign-in")
+            {
+                problems.push(format!("redirected to `{loc}`, expected the sign-in page"));
+            }
+            let changed = before != after;
+            match (expected, route.effect) {
+                (Expect::Allowed, Effect::Changes) => {
+                    if !changed {
+                        problems.push(format!("allowed but nothing changed: {after:?}"));
+                    }
+                    if new_rows.is_empty() || !new_rows.iter().all(|(_, o)| o.starts_with("ok")) {
+                        problems.push(format!("audit rows {new_rows:?}, expected `ok` ones"));
+                    }
+                }
+                (Expect::Allowed, Effect::None)
+                | (Expect::Unauthenticated, _)
+                | (Expect::CsrfRefused, _) => {
+                    if changed {
+                        problems.push(format!("state changed: {before:?} -> {after:?}"));
+                    }
+                    if !new_rows.is_empty() {
+                        problems.push(format!("audit rows written: {new_rows:?}"));
+                    }
+                }
+                (Expect::DeniedByRole, _) => {
+                    if changed {
+                        problems.push(format!("state changed: {before:?} -> {after:?}"));
+                    }
+                    if new_rows.len() != 1 || new_rows[0].1 != "denied" {
+                        problems.push(format!("audit rows {new_rows:?}, expected one `denied`"));
+                    }
+                }
+            }
+            if !problems.is_empty() {
+                failures.push(format!("{} × {who:?}: {}", route.name, problems.join("; ")));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cells wrong:\n{}\n--- log ---\n{}",
+        failures.len(),
+        failures.join("\n"),
+        app.log()
+    );
+}
+
+#[tokio::test]
+async fn every_state_changing_route_by_every_caller_on_sqlite() {
+    matrix(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn every_state_changing_route_by_every_caller_on_postgres() {
+    matrix(Backend::Postgres).await;
+}

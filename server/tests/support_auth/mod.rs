@@ -1,0 +1,394 @@
+//! Harness of the authentication tests (`tests/auth.rs`, `tests/authz_matrix.rs`): the real
+//! `redrive` binary on port 0 over a fresh store, users and tokens made with its own CLI,
+//! requests that sign in the way a browser or a script does.
+
+#![allow(dead_code)] // each test crate uses part of it
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redrive_core::actions::{AuditEntry, AuditQuery};
+use redrive_core::store::Store;
+use redrive_testkit::{fresh_database, Backend};
+use reqwest::header::{HeaderMap, HeaderValue, COOKIE, SET_COOKIE};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The real binary, serving a fresh store.
+pub struct App {
+    pub base: String,
+    pub db_url: String,
+    /// The same database, for setting up data and reading the audit trail.
+    pub store: Store,
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _site: tempfile::TempDir,
+}
+
+/// A signed-in browser session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// `redrive_session=...`, for the `Cookie` header.
+    pub cookie: String,
+    /// The session's CSRF token.
+    pub csrf: String,
+    /// The raw `Set-Cookie` header that created it.
+    pub set_cookie: String,
+}
+
+/// How a request authenticates.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    None,
+    Session(&'a Session),
+    Bearer(&'a str),
+}
+
+/// Which CSRF token a session request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Csrf {
+    /// The session's own.
+    Right,
+    Missing,
+    Wrong,
+}
+
+/// `redrive` with no `REDRIVE_*` inherited from the developer's shell.
+pub fn redrive_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redrive"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("REDRIVE_") && !k.starts_with("REDRIVE_TEST_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("REDRIVE_LOG", "info,redrive=debug")
+        .kill_on_drop(true);
+    cmd
+}
+
+impl App {
+    /// Starts `redrive serve` (no ingest, Kafka unreachable) over a fresh SQLite store with
+    /// extra `REDRIVE_*` settings.
+    pub async fn start(env: &[(&str, &str)]) -> App {
+        App::start_on(Backend::Sqlite, env).await
+    }
+
+    pub async fn start_on(backend: Backend, env: &[(&str, &str)]) -> App {
+        let (db_url, dir) = fresh_database(backend).await.expect("a fresh database");
+        let store = Store::connect(&db_url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        App::serve(db_url, store, dir, env).await
+    }
+
+    /// Starts `redrive serve` over an existing database.
+    pub async fn serve(
+        db_url: String,
+        store: Store,
+        dir: tempfile::TempDir,
+        env: &[(&str, &str)],
+    ) -> App {
+        let site = tempfile::tempdir().expect("tempdir");
+        let mut cmd = redrive_command();
+        cmd.arg("serve")
+            .env("REDRIVE_DATABASE_URL", &db_url)
+            .env("REDRIVE_LISTEN", "127.0.0.1:0")
+            .env("REDRIVE_INGEST_ENABLED", "false")
+            .env("REDRIVE_KAFKA_BROKERS", "127.0.0.1:9")
+            .env("REDRIVE_SITE_ROOT", site.path());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let (child, base, stderr) = spawn_and_wait_for_address(cmd).await;
+        App {
+            base,
+            db_url,
+            store,
+            child,
+            stderr,
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("client"),
+            _dir: dir,
+            _site: site,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Runs `redrive ARGS` against this app's database, with `stdin`; returns (exit code,
+    /// stdout, stderr).
+    pub async fn cli(&self, args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String) {
+        let mut cmd = redrive_command();
+        cmd.args(args)
+            .env("REDRIVE_DATABASE_URL", &self.db_url)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn redrive");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).await.expect("write stdin");
+        }
+        drop(input);
+        let mut out = String::new();
+        let mut err = String::new();
+        let mut so = child.stdout.take().expect("stdout");
+        let mut se = child.stderr.take().expect("stderr");
+        let status = tokio::time::timeout(Duration::from_secs(60), async {
+            let _ = tokio::join!(so.read_to_string(&mut out), se.read_to_string(&mut err));
+            child.wait().await
+        })
+        .await
+        .expect("redrive finished within 60 s")
+        .expect("wait");
+        (status.code(), out, err)
+    }
+
+    /// `redrive user add NAME --role ROLE --password-stdin`, which must succeed.
+    pub async fn add_user(&self, name: &str, role: &str, password: &str) {
+        let (code, out, err) = self
+            .cli(
+                &["user", "add", name, "--role", role, "--password-stdin"],
+                Some(&format!("{password}\n")),
+            )
+            .await;
+        assert_eq!(code, Some(0), "user add {name}: {out}{err}");
+    }
+
+    /// `redrive token create --user NAME`: the token it printed.
+    pub async fn create_token(&self, user: &str) -> String {
+        let (code, out, err) = self
+            .cli(
+                &["token", "create", "--user", user, "--name", "tests"],
+                None,
+            )
+            .await;
+        assert_eq!(code, Some(0), "token create: {out}{err}");
+        let token = out.trim().to_string();
+        assert!(token.starts_with("rdv_"), "token create printed {out:?}");
+        token
+    }
+
+    /// Submits the sign-in form as a browser does (no redirect followed).
+    pub async fn sign_in_form(&self, user: &str, password: &str, next: &str) -> reqwest::Response {
+        self.client
+            .post(self.url("/auth/sign-in"))
+            .header("Origin", &self.base)
+            .form(&[("user", user), ("password", password), ("next", next)])
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST /auth/sign-in: {e}\n{}", self.log()))
+    }
+
+    /// Signs in (JSON answer); panics unless it works.
+    pub async fn sign_in(&self, user: &str, password: &str) -> Session {
+        let res = self
+            .client
+            .post(self.url("/auth/sign-in"))
+            .header("Accept", "application/json")
+            .form(&[("user", user), ("password", password)])
+            .send()
+            .await
+            .expect("sign in");
+        assert_eq!(res.status(), 200, "sign in as {user}\n{}", self.log());
+        let set_cookie = set_cookie(&res).expect("a session cookie");
+        let body: Value = res.json().await.expect("JSON");
+        Session {
+            cookie: set_cookie.split(';').next().unwrap_or("").to_string(),
+            csrf: body["csrf_token"].as_str().expect("csrf_token").to_string(),
+            set_cookie,
+        }
+    }
+
+    fn with_auth(&self, req: reqwest::RequestBuilder, auth: Auth<'_>) -> reqwest::RequestBuilder {
+        match auth {
+            Auth::None => req,
+            Auth::Session(s) => req.header(COOKIE, &s.cookie),
+            Auth::Bearer(t) => req.bearer_auth(t),
+        }
+    }
+
+    pub async fn get(&self, path: &str, auth: Auth<'_>) -> reqwest::Response {
+        self.with_auth(self.client.get(self.url(path)), auth)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log()))
+    }
+
+    /// POSTs JSON; a session request carries the CSRF header as `csrf` says.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        auth: Auth<'_>,
+        csrf: Csrf,
+        body: &Value,
+    ) -> reqwest::Response {
+        let mut req = self
+            .with_auth(self.client.post(self.url(path)), auth)
+            .json(body);
+        if let Auth::Session(s) = auth {
+            match csrf {
+                Csrf::Right => req = req.header("X-CSRF-Token", &s.csrf),
+                Csrf::Wrong => req = req.header("X-CSRF-Token", "not-the-token"),
+                Csrf::Missing => {}
+            }
+        }
+        req.send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
+    }
+
+    /// POSTs a form; a session request carries the `csrf` field as `csrf` says.
+    pub async fn post_form(
+        &self,
+        path: &str,
+        auth: Auth<'_>,
+        csrf: Csrf,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if let Auth::Session(s) = auth {
+            match csrf {
+                Csrf::Right => fields.push(("csrf".into(), s.csrf.clone())),
+                Csrf::Wrong => fields.push(("csrf".into(), "not-the-token".into())),
+                Csrf::Missing => {}
+            }
+        }
+        self.with_auth(self.client.post(self.url(path)), auth)
+            .form(&fields)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
+    }
+
+    /// The whole audit trail, oldest first.
+    pub async fn audit(&self) -> Vec<AuditEntry> {
+        let mut all = Vec::new();
+        let mut q = AuditQuery {
+            limit: 1000,
+            ..AuditQuery::default()
+        };
+        loop {
+            let page = self.store.audit(&q).await.expect("audit");
+            all.extend(page.items);
+            match page.next_cursor.and_then(|c| c.parse().ok()) {
+                Some(before) => q.before_id = Some(before),
+                None => break,
+            }
+        }
+        all.reverse();
+        all
+    }
+
+    /// Audit rows of `action`.
+    pub async fn audit_of(&self, action: &str) -> Vec<AuditEntry> {
+        self.audit()
+            .await
+            .into_iter()
+            .filter(|a| a.action == action)
+            .collect()
+    }
+}
+
+/// The response's `Set-Cookie` for the session cookie, if any.
+pub fn set_cookie(res: &reqwest::Response) -> Option<String> {
+    res.headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("redrive_session="))
+        .map(str::to_string)
+}
+
+/// The `Location` header.
+pub fn location(res: &reqwest::Response) -> String {
+    res.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Headers with a Bearer token.
+pub fn bearer_headers(token: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {token}")).expect("header"),
+    );
+    h
+}
+
+/// Spawns `cmd`, keeps its stderr, waits (30 s at most) for `listening on http://ADDR`.
+async fn spawn_and_wait_for_address(mut cmd: Command) -> (Child, String, Arc<Mutex<String>>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn redrive");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    if let Some(err) = child.stderr.take() {
+        let buf = stderr.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(mut b) = buf.lock() {
+                    b.push_str(&line);
+                    b.push('\n');
+                }
+            }
+        });
+    }
+    let out = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(out).lines();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                return Some(addr.trim().to_string());
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten();
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    match found {
+        Some(base) => (child, base, stderr),
+        None => {
+            let log = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+            panic!("redrive did not report its address within 30 s\n{log}");
+        }
+    }
+}
+
+/// Polls `check` every 100 ms until it returns true, at most `deadline`.
+pub async fn eventually<F, Fut>(what: &str, deadline: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
