@@ -3,6 +3,17 @@ import { defineConfig } from '@playwright/test';
 // Port of the redrive server the tests start (serve.sh); override with E2E_PORT.
 const port = Number(process.env.E2E_PORT ?? 3907);
 
+const chromium = {
+  // Debian's Chromium, never a downloaded browser; flags that work on these machines.
+  launchOptions: {
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run',
+    ],
+  },
+};
+
 export default defineConfig({
   testDir: './tests',
   timeout: 60_000,
@@ -12,15 +23,14 @@ export default defineConfig({
   reporter: [['list']],
   use: {
     baseURL: `http://127.0.0.1:${port}`,
-    // Debian's Chromium, never a downloaded browser; flags that work on these machines.
-    launchOptions: {
-      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-      args: [
-        '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync', '--no-first-run',
-      ],
-    },
+    ...chromium,
   },
+  projects: [
+    // Signs each test user in once and keeps the session (tests/auth.setup.ts), so the tests
+    // do not trip the sign-in throttle.
+    { name: 'sign-in', testMatch: /auth\.setup\.ts/ },
+    { name: 'chromium', dependencies: ['sign-in'], testIgnore: /auth\.setup\.ts/ },
+  ],
   webServer: {
     command: `bash ./serve.sh ${port}`,
     url: `http://127.0.0.1:${port}/healthz`,

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Started by Playwright (webServer): a fresh SQLite store, a fresh DLQ topic on the test broker
-# holding the fixture dead letters, and the debug redrive server on 127.0.0.1:$1.
+# holding the fixture dead letters, three users (tests/helpers.ts: admin, operator `oncall`,
+# viewer `watcher`), and the debug redrive server on 127.0.0.1:$1.
 set -euo pipefail
 port="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 brokers="${REDRIVE_TEST_KAFKA_BROKERS:?start the test broker first (make test does)}"
+redrive="$root/target/debug/redrive"
 state="$(mktemp -d)"
 topic="e2e_$(date +%s)_$$.DLT"
 "$root/target/debug/produce-fixtures" "$brokers" "$topic" >/dev/null
 export REDRIVE_DATABASE_URL="sqlite:$state/e2e.db" REDRIVE_KAFKA_BROKERS="$brokers" \
   REDRIVE_DLQ_TOPICS="$topic" REDRIVE_GROUP_ID="e2e-$$" REDRIVE_LISTEN="127.0.0.1:$port" \
   REDRIVE_SITE_ROOT="$root/target/site"
-exec "$root/target/debug/redrive" serve
+# The users exist before the server starts, so no test can race their creation. (With users
+# in the store, a REDRIVE_ADMIN_USER would be ignored: the admin is added here too.)
+add_user() { printf '%s' "$3" | "$redrive" user add "$1" --role "$2" --password-stdin >/dev/null; }
+add_user admin admin e2e-admin-password
+add_user oncall operator e2e-operator-password
+add_user watcher viewer e2e-viewer-password
+exec "$redrive" serve

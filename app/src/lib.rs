@@ -7,6 +7,7 @@
 //! Everything user-supplied is rendered as text nodes or attributes (escaped by Leptos);
 //! nothing is inserted as HTML.
 
+pub mod actions_api;
 pub mod api;
 pub mod auth_context;
 pub mod components;
@@ -22,7 +23,10 @@ use leptos_router::components::{Route, Router, Routes};
 use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
-use pages::{DeadLetterPage, DeadLettersPage, ErrorGroupsPage, NotFound, SignInPage};
+use pages::{
+    AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage, JobsPage,
+    NotFound, SignInPage,
+};
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -59,6 +63,8 @@ pub fn App() -> impl IntoView {
                 <nav>
                     <a href="/">"Dead letters"</a>
                     <a href="/groups">"Error groups"</a>
+                    <a href="/jobs">"Jobs"</a>
+                    <a href="/audit">"Audit"</a>
                     <SignOutForm />
                 </nav>
             </header>
@@ -67,6 +73,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=DeadLettersPage ssr=SsrMode::Async />
                     <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
                     <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
+                    <Route path=path!("/confirm") view=ConfirmPage ssr=SsrMode::Async />
+                    <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
+                    <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
+                    <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />
                 </Routes>
             </main>

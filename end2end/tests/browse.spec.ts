@@ -1,18 +1,8 @@
-import { test, expect, Page } from '@playwright/test';
+import { test, expect } from '@playwright/test';
+import { authFile, waitForIngest } from './helpers';
 
-// The fixture set (testkit/src/fixtures.rs): 3 Spring payment failures, 1 Connect converter
-// failure with a binary payload, 1 seed-convention tombstone, 1 hostile-markup record, 1 with
-// no headers. serve.sh produced them to a fresh topic; ingest stores them within seconds.
-const FIXTURES = 7;
-
-async function waitForIngest(page: Page) {
-  await expect(async () => {
-    const res = await page.request.get('/api/v1/dead-letters?limit=100');
-    expect(res.status()).toBe(200);
-    const body = await res.json();
-    expect(body.items.length).toBe(FIXTURES);
-  }).toPass({ timeout: 60_000 });
-}
+// Reading needs no more than the viewer role.
+test.use({ storageState: authFile('viewer') });
 
 test.beforeEach(async ({ page }) => {
   await waitForIngest(page);

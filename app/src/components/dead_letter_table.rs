@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use redrive_core::DeadLetterSummary;
 
-use super::{MalformedBadge, StatusBadge};
+use super::{MalformedBadge, Picked, StatusBadge};
 use crate::display::{format_time, shorten};
 
 /// Longest error message shown in a list cell; the whole message is in the cell's tooltip and
@@ -9,20 +9,42 @@ use crate::display::{format_time, shorten};
 const MESSAGE_CHARS: usize = 140;
 
 /// The dead-letter list: one row per dead letter, newest first, each linking to its detail.
+/// With `picked` (a role that may act), each row has a checkbox `ids[]` for the list's action
+/// form, and the header a select-all box (hydrated pages only).
 #[component]
-pub fn DeadLetterTable(items: Vec<DeadLetterSummary>) -> impl IntoView {
+pub fn DeadLetterTable(
+    items: Vec<DeadLetterSummary>,
+    #[prop(optional)] picked: Option<Picked>,
+) -> impl IntoView {
     if items.is_empty() {
         return view! { <p class="empty-state">"No dead letters match this filter."</p> }
             .into_any();
     }
+    let ids: Vec<i64> = items.iter().map(|d| d.id).collect();
     let rows = items
         .into_iter()
-        .map(|d| view! { <DeadLetterRow d=d /> })
+        .map(|d| view! { <DeadLetterRow d=d picked=picked /> })
         .collect_view();
+    let pick_all = picked.map(|p| {
+        let all = ids.clone();
+        view! {
+            <th class="pick">
+                <input
+                    type="checkbox"
+                    class="js-only"
+                    aria-label="Select every dead letter on this page"
+                    title="Select every dead letter on this page"
+                    prop:checked=move || p.has_all(&ids)
+                    on:change=move |ev| p.set_all(&all, event_target_checked(&ev))
+                />
+            </th>
+        }
+    });
     view! {
         <table class="data dead-letters">
             <thead>
                 <tr>
+                    {pick_all}
                     <th class="col-time">"Dead-lettered (UTC)"</th>
                     <th>"Source"</th>
                     <th>"Error"</th>
@@ -37,8 +59,23 @@ pub fn DeadLetterTable(items: Vec<DeadLetterSummary>) -> impl IntoView {
 }
 
 #[component]
-fn DeadLetterRow(d: DeadLetterSummary) -> impl IntoView {
-    let href = format!("/dead-letters/{}", d.id);
+fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView {
+    let id = d.id;
+    let href = format!("/dead-letters/{id}");
+    let pick = picked.map(|p| {
+        view! {
+            <td class="pick">
+                <input
+                    type="checkbox"
+                    name="ids[]"
+                    value=id
+                    aria-label=format!("Select dead letter {id}")
+                    prop:checked=move || p.has(id)
+                    on:change=move |ev| p.set(id, event_target_checked(&ev))
+                />
+            </td>
+        }
+    });
     let source = match &d.source_topic {
         Some(topic) => {
             let position = match (d.source_partition, d.source_offset) {
@@ -63,7 +100,8 @@ fn DeadLetterRow(d: DeadLetterSummary) -> impl IntoView {
     let message = shorten(&message_full, MESSAGE_CHARS);
     let retries = d.retry_count.map(|r| r.to_string()).unwrap_or_default();
     view! {
-        <tr>
+        <tr data-id=id>
+            {pick}
             <td class="mono nowrap">
                 <a href=href>{format_time(d.dead_lettered_at_ms)}</a>
             </td>

@@ -1,19 +1,27 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_location, use_params_map};
+use redrive_core::actions::HistoryEvent;
+use redrive_core::Status;
 
 use super::{LoadError, NotFound};
+use crate::actions_api::{get_history, ActOnSelected, Notice};
 use crate::api::{get_dead_letter, DeadLetterDetail};
-use crate::components::{HeaderTable, MalformedBadge, PayloadView, StatusBadge};
+use crate::auth_context::{use_session, CsrfField, Role};
+use crate::components::{
+    ActionError, ActionNotice, HeaderTable, History, MalformedBadge, PayloadView, StatusBadge,
+};
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
 use crate::query;
 use crate::wire;
 
-/// `/dead-letters/:id`: everything about one dead letter.
+/// `/dead-letters/:id`: everything about one dead letter, its own history, and (for an
+/// operator) Replay / Delete / Restore for it alone.
 #[component]
 pub fn DeadLetterPage() -> impl IntoView {
     let params = use_params_map();
+    let search = use_location().search;
     // A non-numeric id is simply a dead letter that does not exist.
     let id = move || params.with(|p| p.get_str("id").and_then(|s| s.parse::<i64>().ok()));
     let found = wire::resource(id, |id| async move {
@@ -22,15 +30,46 @@ pub fn DeadLetterPage() -> impl IntoView {
             None => Ok(None),
         }
     });
+    let history = wire::resource(id, |id| async move {
+        match id {
+            Some(id) => get_history(id).await,
+            None => Ok(Vec::new()),
+        }
+    });
+    let session = use_session();
+    let act = ServerAction::<ActOnSelected>::new();
     let status = HttpStatus::current();
+    // Hydrated: after a delete or restore, show the new status and history without a reload.
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = act.value().get() {
+            found.refetch();
+            history.refetch();
+        }
+    });
+    let notice = move || {
+        let pairs = query::parse(&search.get());
+        Notice::parse(query::value(&pairs, "done"))
+    };
+    let error = move || act.value().get().and_then(Result::err);
     view! {
-        <Suspense fallback=|| view! { <p class="dim">"Loading…"</p> }>
+        {move || view! { <ActionNotice notice=notice() /> }}
+        {move || error().map(|e| view! { <ActionError error=e /> })}
+        <Transition fallback=|| view! { <p class="dim">"Loading…"</p> }>
             {move || {
                 let label = params.with(|p| p.get("id").unwrap_or_default());
                 let status = status.clone();
                 Suspend::new(async move {
+                    let can_act = matches!(
+                        session.0.await,
+                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
+                    );
+                    // The history is a supplement: without it the page still shows the record.
+                    let events = history.await.unwrap_or_default();
                     match found.await {
-                        Ok(Some(d)) => view! { <Detail d=d /> }.into_any(),
+                        Ok(Some(d)) => view! {
+                            <Detail d=d history=events can_act=can_act act=act />
+                        }
+                        .into_any(),
                         Ok(None) => view! { <NotFound what=format!("dead letter {label}") /> }.into_any(),
                         Err(error) => {
                             status.set(503);
@@ -39,7 +78,7 @@ pub fn DeadLetterPage() -> impl IntoView {
                     }
                 })
             }}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -48,8 +87,47 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "—".to_string())
 }
 
+/// Replay / Delete / Restore for this one dead letter: the list's action form with a single
+/// id, back to this page. The buttons offered follow the status (a pending one is in a job's
+/// outbox: cancel the job to act on it).
 #[component]
-fn Detail(d: DeadLetterDetail) -> impl IntoView {
+fn RecordActions(id: i64, status: Status, act: ServerAction<ActOnSelected>) -> impl IntoView {
+    let back = format!("/dead-letters/{id}");
+    let live = !matches!(status, Status::Deleted | Status::ReplayPending);
+    let pending = status == Status::ReplayPending;
+    view! {
+        <ActionForm action=act attr:class="record-actions">
+            <CsrfField />
+            <input type="hidden" name="ids[]" value=id />
+            <input type="hidden" name="back" value=back />
+            <button type="submit" name="op" value="" class="visually-hidden" tabindex="-1" aria-hidden="true">
+                "Submit"
+            </button>
+            <label class="wide">
+                <span>"Reason (optional, audited)"</span>
+                <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 fixed" />
+            </label>
+            {live.then(|| view! {
+                <button type="submit" name="op" value="replay">"Replay"</button>
+                <button type="submit" name="op" value="delete" class="danger">"Delete"</button>
+            })}
+            {(status == Status::Deleted).then(|| view! {
+                <button type="submit" name="op" value="restore">"Restore"</button>
+            })}
+            {pending.then(|| view! {
+                <span class="dim small">"Waiting in a replay job; cancel the job to act on it here."</span>
+            })}
+        </ActionForm>
+    }
+}
+
+#[component]
+fn Detail(
+    d: DeadLetterDetail,
+    history: Vec<HistoryEvent>,
+    can_act: bool,
+    act: ServerAction<ActOnSelected>,
+) -> impl IntoView {
     let s = d.summary;
     let n = d.normalized;
     let id = s.id;
@@ -78,6 +156,7 @@ fn Detail(d: DeadLetterDetail) -> impl IntoView {
             {s.malformed.then(|| view! { " " <MalformedBadge /> })}
         </h1>
         {s.error_message.clone().map(|m| view! { <pre class="error-message">{m}</pre> })}
+        {can_act.then(|| view! { <RecordActions id=id status=s.status act=act /> })}
         <dl class="facts">
             <dt>"Dead letter"</dt>
             <dd class="mono">{id}</dd>
@@ -125,6 +204,10 @@ fn Detail(d: DeadLetterDetail) -> impl IntoView {
                 }}
             </dd>
         </dl>
+        <section>
+            <h2>"History"</h2>
+            <History events=history />
+        </section>
         {n.stack_trace.clone().map(|t| view! {
             <section>
                 <h2>"Stack trace"</h2>

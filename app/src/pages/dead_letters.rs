@@ -3,30 +3,74 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 
 use super::{BadQuery, LoadError};
+use crate::actions_api::{without_page_params, ActOnSelected, Notice};
 use crate::api::{get_filter_choices, list_dead_letters, Listing};
-use crate::components::{DeadLetterTable, FilterBar, Pager};
+use crate::auth_context::{use_session, CsrfField, Role};
+use crate::components::{
+    ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, Pager, Picked,
+};
 use crate::http_status::HttpStatus;
 use crate::query;
 use crate::wire;
 
-/// `/`: dead letters, newest first, narrowed by the filter in the URL.
+/// `/`: dead letters, newest first, narrowed by the filter in the URL. For an operator the
+/// table sits inside one action form (a checkbox per row, Replay / Delete / Restore selected,
+/// and links to "… all matching" via the confirmation page).
 #[component]
 pub fn DeadLettersPage() -> impl IntoView {
     let search = use_location().search;
-    let listing = wire::resource(move || search.get(), list_dead_letters);
+    // The notice and a plain form's error travel in the URL too; the filter is the rest.
+    let list_search = Memo::new(move |_| without_page_params(&search.get()));
+    let listing = wire::resource(move || list_search.get(), list_dead_letters);
     let choices = wire::resource(|| (), |_| get_filter_choices());
+    let session = use_session();
+    let act = ServerAction::<ActOnSelected>::new();
+    let picked = Picked::new();
     let status = HttpStatus::current();
+    // Hydrated: after an action, show the new statuses without a reload.
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = act.value().get() {
+            picked.clear();
+            listing.refetch();
+        }
+    });
+    let notice = move || {
+        let pairs = query::parse(&search.get());
+        Notice::parse(query::value(&pairs, "done"))
+    };
+    let error = move || act.value().get().and_then(Result::err);
     view! {
         <Title text="Dead letters · redrive" />
         <h1>"Dead letters"</h1>
-        <Suspense fallback=|| view! { <p class="dim">"Loading…"</p> }>
+        {move || view! { <ActionNotice notice=notice() /> }}
+        {move || error().map(|e| view! { <ActionError error=e /> })}
+        // Transition, not Suspense: a refetch after an action keeps the rows until the answer.
+        <Transition fallback=|| view! { <p class="dim">"Loading…"</p> }>
             {move || {
-                let pairs = query::parse(&search.get());
+                let pairs = query::parse(&list_search.get());
+                let back = query::href("/", pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 let status = status.clone();
                 Suspend::new(async move {
                     // Suggestions are a convenience: without them the fields are plain text.
                     let choices = choices.await.unwrap_or_default();
+                    let can_act = matches!(
+                        session.0.await,
+                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
+                    );
                     let body = match listing.await {
+                        Ok(Listing::Found(page)) if can_act => {
+                            let in_form = pairs.clone();
+                            view! {
+                                <ActionForm action=act attr:class="bulk-form">
+                                    <CsrfField />
+                                    <input type="hidden" name="back" value=back />
+                                    <BulkActions pairs=in_form picked=picked />
+                                    <DeadLetterTable items=page.items picked=picked />
+                                </ActionForm>
+                                <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
+                            }
+                            .into_any()
+                        }
                         Ok(Listing::Found(page)) => view! {
                             <DeadLetterTable items=page.items />
                             <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
@@ -47,6 +91,6 @@ pub fn DeadLettersPage() -> impl IntoView {
                     }
                 })
             }}
-        </Suspense>
+        </Transition>
     }
 }

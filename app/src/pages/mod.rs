@@ -1,14 +1,22 @@
 //! One module per route.
 
+mod audit;
+mod confirm;
 mod dead_letter;
 mod dead_letters;
 mod error_groups;
+mod job;
+mod jobs;
 mod not_found;
 mod sign_in;
 
+pub use audit::AuditPage;
+pub use confirm::ConfirmPage;
 pub use dead_letter::DeadLetterPage;
 pub use dead_letters::DeadLettersPage;
 pub use error_groups::ErrorGroupsPage;
+pub use job::JobPage;
+pub use jobs::JobsPage;
 pub use not_found::NotFound;
 pub use sign_in::SignInPage;
 

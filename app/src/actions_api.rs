@@ -1,0 +1,626 @@
+//! Server functions for the actions: replay, delete and restore dead letters (picked by id or
+//! by filter), cancel a replay job, and the read side that shows what came of them (dry-run
+//! preview, jobs, audit trail, a dead letter's history).
+//!
+//! The state-changing ones are POST server functions driven by `ActionForm`s, so they work as
+//! plain HTML forms without JavaScript:
+//! - each takes a `csrf` argument it never reads: the authentication middleware checks that
+//!   form field before the function runs, and a hydrated `ActionForm` only sends the function's
+//!   own arguments, so the field must be one of them;
+//! - on success they `leptos_axum::redirect` (to the job page after a replay, back to the page
+//!   with a `done=` notice after a delete or restore); on failure the server-function layer
+//!   redirects a plain form back to the page with the error in `__err`, which the page's
+//!   `ServerAction` shows;
+//! - a role that may not act gets 403 (and an audit row with outcome `denied`).
+//!
+//! Their fixed URLs (`/api/ui/...`) are what the forms post to.
+
+use leptos::prelude::*;
+use redrive_core::actions::{AuditEntry, DryRun, HistoryEvent, ReplayJob};
+use redrive_core::Page;
+use serde::{Deserialize, Serialize};
+
+use crate::api::Listing;
+
+/// An action on dead letters, as a form's `op` field names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Replay,
+    Delete,
+    Restore,
+}
+
+impl Op {
+    /// Parses `replay`, `delete` or `restore`.
+    pub fn parse(s: &str) -> Option<Op> {
+        match s {
+            "replay" => Some(Op::Replay),
+            "delete" => Some(Op::Delete),
+            "restore" => Some(Op::Restore),
+            _ => None,
+        }
+    }
+
+    /// The form value and audit action name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Replay => "replay",
+            Op::Delete => "delete",
+            Op::Restore => "restore",
+        }
+    }
+
+    /// The verb for buttons and headings.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Op::Replay => "Replay",
+            Op::Delete => "Delete",
+            Op::Restore => "Restore",
+        }
+    }
+}
+
+/// What an action did (the hydrated page reads it; a plain form follows the redirect).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionDone {
+    pub op: Op,
+    /// Dead letters deleted or restored, or queued for replay.
+    pub affected: i64,
+    /// The replay job, for a replay.
+    pub job_id: Option<String>,
+}
+
+/// What "… all matching" would do, shown on the confirmation page before it acts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preview {
+    pub op: Op,
+    /// The filter, normalised (the list's parameter names, times as epoch ms): exactly what
+    /// the confirmation form sends back.
+    pub filter: Vec<(String, String)>,
+    /// The replay's target-topic override; `None` = each record's source topic.
+    pub target_topic: Option<String>,
+    /// A replay's dry run (`None` for delete and restore).
+    pub dry_run: Option<DryRun>,
+    /// How many dead letters the action would change now.
+    pub count: i64,
+}
+
+/// A replay job as read at `as_of_ms` (epoch ms, the server's clock: the reference for a
+/// running job's measured rate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSnapshot {
+    pub job: ReplayJob,
+    pub as_of_ms: i64,
+}
+
+/// The notice a page shows after a delete or restore, carried in the URL as `done=CODE-N` so
+/// that it survives the redirect of a plain form. Only known codes are shown: the URL cannot
+/// make the page say anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notice {
+    pub op: Op,
+    pub count: u64,
+}
+
+impl Notice {
+    /// Parses a `done` value (`deleted-3`, `restored-1`).
+    pub fn parse(v: &str) -> Option<Notice> {
+        let (code, n) = v.split_once('-')?;
+        let op = match code {
+            "deleted" => Op::Delete,
+            "restored" => Op::Restore,
+            _ => return None,
+        };
+        Some(Notice {
+            op,
+            count: n.parse().ok()?,
+        })
+    }
+
+    /// The `done` value for `op` having changed `count` dead letters.
+    pub fn code(op: Op, count: u64) -> String {
+        let word = match op {
+            Op::Delete => "deleted",
+            Op::Restore => "restored",
+            Op::Replay => "replayed",
+        };
+        format!("{word}-{count}")
+    }
+
+    /// The sentence shown.
+    pub fn sentence(self) -> String {
+        let n = self.count;
+        let things = if n == 1 {
+            "dead letter"
+        } else {
+            "dead letters"
+        };
+        match (self.op, n) {
+            (Op::Delete, 0) => "Nothing was deleted: the selected dead letters are already \
+                                deleted or waiting in a replay job (cancel the job first)."
+                .to_string(),
+            (Op::Delete, _) => format!(
+                "Deleted {n} {things}. They are kept under the status filter \u{201c}deleted\u{201d} \
+                 and can be restored."
+            ),
+            (Op::Restore, 0) => "Nothing was restored: none of the selected dead letters was \
+                                 deleted."
+                .to_string(),
+            (Op::Restore, _) => format!("Restored {n} {things} to the status they had before."),
+            (Op::Replay, _) => format!("Queued {n} {things} for replay."),
+        }
+    }
+}
+
+/// Query parameters that belong to the page, not to the list's filter: the notice and the
+/// server-function error of a plain form's redirect. They are removed before the filter is
+/// parsed (the filter parser refuses names it does not know).
+pub const PAGE_PARAMS: [&str; 3] = ["done", "__err", "__path"];
+
+/// `raw` (a query string) without [`PAGE_PARAMS`], re-encoded.
+pub fn without_page_params(raw: &str) -> String {
+    let pairs = crate::query::parse(raw);
+    let kept: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| !PAGE_PARAMS.contains(&k.as_str()))
+        .map(|(k, v)| format!("{}={}", crate::query::encode(k), crate::query::encode(v)))
+        .collect();
+    kept.join("&")
+}
+
+/// A same-site path to go back to, or `/`: `back` must be a path on this site (`/...`, not
+/// `//host` or `/\host`, which browsers treat as another site), so a form cannot be used to
+/// redirect elsewhere; and visible ASCII only (what a browser sends, and what a `Location`
+/// header can hold). Page parameters of an earlier action are dropped.
+pub fn safe_back(back: &str) -> String {
+    let ok = back.starts_with('/')
+        && !back.starts_with("//")
+        && !back.starts_with("/\\")
+        && back.bytes().all(|b| b.is_ascii_graphic());
+    if !ok {
+        return "/".to_string();
+    }
+    let (path, query) = back.split_once('?').unwrap_or((back, ""));
+    let query = without_page_params(query);
+    if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{query}")
+    }
+}
+
+/// `back` (see [`safe_back`]) with the notice `done=CODE`.
+pub fn with_notice(back: &str, code: &str) -> String {
+    let back = safe_back(back);
+    let sep = if back.contains('?') { '&' } else { '?' };
+    format!("{back}{sep}done={}", crate::query::encode(code))
+}
+
+#[cfg(feature = "ssr")]
+mod seam {
+    use leptos::prelude::*;
+    use redrive_core::actions::{Actor, AuditQuery, Role, Selection, AUDIT_MAX_LIMIT};
+    use redrive_core::filter::parse_time;
+    use redrive_core::store::{Store, StoreError};
+
+    use super::{ActionDone, Notice, Op};
+    use crate::auth_context;
+    use crate::http_status::HttpStatus;
+
+    /// Most ids one form may name (a page shows at most 500).
+    const MAX_IDS: usize = 10_000;
+
+    /// The store the site router provides.
+    pub fn store() -> Result<Store, ServerFnError> {
+        use_context::<Store>()
+            .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))
+    }
+
+    /// A store failure as the user should read it: what to change for a refused request,
+    /// else a hint (the detail goes to the log).
+    pub fn failed(what: &str, e: StoreError) -> ServerFnError {
+        match e {
+            StoreError::Invalid(m) | StoreError::Conflict(m) => {
+                ServerFnError::new(format!("Could not {what}: {m}."))
+            }
+            StoreError::NotFound(m) => ServerFnError::new(format!("There is no {m}.")),
+            other => {
+                tracing::error!(error = %other, "{what} failed");
+                let hint = match other {
+                    StoreError::Unavailable(_) => {
+                        "the database is unavailable; try again in a moment"
+                    }
+                    _ => "see the server log for the cause",
+                };
+                ServerFnError::new(format!("Could not {what}: {hint}."))
+            }
+        }
+    }
+
+    /// The operator (or admin) acting, or 403 with the reason; a refusal is audited.
+    pub async fn operator(action: &str) -> Result<Actor, ServerFnError> {
+        let status = HttpStatus::current();
+        auth_context::authorize(Role::Operator, action)
+            .await
+            .inspect_err(|_| status.set(403))
+    }
+
+    /// The form's `op`.
+    pub fn op(op: &str) -> Result<Op, ServerFnError> {
+        Op::parse(op).ok_or_else(|| {
+            ServerFnError::new("Unknown action: use the Replay, Delete or Restore button.")
+        })
+    }
+
+    /// An optional text field: trimmed, `None` when empty.
+    pub fn text(v: &str) -> Option<String> {
+        let t = v.trim();
+        (!t.is_empty()).then(|| t.to_string())
+    }
+
+    /// The rate-limit field: empty = unthrottled.
+    pub fn rate(v: &str) -> Result<Option<u32>, ServerFnError> {
+        match text(v) {
+            None => Ok(None),
+            Some(t) => t.parse::<u32>().map(Some).map_err(|_| {
+                ServerFnError::new(
+                    "The rate limit must be a whole number of messages per second (1 or more), \
+                     or empty for no limit.",
+                )
+            }),
+        }
+    }
+
+    /// Checks an id selection's size.
+    pub fn ids(ids: Vec<i64>) -> Result<Selection, ServerFnError> {
+        if ids.is_empty() {
+            return Err(ServerFnError::new(
+                "Nothing selected: tick the dead letters to act on, or use \u{201c}… all \
+                 matching\u{201d}.",
+            ));
+        }
+        if ids.len() > MAX_IDS {
+            return Err(ServerFnError::new(format!(
+                "Too many dead letters picked at once (at most {MAX_IDS}); use \u{201c}… all \
+                 matching\u{201d} with a filter instead."
+            )));
+        }
+        Ok(Selection::Ids(ids))
+    }
+
+    /// Runs `op` on `selection` and redirects: to the job after a replay, else to `back` with
+    /// the notice.
+    pub async fn act(
+        op: Op,
+        selection: Selection,
+        target_topic: &str,
+        rate_per_sec: &str,
+        reason: &str,
+        back: &str,
+    ) -> Result<ActionDone, ServerFnError> {
+        let store = store()?;
+        let actor = operator(op.as_str()).await?;
+        let reason = text(reason);
+        match op {
+            Op::Replay => {
+                let req = redrive_core::actions::ReplayRequest {
+                    selection,
+                    target_topic: text(target_topic),
+                    rate_per_sec: rate(rate_per_sec)?,
+                    reason,
+                };
+                let job = store
+                    .request_replay(&actor, &req)
+                    .await
+                    .map_err(|e| failed("start the replay", e))?;
+                leptos_axum::redirect(&format!("/jobs/{}", crate::query::encode(&job.id)));
+                Ok(ActionDone {
+                    op,
+                    affected: job.total,
+                    job_id: Some(job.id),
+                })
+            }
+            Op::Delete | Op::Restore => {
+                let n = if op == Op::Delete {
+                    store.delete(&actor, &selection, reason.as_deref()).await
+                } else {
+                    store.restore(&actor, &selection, reason.as_deref()).await
+                }
+                .map_err(|e| failed(&format!("{} the dead letters", op.as_str()), e))?;
+                leptos_axum::redirect(&super::with_notice(back, &Notice::code(op, n)));
+                Ok(ActionDone {
+                    op,
+                    affected: i64::try_from(n).unwrap_or(i64::MAX),
+                    job_id: None,
+                })
+            }
+        }
+    }
+
+    /// Parses the audit page's query (the names of `GET /api/v1/audit`: `actor`, `action`,
+    /// `from`, `to`, `limit`, `cursor`); the message says what is wrong.
+    pub fn audit_query(pairs: &[(String, String)]) -> Result<AuditQuery, String> {
+        let mut q = AuditQuery::default();
+        let mut seen: Vec<&str> = Vec::new();
+        for (k, v) in pairs {
+            if super::PAGE_PARAMS.contains(&k.as_str()) {
+                continue;
+            }
+            if seen.contains(&k.as_str()) {
+                return Err(format!("`{k}` is given twice; give it once."));
+            }
+            seen.push(k);
+            let v = v.trim();
+            if v.is_empty() {
+                continue;
+            }
+            match k.as_str() {
+                "actor" => q.actor = Some(v.to_string()),
+                "action" => q.action = Some(v.to_string()),
+                "from" => q.from_ms = Some(parse_time("from", v).map_err(|e| e.to_string())?),
+                "to" => q.to_ms = Some(parse_time("to", v).map_err(|e| e.to_string())?),
+                "limit" => {
+                    q.limit = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=AUDIT_MAX_LIMIT).contains(n))
+                        .ok_or_else(|| {
+                            format!("`limit` must be a whole number from 1 to {AUDIT_MAX_LIMIT}.")
+                        })?
+                }
+                "cursor" => {
+                    q.before_id = Some(v.parse::<i64>().map_err(|_| {
+                        "`cursor` is not valid: follow the \u{201c}Older\u{201d} link.".to_string()
+                    })?)
+                }
+                other => {
+                    return Err(format!(
+                        "Unknown parameter `{other}`: the audit takes actor, action, from, to, \
+                         limit and cursor."
+                    ))
+                }
+            }
+        }
+        if let (Some(a), Some(b)) = (q.from_ms, q.to_ms) {
+            if a >= b {
+                return Err("`from` must be before `to`.".to_string());
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// Replays, deletes or restores the dead letters picked by id (`ids[]` checkboxes of the list,
+/// or the one dead letter of a detail page). `op` is `replay`, `delete` or `restore`; empty
+/// text fields mean "not given". After a replay the browser goes to the job's page; after a
+/// delete or restore back to `back` (a path on this site) with a notice.
+#[server(endpoint = "ui/act")]
+pub async fn act_on_selected(
+    /// The session's CSRF token; checked by the middleware before this runs.
+    csrf: String,
+    op: String,
+    #[server(default)] ids: Vec<i64>,
+    #[server(default)] reason: String,
+    #[server(default)] target_topic: String,
+    #[server(default)] rate_per_sec: String,
+    #[server(default)] back: String,
+) -> Result<ActionDone, ServerFnError> {
+    let _ = csrf;
+    let op = seam::op(&op)?;
+    let selection = seam::ids(ids)?;
+    seam::act(op, selection, &target_topic, &rate_per_sec, &reason, &back).await
+}
+
+/// Replays, deletes or restores everything matching `filter` (the list's query parameters,
+/// URL-encoded, as the confirmation page shows them), evaluated inside the action's own
+/// transaction. Sent by the confirmation page's "Confirm" button only.
+#[server(endpoint = "ui/act-on-filter")]
+pub async fn act_on_filter(
+    /// The session's CSRF token; checked by the middleware before this runs.
+    csrf: String,
+    op: String,
+    #[server(default)] filter: String,
+    #[server(default)] reason: String,
+    #[server(default)] target_topic: String,
+    #[server(default)] rate_per_sec: String,
+) -> Result<ActionDone, ServerFnError> {
+    let _ = csrf;
+    let op = seam::op(&op)?;
+    let pairs = crate::query::parse(&filter);
+    let q = redrive_core::ListQuery::from_pairs(
+        pairs
+            .iter()
+            .filter(|(k, _)| k != "limit" && k != "cursor")
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .map_err(|e| ServerFnError::new(format!("This filter cannot be used: {e}.")))?;
+    let back = crate::query::href("/", crate::query::filter_only(&pairs));
+    let selection = redrive_core::actions::Selection::Filter(q.filter);
+    seam::act(op, selection, &target_topic, &rate_per_sec, &reason, &back).await
+}
+
+/// Cancels a running or waiting replay job: rows not yet published are released (their dead
+/// letters go back to their previous status), and the cancel is audited. Back to the job.
+#[server(endpoint = "ui/cancel-job")]
+pub async fn cancel_replay_job(
+    /// The session's CSRF token; checked by the middleware before this runs.
+    csrf: String,
+    job_id: String,
+) -> Result<ReplayJob, ServerFnError> {
+    let _ = csrf;
+    let store = seam::store()?;
+    let actor = seam::operator("cancel_job").await?;
+    let job = store
+        .cancel_job(&actor, job_id.trim())
+        .await
+        .map_err(|e| seam::failed("cancel the replay job", e))?;
+    leptos_axum::redirect(&format!("/jobs/{}", crate::query::encode(&job.id)));
+    Ok(job)
+}
+
+/// The confirmation page's preview for its raw query `query`: `op`, optional `target_topic`,
+/// and the filter (the list's parameters; `limit` and `cursor` are ignored: "all matching"
+/// means all, not the page shown).
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnError> {
+    use redrive_core::actions::Selection;
+    use redrive_core::store::StoreError;
+
+    let store = seam::store()?;
+    let pairs = crate::query::parse(&query);
+    let Some(op) = Op::parse(crate::query::value(&pairs, "op")) else {
+        return Ok(Listing::BadQuery(
+            "say what to do: `op` must be replay, delete or restore".to_string(),
+        ));
+    };
+    let target_topic = seam::text(crate::query::value(&pairs, "target_topic"));
+    let filter_pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(k.as_str(), "op" | "target_topic" | "limit" | "cursor")
+                && !PAGE_PARAMS.contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let q = match redrive_core::ListQuery::from_pairs(filter_pairs) {
+        Ok(q) => q,
+        Err(e) => return Ok(Listing::BadQuery(e.to_string())),
+    };
+    let filter: Vec<(String, String)> = q
+        .filter
+        .to_pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let selection = Selection::Filter(q.filter);
+    let (dry_run, count) = match op {
+        Op::Replay => match store.dry_run(&selection, target_topic.as_deref()).await {
+            Ok(d) => {
+                let n = d.queued();
+                (Some(d), n)
+            }
+            Err(StoreError::Invalid(m)) => return Ok(Listing::BadQuery(m)),
+            Err(e) => return Err(seam::failed("count what the replay would do", e)),
+        },
+        Op::Delete => (
+            None,
+            store
+                .delete_dry_run(&selection)
+                .await
+                .map_err(|e| seam::failed("count what the delete would do", e))?,
+        ),
+        Op::Restore => (
+            None,
+            store
+                .restore_dry_run(&selection)
+                .await
+                .map_err(|e| seam::failed("count what the restore would do", e))?,
+        ),
+    };
+    Ok(Listing::Found(Preview {
+        op,
+        filter,
+        target_topic,
+        dry_run,
+        count,
+    }))
+}
+
+/// The replay job `id`, or `None` if there is none.
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn get_replay_job(id: String) -> Result<Option<JobSnapshot>, ServerFnError> {
+    let job = seam::store()?
+        .job(&id)
+        .await
+        .map_err(|e| seam::failed("read the replay job", e))?;
+    let as_of_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    Ok(job.map(|job| JobSnapshot { job, as_of_ms }))
+}
+
+/// The most recent replay jobs, newest first.
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn list_replay_jobs() -> Result<Vec<ReplayJob>, ServerFnError> {
+    seam::store()?
+        .jobs(50)
+        .await
+        .map_err(|e| seam::failed("list the replay jobs", e))
+}
+
+/// One page of the audit trail for the audit page's raw query `query`.
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn list_audit(query: String) -> Result<Listing<Page<AuditEntry>>, ServerFnError> {
+    let store = seam::store()?;
+    let q = match seam::audit_query(&crate::query::parse(&query)) {
+        Ok(q) => q,
+        Err(m) => return Ok(Listing::BadQuery(m)),
+    };
+    store
+        .audit(&q)
+        .await
+        .map(Listing::Found)
+        .map_err(|e| seam::failed("read the audit trail", e))
+}
+
+/// The dead letter `id`'s own history, oldest first (empty if there is no such dead letter).
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn get_history(id: i64) -> Result<Vec<HistoryEvent>, ServerFnError> {
+    match seam::store()?.history(id).await {
+        Ok(events) => Ok(events),
+        Err(redrive_core::store::StoreError::NotFound(_)) => Ok(Vec::new()),
+        Err(e) => Err(seam::failed("read the history", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_stays_on_this_site() {
+        assert_eq!(safe_back("/?status=deleted"), "/?status=deleted");
+        assert_eq!(safe_back("//evil.example/x"), "/");
+        assert_eq!(safe_back("/\\evil.example"), "/");
+        assert_eq!(safe_back("https://evil.example"), "/");
+        assert_eq!(safe_back(""), "/");
+        assert_eq!(safe_back("/x\n"), "/");
+        assert_eq!(safe_back("/é"), "/");
+        assert_eq!(
+            safe_back("/?q=a%20b&done=deleted-2&__err=x&__path=y"),
+            "/?q=a%20b"
+        );
+        assert_eq!(
+            with_notice("/?q=a", &Notice::code(Op::Delete, 2)),
+            "/?q=a&done=deleted-2"
+        );
+        assert_eq!(
+            with_notice("/dead-letters/4", "restored-1"),
+            "/dead-letters/4?done=restored-1"
+        );
+    }
+
+    #[test]
+    fn notices_are_codes_not_text() {
+        let n = Notice::parse("deleted-3").expect("a notice");
+        assert_eq!(n.op, Op::Delete);
+        assert_eq!(n.count, 3);
+        assert!(n.sentence().starts_with("Deleted 3 dead letters."));
+        assert!(Notice::parse("deleted-x").is_none());
+        assert!(Notice::parse("<b>hi</b>-1").is_none());
+        assert!(Notice::parse("restored-0")
+            .expect("a notice")
+            .sentence()
+            .starts_with("Nothing was restored"));
+    }
+
+    #[test]
+    fn page_params_are_dropped() {
+        assert_eq!(
+            without_page_params("?fingerprint=ab&done=deleted-1&status=new"),
+            "fingerprint=ab&status=new"
+        );
+        assert_eq!(without_page_params(""), "");
+    }
+}

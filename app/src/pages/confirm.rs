@@ -1,0 +1,290 @@
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_location;
+
+use super::{BadQuery, LoadError};
+use crate::actions_api::{preview_action, without_page_params, ActOnFilter, Op, Preview};
+use crate::api::Listing;
+use crate::auth_context::{use_session, CsrfField, Role};
+use crate::components::ActionError;
+use crate::http_status::HttpStatus;
+use crate::query;
+use crate::wire;
+
+/// "1 dead letter", "3 dead letters".
+fn dead_letters(n: i64) -> String {
+    if n == 1 {
+        "1 dead letter".to_string()
+    } else {
+        format!("{n} dead letters")
+    }
+}
+
+/// `/confirm?op=replay|delete|restore&<filter>[&target_topic=T]`: what "… all matching"
+/// would do — the exact count, and for a replay the breakdown per target topic and what it
+/// would skip (a dry run) — and the "Confirm" form that acts. Nothing changes before Confirm.
+#[component]
+pub fn ConfirmPage() -> impl IntoView {
+    let search = use_location().search;
+    let preview = wire::resource(move || without_page_params(&search.get()), preview_action);
+    let session = use_session();
+    let act = ServerAction::<ActOnFilter>::new();
+    let status = HttpStatus::current();
+    view! {
+        <Title text="Confirm · redrive" />
+        <Suspense fallback=|| view! { <p class="dim">"Counting…"</p> }>
+            {move || {
+                let status = status.clone();
+                Suspend::new(async move {
+                    let can_act = matches!(
+                        session.0.await,
+                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
+                    );
+                    match preview.await {
+                        Ok(Listing::Found(p)) => view! {
+                            <Confirm preview=p can_act=can_act act=act />
+                        }
+                        .into_any(),
+                        Ok(Listing::BadQuery(message)) => {
+                            status.set(400);
+                            view! {
+                                <h1>"Confirm"</h1>
+                                <BadQuery message=message reset="/" />
+                            }
+                            .into_any()
+                        }
+                        Err(error) => {
+                            status.set(503);
+                            view! { <LoadError error=error /> }.into_any()
+                        }
+                    }
+                })
+            }}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> impl IntoView {
+    let Preview {
+        op,
+        filter,
+        target_topic,
+        dry_run,
+        count,
+    } = preview;
+    let pairs: Vec<(&str, &str)> = filter
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let back = query::href("/", pairs.iter().copied());
+    // The filter as the form sends it back: the list's names, URL-encoded.
+    let filter_field = query::href("", pairs.iter().copied())
+        .trim_start_matches('?')
+        .to_string();
+    let heading = match op {
+        Op::Replay => "Replay all matching this filter?",
+        Op::Delete => "Delete all matching this filter?",
+        Op::Restore => "Restore all matching this filter?",
+    };
+    let filter_view = if filter.is_empty() {
+        view! {
+            <p class="filter-summary">
+                "No filter: " <strong>"every dead letter that is not deleted"</strong> "."
+            </p>
+        }
+        .into_any()
+    } else {
+        let items = filter
+            .iter()
+            .map(|(k, v)| {
+                let shown = if k == "from" || k == "to" {
+                    v.parse::<i64>()
+                        .map(|ms| format!("{} UTC", crate::display::format_time(ms)))
+                        .unwrap_or_else(|_| v.clone())
+                } else {
+                    v.clone()
+                };
+                view! {
+                    <li>
+                        <span class="dim">{k.clone()}</span>
+                        " = "
+                        <span class="mono">{shown}</span>
+                    </li>
+                }
+            })
+            .collect_view();
+        view! {
+            <div class="filter-summary">
+                "Filter:" <ul>{items}</ul>
+            </div>
+        }
+        .into_any()
+    };
+    let summary = match (op, dry_run) {
+        (Op::Replay, Some(d)) => {
+            let topics = d
+                .per_target
+                .iter()
+                .map(|(topic, n)| {
+                    view! {
+                        <tr>
+                            <td class="mono">{topic.clone()}</td>
+                            <td class="num mono">{*n}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            let no_target = (d.without_target > 0).then(|| {
+                view! {
+                    <p class="notice no-target">
+                        <strong>{dead_letters(d.without_target)}</strong>
+                        {if d.without_target == 1 { " has" } else { " have" }}
+                        " no source topic, so "
+                        {if d.without_target == 1 { "it cannot" } else { "they cannot" }}
+                        " be replayed to \u{201c}source\u{201d}: the replay skips "
+                        {if d.without_target == 1 { "it" } else { "them" }}
+                        ". Give a target topic below to replay "
+                        {if d.without_target == 1 { "it" } else { "them" }}
+                        " there."
+                    </p>
+                }
+            });
+            let others = d.skipped.max(0);
+            let skipped = (others > 0).then(|| {
+                view! {
+                    <p class="notice">
+                        <strong>{dead_letters(others)}</strong>
+                        " matching the filter "
+                        {if others == 1 { "is" } else { "are" }}
+                        " deleted or already waiting in a replay job; the replay skips "
+                        {if others == 1 { "it" } else { "them" }}
+                        "."
+                    </p>
+                }
+            });
+            view! {
+                <p class="confirm-count">
+                    <strong class="count">{d.queued()}</strong>
+                    " of the "
+                    <span class="matched">{dead_letters(d.total)}</span>
+                    " matching will be replayed."
+                </p>
+                {(!d.per_target.is_empty()).then(|| view! {
+                    <table class="data per-target">
+                        <thead>
+                            <tr>
+                                <th>"Target topic"</th>
+                                <th class="num">"Dead letters"</th>
+                            </tr>
+                        </thead>
+                        <tbody>{topics}</tbody>
+                    </table>
+                })}
+                {no_target}
+                {skipped}
+            }
+            .into_any()
+        }
+        (Op::Delete, _) => view! {
+            <p class="confirm-count">
+                <strong class="count">{count}</strong>
+                {if count == 1 { " dead letter" } else { " dead letters" }}
+                " will be deleted. They leave the list, stay under the status filter \u{201c}deleted\u{201d}, and can be restored."
+            </p>
+        }
+        .into_any(),
+        _ => view! {
+            <p class="confirm-count">
+                <strong class="count">{count}</strong>
+                {if count == 1 { " deleted dead letter" } else { " deleted dead letters" }}
+                " will be restored to the status they had before."
+            </p>
+        }
+        .into_any(),
+    };
+    // Changing the target topic recounts (a GET of this page), before anything happens.
+    let retarget = (op == Op::Replay).then(|| {
+        let hidden = pairs
+            .iter()
+            .map(|(k, v)| view! { <input type="hidden" name=k.to_string() value=v.to_string() /> })
+            .collect_view();
+        view! {
+            <form class="inline-form" method="get" action="/confirm">
+                <input type="hidden" name="op" value="replay" />
+                {hidden}
+                <label>
+                    <span>"Replay to topic"</span>
+                    <input
+                        type="text"
+                        name="target_topic"
+                        class="mono"
+                        value=target_topic.clone().unwrap_or_default()
+                        placeholder="each record's source topic"
+                    />
+                </label>
+                <button type="submit" class="secondary-button">"Count again"</button>
+            </form>
+        }
+    });
+    let error = move || act.value().get().and_then(Result::err);
+    let confirm_label = format!(
+        "Confirm: {} {}",
+        op.verb().to_lowercase(),
+        dead_letters(count)
+    );
+    let danger = op == Op::Delete;
+    let form = if !can_act {
+        view! {
+            <p class="notice">"Your role can read but not change dead letters; ask an operator."</p>
+        }
+        .into_any()
+    } else if count == 0 {
+        view! {
+            <p class="notice">"Nothing to do: no dead letter matching this filter can be changed this way."</p>
+        }
+        .into_any()
+    } else {
+        let cancel_href = back.clone();
+        view! {
+            <ActionForm action=act attr:class="confirm-form">
+                <CsrfField />
+                <input type="hidden" name="op" value=op.as_str() />
+                <input type="hidden" name="filter" value=filter_field />
+                {(op == Op::Replay).then(|| view! {
+                    <p class="target">
+                        "Replaying to: "
+                        <strong class="mono">
+                            {target_topic.clone().unwrap_or_else(|| "each record's source topic".to_string())}
+                        </strong>
+                        <span class="dim">" (change it above with \u{201c}Count again\u{201d})"</span>
+                    </p>
+                    <input type="hidden" name="target_topic" value=target_topic.clone().unwrap_or_default() />
+                    <label>
+                        <span>"Rate limit (msgs/s)"</span>
+                        <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
+                    </label>
+                })}
+                <label class="wide">
+                    <span>"Reason (optional, audited)"</span>
+                    <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 fixed" />
+                </label>
+                <div class="filter-actions">
+                    <button type="submit" class:danger=danger>{confirm_label}</button>
+                    <a class="button secondary" href=cancel_href>"Cancel"</a>
+                </div>
+            </ActionForm>
+        }
+        .into_any()
+    };
+    view! {
+        <p class="crumbs">
+            <a href=back>"← Back to the list"</a>
+        </p>
+        <h1>{heading}</h1>
+        {move || error().map(|e| view! { <ActionError error=e /> })}
+        {filter_view}
+        <section class="confirm">{summary} {retarget}</section>
+        {form}
+    }
+}

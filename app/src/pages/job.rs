@@ -1,0 +1,123 @@
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use super::{LoadError, NotFound};
+use crate::actions_api::{get_replay_job, CancelReplayJob, JobSnapshot};
+use crate::auth_context::{use_session, CsrfField, Role};
+use crate::components::{ActionError, JobProgress, JobStatusBadge};
+use crate::http_status::HttpStatus;
+use crate::wire;
+
+/// How often the hydrated page asks for the job while it runs.
+const POLL_EVERY: Duration = Duration::from_secs(1);
+
+/// Without JavaScript, a running job's page reloads itself this often: a `<meta>` refresh
+/// inside `<noscript>`, so that a browser running scripts (which polls instead) ignores it.
+/// Constant markup, no user data.
+const NOSCRIPT_REFRESH: &str = r#"<meta http-equiv="refresh" content="2">"#;
+
+/// `/jobs/:id`: one replay job's progress, live. Hydrated, the page fetches the job again
+/// every second while it is running or waiting; without JavaScript it refreshes itself.
+#[component]
+pub fn JobPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.with(|p| p.get("id").unwrap_or_default());
+    let job = wire::resource(id, get_replay_job);
+    let session = use_session();
+    let cancel = ServerAction::<CancelReplayJob>::new();
+    let status = HttpStatus::current();
+
+    // Each answer for an active job schedules the next fetch (effects run in the browser only).
+    Effect::new(move |_| {
+        let active = matches!(job.get(), Some(Ok(Some(ref s))) if s.job.status.is_active());
+        if active {
+            if let Ok(handle) = set_timeout_with_handle(move || job.refetch(), POLL_EVERY) {
+                on_cleanup(move || handle.clear());
+            }
+        }
+    });
+    // A cancel (hydrated) shows its outcome at once.
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = cancel.value().get() {
+            job.refetch();
+        }
+    });
+
+    view! {
+        // Transition, not Suspense: a refetch keeps the page as it is until the answer arrives.
+        <Transition fallback=|| view! { <p class="dim">"Loading…"</p> }>
+            {move || {
+                let label = id();
+                let status = status.clone();
+                Suspend::new(async move {
+                    let can_act = matches!(
+                        session.0.await,
+                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
+                    );
+                    match job.await {
+                        Ok(Some(snapshot)) => view! {
+                            <Job snapshot=snapshot can_act=can_act cancel=cancel />
+                        }
+                        .into_any(),
+                        Ok(None) => view! { <NotFound what=format!("replay job {label}") /> }
+                            .into_any(),
+                        Err(error) => {
+                            status.set(503);
+                            view! { <LoadError error=error /> }.into_any()
+                        }
+                    }
+                })
+            }}
+        </Transition>
+    }
+}
+
+#[component]
+fn Job(
+    snapshot: JobSnapshot,
+    can_act: bool,
+    cancel: ServerAction<CancelReplayJob>,
+) -> impl IntoView {
+    let JobSnapshot { job, as_of_ms } = snapshot;
+    let active = job.status.is_active();
+    let id = job.id.clone();
+    let title = format!(
+        "Replay job {} · redrive",
+        job.id.chars().take(8).collect::<String>()
+    );
+    let error = move || cancel.value().get().and_then(Result::err);
+    view! {
+        <Title text=title />
+        {active.then(|| view! { <noscript inner_html=NOSCRIPT_REFRESH></noscript> })}
+        <p class="crumbs">
+            <a href="/jobs">"← Replay jobs"</a>
+        </p>
+        <h1 class="detail-title">
+            "Replay job " <span class="mono">{job.id.clone()}</span> " "
+            <JobStatusBadge status=job.status />
+        </h1>
+        {move || error().map(|e| view! { <ActionError error=e /> })}
+        <JobProgress job=job as_of_ms=as_of_ms />
+        {(active && can_act).then(|| view! {
+            <ActionForm action=cancel attr:class="cancel-job">
+                <CsrfField />
+                <input type="hidden" name="job_id" value=id />
+                <button type="submit" class="danger">"Cancel the replay"</button>
+                " "
+                <span class="dim small">
+                    "Rows not yet published are released; their dead letters go back to their previous status."
+                </span>
+            </ActionForm>
+        })}
+        <p>
+            <a href="/?status=replayed">"Replayed dead letters"</a>
+            " · "
+            <a href="/?status=replay_failed">"Failed replays"</a>
+            " · "
+            <a href="/audit?action=replay">"Audit trail"</a>
+        </p>
+    }
+}
