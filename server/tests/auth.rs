@@ -67,6 +67,21 @@ async fn pages_redirect_to_sign_in_and_the_api_answers_401() {
         .await;
     assert_eq!(res.status(), 401);
 
+    // A browser (asking for HTML) posting a plain form to a server function is sent to sign
+    // in rather than shown JSON.
+    let res = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(app.url("/api/ui/act"))
+        .header("Accept", "text/html,application/xhtml+xml")
+        .form(&[("op", "delete")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(res.status(), 303);
+    assert_eq!(location(&res), "/sign-in");
+
     // Open to anyone.
     assert_eq!(app.get("/healthz", Auth::None).await.status(), 200);
     assert_ne!(app.get("/readyz", Auth::None).await.status(), 401);

@@ -56,6 +56,14 @@ enum Identity {
 /// The middleware: identify, check CSRF for sessions, refuse or pass on.
 pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next: Next) -> Response {
     let kind = classify(req.uri().path(), auth.settings.metrics_public);
+    // A browser navigating or posting a plain form (no JavaScript) to a server function under
+    // `/api/` is better served by the page answers (a redirect to sign in, an HTML 403) than
+    // by JSON it would show raw.
+    let answer_as = if kind == RouteKind::Api && wants_html(req.headers()) {
+        RouteKind::Page
+    } else {
+        kind
+    };
     let client = ClientMeta::from_request(
         req.headers(),
         peer_ip(req.extensions()),
@@ -67,7 +75,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         Ok(i) => i,
         // A bad token or a store failure does not keep anyone from a public route.
         Err(_) if kind == RouteKind::Public => Identity::Anonymous { expired: false },
-        Err(e) => return refuse(kind, &req, e),
+        Err(e) => return refuse(answer_as, &req, e),
     };
     match identity {
         Identity::Token(actor) => {
@@ -85,7 +93,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
                     Err(e) => {
                         tracing::info!(user = %handle.info.actor.user, %method, %path,
                             "refused: CSRF token missing or wrong");
-                        return refuse_parts(kind, &method, None, false, e);
+                        return refuse_parts(answer_as, &method, None, false, e);
                     }
                 };
             }
@@ -104,7 +112,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
                 "sign in, or send an API token as `Authorization: Bearer rdv_...`".into()
             });
             refuse_parts(
-                kind,
+                answer_as,
                 req.method(),
                 req.uri().path_and_query().map(|p| p.as_str()),
                 expired,
@@ -184,6 +192,15 @@ async fn token_identity(
         owner.role,
         Some(owner.token_id),
     )))
+}
+
+/// True when the client asks for HTML (`Accept: text/html...`), as browsers do for navigation
+/// and form posts; API clients and Leptos' own fetches ask for JSON or anything.
+fn wants_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"))
 }
 
 /// The token of `Authorization: Bearer TOKEN` (scheme case-insensitive, RFC 6750).
