@@ -56,7 +56,8 @@ pub fn site_router(store: Store, options: LeptosOptions) -> Router {
     let pkg = Router::new()
         .nest_service(
             &format!("/{}", options.site_pkg_dir),
-            ServeDir::new(pkg_dir),
+            // scripts/build-site writes `.gz` twins in release builds.
+            ServeDir::new(pkg_dir).precompressed_gzip(),
         )
         .layer(axum::middleware::map_response(revalidate));
     Router::new()
