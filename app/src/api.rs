@@ -20,7 +20,9 @@ use crate::display::Payload;
 /// is the user's to fix, so it is shown on the page rather than treated as a failure).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Listing<T> {
+    /// What the store returned for the query.
     Found(T),
+    /// The query was refused; the `FilterError` message, meant for the user.
     BadQuery(String),
 }
 
