@@ -52,73 +52,29 @@ struct Route {
     effect: Effect,
 }
 
-/// Every state-changing route. The UI's state-changing server functions belong here too, one
-/// line each (Kind::Form, their `/api/...` path, their fields).
+/// Every state-changing route, one per line: the JSON API, and the forms of the UI (the
+/// sign-out form and the actions' server functions, posted as a browser posts a form).
+#[rustfmt::skip]
 fn routes() -> Vec<Route> {
+    use Effect::{Changes, None as NoEffect};
+    use Kind::{Api, Form};
+    use Role::{Operator, Viewer};
+    fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: Role, ok: u16, effect: Effect) -> Route {
+        Route { name, kind, path, body, needs, ok, effect }
+    }
     vec![
-        Route {
-            name: "replay",
-            kind: Kind::Api,
-            path: |_| "/api/v1/replays".into(),
-            body: |c| json!({"ids": [c.to_replay], "reason": "matrix"}),
-            needs: Role::Operator,
-            ok: 202,
-            effect: Effect::Changes,
-        },
-        Route {
-            name: "replay by filter",
-            kind: Kind::Api,
-            path: |_| "/api/v1/replays".into(),
-            body: |c| json!({"filter": {"dlq_topic": c.topic, "status": "new"}}),
-            needs: Role::Operator,
-            ok: 202,
-            effect: Effect::Changes,
-        },
-        Route {
-            name: "dry run",
-            kind: Kind::Api,
-            path: |_| "/api/v1/replays/dry-run".into(),
-            body: |c| json!({"ids": [c.to_replay]}),
-            needs: Role::Viewer,
-            ok: 200,
-            effect: Effect::None,
-        },
-        Route {
-            name: "cancel job",
-            kind: Kind::Api,
-            path: |c| format!("/api/v1/replays/{}/cancel", c.job_id),
-            body: |_| json!({}),
-            needs: Role::Operator,
-            ok: 200,
-            effect: Effect::Changes,
-        },
-        Route {
-            name: "delete",
-            kind: Kind::Api,
-            path: |_| "/api/v1/dead-letters/delete".into(),
-            body: |c| json!({"ids": [c.to_delete], "reason": "matrix"}),
-            needs: Role::Operator,
-            ok: 200,
-            effect: Effect::Changes,
-        },
-        Route {
-            name: "restore",
-            kind: Kind::Api,
-            path: |_| "/api/v1/dead-letters/restore".into(),
-            body: |c| json!({"ids": [c.to_restore]}),
-            needs: Role::Operator,
-            ok: 200,
-            effect: Effect::Changes,
-        },
-        Route {
-            name: "sign out",
-            kind: Kind::Form,
-            path: |_| "/auth/sign-out".into(),
-            body: |_| json!({}),
-            needs: Role::Viewer,
-            ok: 303,
-            effect: Effect::Changes,
-        },
+        r("replay", Api, |_| "/api/v1/replays".into(), |c| json!({"ids": [c.to_replay], "reason": "matrix"}), Operator, 202, Changes),
+        r("replay by filter", Api, |_| "/api/v1/replays".into(), |c| json!({"filter": {"dlq_topic": c.topic, "status": "new"}}), Operator, 202, Changes),
+        r("dry run", Api, |_| "/api/v1/replays/dry-run".into(), |c| json!({"ids": [c.to_replay]}), Viewer, 200, NoEffect),
+        r("cancel job", Api, |c| format!("/api/v1/replays/{}/cancel", c.job_id), |_| json!({}), Operator, 200, Changes),
+        r("delete", Api, |_| "/api/v1/dead-letters/delete".into(), |c| json!({"ids": [c.to_delete], "reason": "matrix"}), Operator, 200, Changes),
+        r("restore", Api, |_| "/api/v1/dead-letters/restore".into(), |c| json!({"ids": [c.to_restore]}), Operator, 200, Changes),
+        r("sign out", Form, |_| "/auth/sign-out".into(), |_| json!({}), Viewer, 303, Changes),
+        r("ui replay selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "replay", "ids[]": c.to_replay, "back": "/"}), Operator, 302, Changes),
+        r("ui delete selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "delete", "ids[]": c.to_delete, "back": "/"}), Operator, 302, Changes),
+        r("ui restore selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "restore", "ids[]": c.to_restore, "back": "/"}), Operator, 302, Changes),
+        r("ui act on filter", Form, |_| "/api/ui/act-on-filter".into(), |c| json!({"op": "delete", "filter": format!("dlq_topic={}&status=new", c.topic)}), Operator, 302, Changes),
+        r("ui cancel job", Form, |_| "/api/ui/cancel-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
     ]
 }
 
@@ -353,7 +309,13 @@ async fn matrix(backend: Backend) {
                         .as_object()
                         .map(|o| {
                             o.iter()
-                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                                .map(|(k, v)| {
+                                    let v = match v {
+                                        Value::String(s) => s.clone(),
+                                        other => other.to_string(),
+                                    };
+                                    (k.clone(), v)
+                                })
                                 .collect()
                         })
                         .unwrap_or_default();

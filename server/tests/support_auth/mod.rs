@@ -268,7 +268,9 @@ impl App {
                 Csrf::Missing => {}
             }
         }
+        // As a browser submits a form: it asks for HTML.
         self.with_auth(self.client.post(self.url(path)), auth)
+            .header("Accept", "text/html,application/xhtml+xml")
             .form(&fields)
             .send()
             .await
