@@ -43,6 +43,15 @@ pub fn classify(path: &str, metrics_public: bool) -> RouteKind {
     }
 }
 
+/// Public routes that still want to know who asks (the sign-in page and form, the session
+/// server function, `/metrics` when public).
+fn needs_identity(path: &str) -> bool {
+    matches!(
+        path,
+        "/sign-in" | "/auth/sign-in" | SESSION_FN_PATH | "/metrics"
+    )
+}
+
 /// Who sent a request, as far as its credentials tell.
 enum Identity {
     Token(Actor),
@@ -70,6 +79,10 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         &auth.settings.trusted_proxies,
     );
     req.extensions_mut().insert(client.clone());
+    // Static files and probes never need to know who asks: spare the store a lookup per asset.
+    if kind == RouteKind::Public && !needs_identity(req.uri().path()) {
+        return next.run(req).await;
+    }
 
     let identity = match identify(&auth, req.headers(), &client).await {
         Ok(i) => i,
