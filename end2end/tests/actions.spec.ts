@@ -32,6 +32,14 @@ async function rowIds(page: Page): Promise<string[]> {
   );
 }
 
+/** Collects script errors (uncaught exceptions, console errors) of `page`. */
+function scriptErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  return errors;
+}
+
 /** Waits for a job page to show the job finished with `published` of `total` published. */
 async function expectJobFinished(page: Page, total: number) {
   await expect(page.locator('.job-total')).toHaveText(String(total));
@@ -48,8 +56,7 @@ test.describe('as an operator', () => {
   });
 
   test('pick two rows of an error group, replay them, watch them become replayed', async ({ page }) => {
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(String(e)));
+    const errors = scriptErrors(page);
     const listUrl = await openPaymentGroup(page);
     await hydrated(page);
     const ids = await rowIds(page);
@@ -121,13 +128,16 @@ test.describe('as an operator', () => {
   });
 
   test('delete one without a reload, find it under "deleted", restore it', async ({ page }) => {
+    const errors = scriptErrors(page);
+    await page.addInitScript(() => { (window as any).__pwned = 0; });
     const listUrl = await openPaymentGroup(page);
     await hydrated(page);
     // A marker that a full page load would wipe out.
     await page.evaluate(() => { (window as any).__sameDocument = true; });
     const [victim] = await rowIds(page);
     await page.locator(`tbody tr[data-id="${victim}"] input[name="ids[]"]`).check();
-    await page.locator('input[name="reason"]').fill('e2e: duplicate');
+    // The reason is stored text like any other: shown, never run.
+    await page.locator('input[name="reason"]').fill('e2e: duplicate <img src=x onerror="window.__pwned=1">');
     await page.getByRole('button', { name: 'Delete selected' }).click();
     await expect(page.locator('.done-box')).toContainText('Deleted 1 dead letter.');
     await expect(page.locator(`tbody tr[data-id="${victim}"]`)).toHaveCount(0);
@@ -152,9 +162,15 @@ test.describe('as an operator', () => {
     const history = page.locator('table.history');
     await expect(history.locator('tr', { hasText: 'deleted' })).toContainText('e2e: duplicate');
     await expect(history.locator('tr', { hasText: 'restored' })).toContainText('oncall');
+    await page.goto('/audit?action=delete');
+    await expect(page.locator('table.audit')).toContainText('onerror="window.__pwned=1"');
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    expect(await page.evaluate(() => (window as any).__pwned)).toBe(0);
+    expect(errors, 'no script errors').toEqual([]);
   });
 
   test('"replay all matching" shows the exact count first, and acts only on Confirm', async ({ page }) => {
+    const errors = scriptErrors(page);
     await openPaymentGroup(page);
     const jobsBefore = (await (await page.request.get('/api/v1/replays')).json()).items.length;
     await page.getByRole('link', { name: 'Replay all matching this filter…' }).click();
@@ -186,6 +202,7 @@ test.describe('as an operator', () => {
     const newest = page.locator('table.jobs tbody tr').first();
     await expect(newest).toContainText('oncall');
     await expect(newest).toContainText('finished');
+    expect(errors, 'no script errors while the job page polls').toEqual([]);
   });
 
   test('the confirmation page says which dead letters cannot go to "source"', async ({ page }) => {

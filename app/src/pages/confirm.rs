@@ -136,30 +136,34 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                 })
                 .collect_view();
             let no_target = (d.without_target > 0).then(|| {
+                let n = d.without_target;
+                let (has, they, them) = if n == 1 {
+                    ("has", "it cannot", "it")
+                } else {
+                    ("have", "they cannot", "them")
+                };
+                let sentence = format!(
+                    " {has} no source topic, so {they} be replayed to \u{201c}source\u{201d}: \
+                     the replay skips {them}. Give a target topic below to replay {them} there."
+                );
                 view! {
                     <p class="notice no-target">
-                        <strong>{dead_letters(d.without_target)}</strong>
-                        {if d.without_target == 1 { " has" } else { " have" }}
-                        " no source topic, so "
-                        {if d.without_target == 1 { "it cannot" } else { "they cannot" }}
-                        " be replayed to \u{201c}source\u{201d}: the replay skips "
-                        {if d.without_target == 1 { "it" } else { "them" }}
-                        ". Give a target topic below to replay "
-                        {if d.without_target == 1 { "it" } else { "them" }}
-                        " there."
+                        <strong>{dead_letters(n)}</strong>
+                        {sentence}
                     </p>
                 }
             });
             let others = d.skipped.max(0);
             let skipped = (others > 0).then(|| {
+                let (is, them) = if others == 1 { ("is", "it") } else { ("are", "them") };
+                let sentence = format!(
+                    " matching the filter {is} deleted or already waiting in a replay job; the \
+                     replay skips {them}."
+                );
                 view! {
                     <p class="notice">
                         <strong>{dead_letters(others)}</strong>
-                        " matching the filter "
-                        {if others == 1 { "is" } else { "are" }}
-                        " deleted or already waiting in a replay job; the replay skips "
-                        {if others == 1 { "it" } else { "them" }}
-                        "."
+                        {sentence}
                     </p>
                 }
             });

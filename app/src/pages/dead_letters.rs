@@ -58,7 +58,8 @@ pub fn DeadLettersPage() -> impl IntoView {
                         Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
                     );
                     let body = match listing.await {
-                        Ok(Listing::Found(page)) if can_act => {
+                        // An empty page has nothing to act on: no action bar.
+                        Ok(Listing::Found(page)) if can_act && !page.items.is_empty() => {
                             let in_form = pairs.clone();
                             view! {
                                 <ActionForm action=act attr:class="bulk-form">
