@@ -967,16 +967,16 @@ async fn bad_configuration_exits_2_with_the_reason() {
 
 #[tokio::test]
 async fn an_unreachable_database_is_retried_then_reported() {
-    // A SQLite file in a directory that does not exist cannot be opened: "unavailable", like a
-    // database server that is not up yet, but failing fast.
+    // A PostgreSQL server that refuses connections (nothing listens on port 1): "unavailable",
+    // like a database server that is not up yet, but failing fast.
     let (code, _, err) = run_redrive(
         &["serve"],
         &[
             (
                 "REDRIVE_DATABASE_URL",
-                "sqlite:/nonexistent-redrive-dir/x.db",
+                "postgres://redrive@127.0.0.1:1/redrive",
             ),
-            ("REDRIVE_DATABASE_WAIT_MS", "1500"),
+            ("REDRIVE_DATABASE_WAIT_MS", "6000"),
             ("REDRIVE_LISTEN", "127.0.0.1:0"),
         ],
     )
