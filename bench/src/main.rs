@@ -57,8 +57,11 @@ async fn main() -> Result<()> {
     }
 
     let mut latencies = Vec::new();
-    for backend in Backend::ALL {
-        latencies.push((backend, list_latencies(backend, rows, queries).await?));
+    // BENCH_ROWS=0 measures ingest only.
+    if rows > 0 {
+        for backend in Backend::ALL {
+            latencies.push((backend, list_latencies(backend, rows, queries).await?));
+        }
     }
 
     println!();
@@ -213,7 +216,7 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend) -> Result<f64> {
         brokers: kit::kafka_brokers(),
         topics: vec![topic.to_string()],
         group_id: kit::unique("bench_ingest"),
-        batch_size: 500,
+        batch_size: env_usize("BENCH_BATCH", 500),
         linger_ms: 50,
         kafka_properties: vec![],
     };
