@@ -199,8 +199,7 @@ pub fn with_notice(back: &str, code: &str) -> String {
 #[cfg(feature = "ssr")]
 mod seam {
     use leptos::prelude::*;
-    use redrive_core::actions::{Actor, AuditQuery, Role, Selection, AUDIT_MAX_LIMIT};
-    use redrive_core::filter::parse_time;
+    use redrive_core::actions::{Actor, AuditQuery, Role, Selection};
     use redrive_core::store::{Store, StoreError};
 
     use super::{ActionDone, Notice, Op};
@@ -340,53 +339,12 @@ mod seam {
     /// Parses the audit page's query (the names of `GET /api/v1/audit`: `actor`, `action`,
     /// `from`, `to`, `limit`, `cursor`); the message says what is wrong.
     pub fn audit_query(pairs: &[(String, String)]) -> Result<AuditQuery, String> {
-        let mut q = AuditQuery::default();
-        let mut seen: Vec<&str> = Vec::new();
-        for (k, v) in pairs {
-            if super::PAGE_PARAMS.contains(&k.as_str()) {
-                continue;
-            }
-            if seen.contains(&k.as_str()) {
-                return Err(format!("`{k}` is given twice; give it once."));
-            }
-            seen.push(k);
-            let v = v.trim();
-            if v.is_empty() {
-                continue;
-            }
-            match k.as_str() {
-                "actor" => q.actor = Some(v.to_string()),
-                "action" => q.action = Some(v.to_string()),
-                "from" => q.from_ms = Some(parse_time("from", v).map_err(|e| e.to_string())?),
-                "to" => q.to_ms = Some(parse_time("to", v).map_err(|e| e.to_string())?),
-                "limit" => {
-                    q.limit = v
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=AUDIT_MAX_LIMIT).contains(n))
-                        .ok_or_else(|| {
-                            format!("`limit` must be a whole number from 1 to {AUDIT_MAX_LIMIT}.")
-                        })?
-                }
-                "cursor" => {
-                    q.before_id = Some(v.parse::<i64>().map_err(|_| {
-                        "`cursor` is not valid: follow the \u{201c}Older\u{201d} link.".to_string()
-                    })?)
-                }
-                other => {
-                    return Err(format!(
-                        "Unknown parameter `{other}`: the audit takes actor, action, from, to, \
-                         limit and cursor."
-                    ))
-                }
-            }
-        }
-        if let (Some(a), Some(b)) = (q.from_ms, q.to_ms) {
-            if a >= b {
-                return Err("`from` must be before `to`.".to_string());
-            }
-        }
-        Ok(q)
+        AuditQuery::from_pairs(
+            pairs
+                .iter()
+                .filter(|(k, _)| !super::PAGE_PARAMS.contains(&k.as_str()))
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
     }
 }
 

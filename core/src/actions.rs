@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::filter::Filter;
+use crate::filter::{parse_time, Filter};
 
 /// What a person (or token) may do. Ordered: each role can do everything the one before can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -255,6 +255,63 @@ pub struct AuditQuery {
     pub limit: u32,
     /// Show entries with an id below this (keyset on id DESC).
     pub before_id: Option<i64>,
+}
+
+impl AuditQuery {
+    /// Parses the audit query (`actor`, `action` (exact), `from`, `to` (the list's time forms,
+    /// see [`crate::filter::parse_time`]), `limit` (1 to [`AUDIT_MAX_LIMIT`]), `cursor` (a
+    /// previous page's `next_cursor`)), shared by the audit page and `GET /api/v1/audit` so both
+    /// accept exactly the same. Empty values are unset; unknown or repeated names are errors,
+    /// whose message says what to send instead.
+    pub fn from_pairs<'a, I>(pairs: I) -> Result<AuditQuery, String>
+    where
+        I: IntoIterator<Item = (&'a str, &'a str)>,
+    {
+        let mut q = AuditQuery::default();
+        let mut seen: Vec<&str> = Vec::new();
+        for (k, v) in pairs {
+            if seen.contains(&k) {
+                return Err(format!("`{k}` is given twice; give it once"));
+            }
+            seen.push(k);
+            let v = v.trim();
+            if v.is_empty() {
+                continue;
+            }
+            match k {
+                "actor" => q.actor = Some(v.to_string()),
+                "action" => q.action = Some(v.to_string()),
+                "from" => q.from_ms = Some(parse_time("from", v).map_err(|e| e.to_string())?),
+                "to" => q.to_ms = Some(parse_time("to", v).map_err(|e| e.to_string())?),
+                "limit" => {
+                    q.limit = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=AUDIT_MAX_LIMIT).contains(n))
+                        .ok_or_else(|| {
+                            format!("`limit` must be a whole number from 1 to {AUDIT_MAX_LIMIT}")
+                        })?
+                }
+                "cursor" => {
+                    q.before_id = Some(v.parse::<i64>().map_err(|_| {
+                        "`cursor` is not valid: pass a previous page's `next_cursor`".to_string()
+                    })?)
+                }
+                other => {
+                    return Err(format!(
+                        "unknown parameter `{other}`; the audit takes actor, action, from, to, \
+                         limit and cursor"
+                    ))
+                }
+            }
+        }
+        if let (Some(a), Some(b)) = (q.from_ms, q.to_ms) {
+            if a >= b {
+                return Err("`from` must be before `to`".to_string());
+            }
+        }
+        Ok(q)
+    }
 }
 
 /// Audit page size when none is asked for.

@@ -32,7 +32,6 @@ use redrive_core::actions::{
     AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Role, Selection,
     AUDIT_MAX_LIMIT,
 };
-use redrive_core::filter::parse_time;
 use redrive_core::store::StoreError;
 use redrive_core::ListQuery;
 use serde::{Deserialize, Serialize};
@@ -647,55 +646,9 @@ fn query_pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, ActionError> 
 /// The audit page's query: `actor`, `action` (exact), `from`, `to` (the list's time forms),
 /// `limit` (1 to 1000), `cursor` (a previous page's `next_cursor`). Empty values are unset.
 pub fn audit_query(raw: Option<&str>) -> Result<AuditQuery, ActionError> {
-    let mut q = AuditQuery::default();
-    let mut seen: Vec<String> = Vec::new();
-    for (k, v) in query_pairs(raw)? {
-        if seen.contains(&k) {
-            return Err(ActionError::BadRequest(format!(
-                "`{k}` is given twice; give it once"
-            )));
-        }
-        seen.push(k.clone());
-        let v = v.trim().to_string();
-        if v.is_empty() {
-            continue;
-        }
-        let bad = |m: String| ActionError::BadRequest(m);
-        match k.as_str() {
-            "actor" => q.actor = Some(v),
-            "action" => q.action = Some(v),
-            "from" => q.from_ms = Some(parse_time("from", &v).map_err(|e| bad(e.to_string()))?),
-            "to" => q.to_ms = Some(parse_time("to", &v).map_err(|e| bad(e.to_string()))?),
-            "limit" => {
-                q.limit = v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=AUDIT_MAX_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`limit` must be a whole number from 1 to {AUDIT_MAX_LIMIT}"
-                        ))
-                    })?
-            }
-            "cursor" => {
-                q.before_id = Some(v.parse::<i64>().map_err(|_| {
-                    bad("`cursor` is not valid: pass a previous page's `next_cursor`".into())
-                })?)
-            }
-            other => {
-                return Err(bad(format!(
-                    "unknown parameter `{other}`; the audit takes actor, action, from, to, \
-                     limit and cursor"
-                )))
-            }
-        }
-    }
-    if let (Some(a), Some(b)) = (q.from_ms, q.to_ms) {
-        if a >= b {
-            return Err(ActionError::BadRequest("`from` must be before `to`".into()));
-        }
-    }
-    Ok(q)
+    let pairs = query_pairs(raw)?;
+    AuditQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(ActionError::BadRequest)
 }
 
 /// `GET /api/v1/audit` (viewer): a page, newest first.
