@@ -177,7 +177,7 @@ fn assert_inert(page: &str, html: &str) {
         if let Some(at) = html.find(raw) {
             panic!(
                 "{page}: raw markup {raw:?} in the HTML: …{}…",
-                &html[at.saturating_sub(100).max(0)..(at + 300).min(html.len())]
+                &html[at.saturating_sub(100)..(at + 300).min(html.len())]
             );
         }
     }
