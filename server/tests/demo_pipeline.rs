@@ -1,9 +1,12 @@
 //! `redrive demo`'s pipeline against the real broker, in-process, on fresh topics:
 //! transient failures reach the DLQ after exactly the configured retries with growing delays,
 //! poison at once with none; every dead letter carries the seed convention's headers and its
-//! original key and value; nothing is lost; replaying the dead letters (one published twice)
-//! processes each message once; and redrive's ingest reads them as the seed convention with
-//! the right source topic and retry count.
+//! original key and value; nothing is lost; replaying the dead letters through redrive itself
+//! (ingest into a fresh store, `Store::request_replay` to each source topic, the real relay
+//! in-process) finishes the job with every row published and processes each message once,
+//! even when a relayed record is published a second time with the same idempotency key; and
+//! redrive's ingest reads them as the seed convention with the right source topic and retry
+//! count.
 //!
 //! Run with `--nocapture` to see the observed retry delays.
 
@@ -15,10 +18,13 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use redrive_core::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
 use redrive_core::ingest::{IngestConfig, IngestStatus};
 use redrive_core::model::Convention;
+use redrive_core::replay::{RelayConfig, RelayStatus};
 use redrive_core::{Filter, ListQuery};
 use redrive_demo::{Control, DemoConfig, DemoError, Ledger, OutageMode};
+use redrive_testkit::ingest::ingest_all;
 use redrive_testkit::{fresh_store, kafka_brokers, produce, unique, wait_for, Backend, TestRecord};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -415,64 +421,138 @@ async fn demo_retries_dead_letters_loses_nothing_and_replays_once() {
         snapshot.breaker_opened,
     );
 
-    // Replay, as redrive's relay will: same key and value, redrive's headers, one fresh
-    // idempotency key per outbox row; two rows are published twice.
+    // Replay through redrive itself: ingest the dead letters into a fresh store, request a
+    // replay of all of them to their source topic, and let the real relay publish the outbox.
     let replay = Pipeline::start(DemoConfig {
         count: Some(0),
         failure_ratio: 0.0,
         outage: false,
         ..cfg.clone()
     });
-    let replay_id = unique("replay");
-    let mut records = Vec::new();
-    for (n, d) in dlq.records.iter().enumerate() {
-        let key = unique("idem");
-        let record = TestRecord {
-            key: d.key.clone(),
-            value: d.value.clone(),
-            headers: vec![
-                (
-                    "redrive-replay-id".into(),
-                    Some(replay_id.as_bytes().to_vec()),
-                ),
-                (
-                    "redrive-dead-letter-id".into(),
-                    Some(n.to_string().into_bytes()),
-                ),
-                ("redrive-replay-count".into(), Some(b"1".to_vec())),
-                ("redrive-idempotency-key".into(), Some(key.into_bytes())),
-            ],
-            ..TestRecord::default()
-        };
-        let at = |r: &Rec| (r.partition, r.offset);
-        let twice = at(d) == at(&transient[0]) || at(d) == at(&poison[0]);
-        if twice {
-            records.push(record.clone());
-        }
-        records.push(record);
-    }
-    produce(&cfg.source_topic, &records).await.unwrap();
-
     let first_phase_dead_letters = dlq.records.len();
+    let (store, _store_dir, stored) = ingest_all(
+        Backend::Sqlite,
+        &cfg.dlq_topic,
+        first_phase_dead_letters as i64,
+    )
+    .await
+    .unwrap();
+    let actor = Actor {
+        user: "demo-test".to_string(),
+        role: Role::Operator,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+    };
+    let job = store
+        .request_replay(
+            &actor,
+            &ReplayRequest {
+                selection: Selection::Ids(stored.iter().map(|d| d.summary.id).collect()),
+                target_topic: None,
+                rate_per_sec: None,
+                reason: Some("demo pipeline test".to_string()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(job.total as usize, first_phase_dead_letters, "{job:?}");
+    let replay_id = job.id.clone();
+    let relay_stop = CancellationToken::new();
+    let relay = tokio::spawn(redrive_core::replay::run(
+        RelayConfig {
+            brokers: kafka_brokers(),
+            poll_interval_ms: 50,
+            backoff_base_ms: 50,
+            backoff_max_ms: 1_000,
+            ..RelayConfig::default()
+        },
+        store.clone(),
+        Arc::new(RelayStatus::default()),
+        relay_stop.clone(),
+    ));
+    let job = wait_for("the replay job to finish", Duration::from_secs(20), || {
+        let (store, id) = (store.clone(), replay_id.clone());
+        async move {
+            let j = store.job(&id).await.ok().flatten()?;
+            (j.status == JobStatus::Finished).then_some(j)
+        }
+    })
+    .await
+    .unwrap();
+    relay_stop.cancel();
+    tokio::time::timeout(Duration::from_secs(20), relay)
+        .await
+        .expect("the relay stops within 20 s")
+        .expect("the relay task does not panic")
+        .expect("the relay stops without error");
+    assert_eq!(job.published, job.total, "{job:?}");
+    assert_eq!(job.failed, 0, "{job:?}");
+
     let transient_ids: BTreeSet<String> = transient.iter().map(|r| r.message_id()).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         dlq.drain(100).await;
         let done: Vec<(String,)> = rows(&ledger, "SELECT message_id FROM processed").await;
         let done: BTreeSet<String> = done.into_iter().map(|(id,)| id).collect();
-        let dups: Vec<(i64,)> = rows(&ledger, "SELECT id FROM duplicates").await;
         let again = dlq.records.len() - first_phase_dead_letters;
-        if transient_ids.is_subset(&done) && dups.len() >= 2 && again >= poison.len() {
+        if transient_ids.is_subset(&done) && again >= poison.len() {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "replay not handled after 30 s: {} of {} replayed requests processed, {} duplicates \
-             dropped (want 2), {again} poison dead-lettered again (want {})",
+            "replay not handled after 30 s: {} of {} replayed requests processed, \
+             {again} poison dead-lettered again (want {})",
             transient_ids.intersection(&done).count(),
             transient_ids.len(),
-            dups.len(),
             poison.len()
+        );
+    }
+
+    // Publish two of the relay's records a second time, byte for byte (same
+    // `redrive-idempotency-key`), as a relay crash between publish and mark would: one
+    // transient (processed by now), one poison (dead-lettered again by now).
+    let published_by_relay = |r: &Rec| r.all("redrive-replay-id").contains(&replay_id.as_str());
+    source
+        .until("every replayed record on the source topic", 20, |r| {
+            r.iter().filter(|r| published_by_relay(r)).count() >= first_phase_dead_letters
+        })
+        .await;
+    let relayed: Vec<Rec> = source
+        .records
+        .iter()
+        .filter(|r| published_by_relay(r))
+        .cloned()
+        .collect();
+    assert_eq!(relayed.len(), first_phase_dead_letters, "each row once");
+    let mut resend = Vec::new();
+    for original in [&transient[0], &poison[0]] {
+        let r = relayed
+            .iter()
+            .find(|r| r.key == original.key)
+            .unwrap_or_else(|| panic!("no replayed record for {}", original.message_id()));
+        assert_eq!(r.value, original.value, "the relay keeps the value");
+        assert_eq!(r.all("redrive-idempotency-key").len(), 1);
+        resend.push(TestRecord {
+            key: r.key.clone(),
+            value: r.value.clone(),
+            headers: r.headers.clone(),
+            partition: Some(r.partition),
+            ..TestRecord::default()
+        });
+    }
+    produce(&cfg.source_topic, &resend).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        dlq.drain(100).await;
+        let dups: Vec<(i64,)> = rows(&ledger, "SELECT id FROM duplicates").await;
+        if dups.len() >= 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "re-published records not dropped after 20 s: {} duplicates (want 2)",
+            dups.len()
         );
     }
     let replay_stats = replay.control.snapshot();
