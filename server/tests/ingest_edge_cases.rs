@@ -422,7 +422,7 @@ async fn two_instances_in_one_group_survive_rebalances() {
     let wave = |w: usize| -> Vec<TestRecord> {
         (0..100)
             .map(|i| TestRecord {
-                partition: Some((i % 4) as i32),
+                partition: Some(i % 4),
                 ..plain(&format!("wave {w} record {i}"))
             })
             .collect()
