@@ -9,7 +9,10 @@
 //! idempotent producer (`enable.idempotence=true`, `acks=all`), paced by the job's token
 //! bucket → await every delivery report → record the batch in ONE store transaction (outbox
 //! rows published with partition/offset, dead letters `replayed` with `replay_count + 1`,
-//! history events, job counters). Marking a batch overlaps with publishing the next one.
+//! history events, job counters). Marking a batch overlaps with claiming and publishing the
+//! next one (on SQLite the relay's claims and marks take turns for the single writer lock;
+//! on PostgreSQL two marks may run at once). A worker walks its job in outbox-id order with a
+//! cursor, then makes one more pass from the start for retries that came due.
 //!
 //! # Failures
 //! - **Kafka unreachable** (timeouts, all brokers down, no leader): the rows go back to
@@ -249,6 +252,7 @@ pub async fn run(
     );
     let poll = Duration::from_millis(config.poll_interval_ms.max(10));
     let max_jobs = config.max_parallel_jobs.max(1);
+    let store_backend = store.backend();
     let relay = Arc::new(Relay {
         config,
         store,
@@ -258,12 +262,19 @@ pub async fn run(
         abort_after,
         delivered: AtomicU64::new(0),
         outage_streak: AtomicU32::new(0),
+        write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
+        marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
     });
     status.set_running(true);
 
     let mut workers: JoinSet<()> = JoinSet::new();
     let mut working: HashMap<tokio::task::Id, String> = HashMap::new();
     let mut active: HashSet<String> = HashSet::new();
+    // Expired leases only appear when a relay died: look for them at start-up and then
+    // every quarter lease, not on every poll (on PostgreSQL that lookup walks index entries
+    // of every row ever claimed until vacuum removes them).
+    let expiry_check = Duration::from_millis(relay.config.lease_ms / 4);
+    let mut next_expiry_check = Instant::now();
     loop {
         while let Some(done) = workers.try_join_next_with_id() {
             reap(done, &mut working, &mut active, &status);
@@ -271,7 +282,17 @@ pub async fn run(
         if shutdown.is_cancelled() {
             break;
         }
-        match relay.store.active_jobs(now_ms()).await {
+        let mut jobs = relay.store.active_jobs().await;
+        if Instant::now() >= next_expiry_check {
+            next_expiry_check = Instant::now() + expiry_check;
+            if let Ok(js) = &mut jobs {
+                match relay.store.jobs_with_expired_claims(now_ms()).await {
+                    Ok(expired) => js.extend(expired),
+                    Err(e) => status.record_error(format!("store: {e}")),
+                }
+            }
+        }
+        match jobs {
             Ok(jobs) => {
                 for job in jobs {
                     if active.len() >= max_jobs {
@@ -363,6 +384,12 @@ struct Relay {
     delivered: AtomicU64,
     /// Consecutive batches that met an outage: the backoff exponent.
     outage_streak: AtomicU32,
+    /// SQLite has one writer at a time, and a writer that finds the database locked polls
+    /// with sleeps of several ms: the relay's own claims and marks take turns here instead.
+    /// `None` on PostgreSQL, where they run side by side.
+    write_turn: Option<tokio::sync::Mutex<()>>,
+    /// Batches being marked at once per job: 1 on SQLite (one writer anyway), 2 on PostgreSQL.
+    marks_in_flight: usize,
 }
 
 impl Relay {
@@ -372,17 +399,24 @@ impl Relay {
         let claim_size = self.config.claim_size(job.rate_per_sec);
         let lease = Duration::from_millis(self.config.lease_ms);
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
-        let mut marking: Option<tokio::task::JoinHandle<()>> = None;
+        let mut marking: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
+            std::collections::VecDeque::new();
+        // Walk the job in outbox-id order; when the walk runs dry, one more pass from the
+        // start picks up retries that came due and leases that expired.
+        let mut cursor: Option<i64> = None;
+        let mut reclaim = true;
         loop {
             if self.shutdown.is_cancelled() {
                 break;
             }
             let claimed_at = Instant::now();
-            let claim = match self
-                .store
-                .claim(&job.id, claim_size, self.config.lease_ms)
-                .await
-            {
+            let claimed = {
+                let _turn = self.write_turn().await;
+                self.store
+                    .claim(&job.id, claim_size, self.config.lease_ms, cursor, reclaim)
+                    .await
+            };
+            let claim = match claimed {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(target: "redrive::replay", error = %e, "cannot claim outbox rows; retrying later");
@@ -390,26 +424,44 @@ impl Relay {
                     break;
                 }
             };
-            if claim.rows.is_empty() {
+            reclaim = false;
+            let Some(last_id) = claim.rows.last().map(|r| r.outbox_id) else {
+                if cursor.take().is_some() {
+                    reclaim = true;
+                    continue;
+                }
                 break;
-            }
-            let batch = self.publish(&job, claim, limiter.as_ref()).await;
+            };
+            cursor = Some(last_id);
+            let claim_ms = claimed_at.elapsed().as_millis() as u64;
+            let rows = claim.rows.len();
+            let mut batch = self.publish(&job, claim, limiter.as_ref()).await;
+            batch.last = rows < claim_size;
+            tracing::debug!(
+                target: "redrive::replay",
+                rows,
+                claim_ms,
+                publish_ms = claimed_at.elapsed().as_millis() as u64 - claim_ms,
+                "batch published"
+            );
             let outage = batch.release_error.is_some();
-            // One mark in flight at a time: batches are recorded in order, and a slow store
-            // slows the relay down instead of piling up claims.
-            if let Some(m) = marking.take() {
-                let _ = m.await;
+            // A bounded number of marks in flight: a slow store slows the relay down
+            // instead of piling up claims (and held leases).
+            while marking.len() >= self.marks_in_flight {
+                if let Some(m) = marking.pop_front() {
+                    let _ = m.await;
+                }
             }
             let relay = self.clone();
             let deadline = claimed_at + lease.saturating_sub(margin);
-            marking = Some(tokio::spawn(
+            marking.push_back(tokio::spawn(
                 async move { relay.mark(batch, deadline).await }.in_current_span(),
             ));
             if outage {
                 break;
             }
         }
-        if let Some(m) = marking.take() {
+        for m in marking {
             let _ = m.await;
         }
         match self.store.finish_job_if_done(&job.id).await {
@@ -474,8 +526,6 @@ impl Relay {
                     self.delivered_one();
                     batch.published.push(Published {
                         outbox_id: row.outbox_id,
-                        dead_letter_id: row.dead_letter_id,
-                        topic: row.target_topic,
                         partition: d.partition,
                         offset: d.offset,
                     });
@@ -599,6 +649,14 @@ impl Relay {
         }
     }
 
+    /// Waits for the relay's turn to write (SQLite only; see `write_turn`).
+    async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.write_turn {
+            Some(m) => Some(m.lock().await),
+            None => None,
+        }
+    }
+
     /// Counts a delivery report; the test hook aborts here, before the batch is marked.
     fn delivered_one(&self) {
         let n = self.delivered.fetch_add(1, Ordering::SeqCst) + 1;
@@ -615,8 +673,19 @@ impl Relay {
     async fn mark(&self, batch: MarkBatch, deadline: Instant) {
         let mut delay = Duration::from_millis(200);
         loop {
-            match self.store.mark(&batch).await {
+            let started = Instant::now();
+            let marked = {
+                let _turn = self.write_turn().await;
+                self.store.mark(&batch).await
+            };
+            match marked {
                 Ok(s) => {
+                    tracing::debug!(
+                        target: "redrive::replay",
+                        rows = s.published + s.retried + s.failed + s.released,
+                        mark_ms = started.elapsed().as_millis() as u64,
+                        "batch marked"
+                    );
                     self.status
                         .add_marked(s.published, s.failed, s.retried, s.released);
                     let lost = batch.published.len() as u64

@@ -39,6 +39,11 @@ pub(crate) trait Dialect: Database {
     /// Appended to a `SELECT` that picks rows to claim: PostgreSQL skips rows another
     /// transaction holds (so several relays share the work); SQLite has one writer at a time.
     const SKIP_LOCKED: &'static str;
+    /// `id` + `IDS_OF_OPEN` + a subquery selecting ids + `IDS_OF_CLOSE`: membership in the
+    /// subquery's result, planned as primary-key lookups. (PostgreSQL's planner may otherwise
+    /// hash-join a scan of the whole table against a small locking subquery.)
+    const IDS_OF_OPEN: &'static str;
+    const IDS_OF_CLOSE: &'static str;
 
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
@@ -46,6 +51,13 @@ pub(crate) trait Dialect: Database {
     /// Appends a parenthesised subquery yielding the ids of the JSON array `json` (e.g.
     /// `[3,1,2]`), for `id IN ...`: one bind parameter however many ids there are.
     fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String);
+
+    /// Appends a parenthesised row source with columns `column1` (BIGINT), `column2`
+    /// (INTEGER), `column3` (BIGINT) holding `rows`, for a bulk `UPDATE ... FROM`. SQLite: a
+    /// VALUES list (3 binds a row). PostgreSQL: `unnest` of three array parameters, which
+    /// the planner drives with primary-key lookups (a VALUES list of the same size can make
+    /// it scan the whole table).
+    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]);
 }
 
 impl Dialect for Sqlite {
@@ -59,6 +71,8 @@ impl Dialect for Sqlite {
          || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) \
          || '-' || hex(randomblob(6)))";
     const SKIP_LOCKED: &'static str = "";
+    const IDS_OF_OPEN: &'static str = " IN (";
+    const IDS_OF_CLOSE: &'static str = ")";
     const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
     const EXPLAIN_COLUMN: &'static str = "detail";
 
@@ -77,6 +91,23 @@ impl Dialect for Sqlite {
         qb.push_bind(json);
         qb.push("))");
     }
+
+    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]) {
+        qb.push("(VALUES ");
+        for (i, (a, b, c)) in rows.iter().enumerate() {
+            if i > 0 {
+                qb.push(", ");
+            }
+            qb.push("(");
+            qb.push_bind(*a);
+            qb.push(", ");
+            qb.push_bind(*b);
+            qb.push(", ");
+            qb.push_bind(*c);
+            qb.push(")");
+        }
+        qb.push(")");
+    }
 }
 
 impl Dialect for Postgres {
@@ -86,6 +117,8 @@ impl Dialect for Postgres {
     // Built in since PostgreSQL 13.
     const NEW_UUID: &'static str = "gen_random_uuid()::text";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const IDS_OF_OPEN: &'static str = " = ANY(ARRAY(";
+    const IDS_OF_CLOSE: &'static str = "))";
     const EXPLAIN: &'static str = "EXPLAIN ";
     const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
 
@@ -103,6 +136,19 @@ impl Dialect for Postgres {
         qb.push("(SELECT CAST(v AS BIGINT) FROM jsonb_array_elements_text(CAST(");
         qb.push_bind(json);
         qb.push(" AS jsonb)) AS t(v))");
+    }
+
+    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]) {
+        let a: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        let b: Vec<i32> = rows.iter().map(|r| r.1).collect();
+        let c: Vec<i64> = rows.iter().map(|r| r.2).collect();
+        qb.push("(SELECT * FROM unnest(");
+        qb.push_bind(a);
+        qb.push("::bigint[], ");
+        qb.push_bind(b);
+        qb.push("::integer[], ");
+        qb.push_bind(c);
+        qb.push("::bigint[]) AS u(column1, column2, column3))");
     }
 }
 

@@ -56,8 +56,6 @@ pub(crate) struct Claim {
 #[derive(Debug, Clone)]
 pub(crate) struct Published {
     pub(crate) outbox_id: i64,
-    pub(crate) dead_letter_id: i64,
-    pub(crate) topic: String,
     pub(crate) partition: i32,
     pub(crate) offset: i64,
 }
@@ -94,6 +92,9 @@ pub(crate) struct MarkBatch {
     pub(crate) release_at_ms: i64,
     /// Why they were released; `Some` puts the job in `waiting` with this as `last_error`.
     pub(crate) release_error: Option<String>,
+    /// Probably the job's last batch (its claim came back short): check whether the job is
+    /// done. (Checking after every batch would cost more than the batch on a big job.)
+    pub(crate) last: bool,
 }
 
 /// What [`Store::mark`] changed (rows whose claim had been lost are not counted).
@@ -112,6 +113,16 @@ struct ActiveRow {
     id: String,
     created_by: String,
     rate_per_sec: Option<i32>,
+}
+
+impl From<ActiveRow> for ActiveJob {
+    fn from(r: ActiveRow) -> ActiveJob {
+        ActiveJob {
+            id: r.id,
+            created_by: r.created_by,
+            rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
+        }
+    }
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -143,9 +154,8 @@ fn push_held<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: &[i64], token:
     qb.push(" AND status = 'claimed'");
 }
 
-/// `UPDATE outbox ... FROM (VALUES (id, partition, offset), ...)`: one statement marks a
-/// chunk published with each row's own position. Both databases name a VALUES list's columns
-/// `column1`, `column2`, ...
+/// `UPDATE outbox ... FROM <(id, partition, offset) rows>`: one statement marks a chunk
+/// published, each row with its own position (see [`Dialect::push_triples`]).
 fn mark_published_chunk<'a, DB: Dialect>(
     chunk: &[Published],
     token: &'a str,
@@ -156,20 +166,13 @@ fn mark_published_chunk<'a, DB: Dialect>(
          published_offset = v.column3, published_at_ms = ",
     );
     DB::bind(&mut qb, Val::I64(Some(now)));
-    qb.push(", lease_until_ms = NULL, last_error = NULL FROM (VALUES ");
-    for (i, p) in chunk.iter().enumerate() {
-        if i > 0 {
-            qb.push(", ");
-        }
-        qb.push("(");
-        DB::bind(&mut qb, Val::I64(Some(p.outbox_id)));
-        qb.push(", ");
-        DB::bind(&mut qb, Val::I32(Some(p.partition)));
-        qb.push(", ");
-        DB::bind(&mut qb, Val::I64(Some(p.offset)));
-        qb.push(")");
-    }
-    qb.push(") AS v WHERE outbox.id = v.column1 AND outbox.claim_token = ");
+    qb.push(", lease_until_ms = NULL, last_error = NULL FROM ");
+    let rows: Vec<(i64, i32, i64)> = chunk
+        .iter()
+        .map(|p| (p.outbox_id, p.partition, p.offset))
+        .collect();
+    DB::push_triples(&mut qb, &rows);
+    qb.push(" AS v WHERE outbox.id = v.column1 AND outbox.claim_token = ");
     DB::bind(&mut qb, Val::Text(Some(token)));
     qb.push(" AND outbox.status = 'claimed' RETURNING id, dead_letter_id");
     qb
@@ -226,33 +229,46 @@ fn chunk_rows<DB: Dialect>(binds_per_row: usize) -> usize {
 }
 
 impl Store {
-    /// Jobs the relay should look at, oldest first: `running` or `waiting` ones, and any job
-    /// holding a claimed row whose lease expired before `now` (a relay died holding it; this
-    /// includes cancelled jobs, whose in-flight rows still have to be accounted for).
-    pub(crate) async fn active_jobs(&self, now: i64) -> Result<Vec<ActiveJob>, StoreError> {
+    /// Jobs the relay should work on, oldest first: `running` or `waiting` ones.
+    pub(crate) async fn active_jobs(&self) -> Result<Vec<ActiveJob>, StoreError> {
+        let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
+            let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT id, created_by, rate_per_sec FROM replay_jobs \
+                 WHERE status IN ('running', 'waiting') ORDER BY created_at_ms, id",
+            );
+            let mut qb = qb;
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(rows.into_iter().map(ActiveJob::from).collect())
+    }
+
+    /// Jobs of any status holding a claimed row whose lease expired before `now` (a relay
+    /// died holding it; for a cancelled job its in-flight rows still have to be accounted
+    /// for). Oldest first.
+    pub(crate) async fn jobs_with_expired_claims(
+        &self,
+        now: i64,
+    ) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec FROM replay_jobs \
-                 WHERE status IN ('running', 'waiting') OR id IN (SELECT job_id FROM outbox \
-                 WHERE status = 'claimed' AND lease_until_ms < ",
+                "SELECT id, created_by, rate_per_sec FROM replay_jobs WHERE id IN \
+                 (SELECT job_id FROM outbox WHERE status = 'claimed' AND lease_until_ms < ",
             );
             DB::bind(&mut qb, Val::I64(Some(now)));
             qb.push(") ORDER BY created_at_ms, id");
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        Ok(rows
-            .into_iter()
-            .map(|r| ActiveJob {
-                id: r.id,
-                created_by: r.created_by,
-                rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
-            })
-            .collect())
+        Ok(rows.into_iter().map(ActiveJob::from).collect())
     }
 
     /// Claims up to `limit` due rows of `job_id` (oldest first) for `lease_ms`, and loads
-    /// their dead letters. An empty claim means nothing of the job is due now.
+    /// their dead letters. With `after_id`, only pending rows after that outbox id: a worker
+    /// walks its job with this cursor, so each claim starts where the last one ended instead
+    /// of stepping over everything already published (on PostgreSQL, over their dead index
+    /// entries too). `reclaim_expired` first takes rows whose lease ran out. An empty claim
+    /// means nothing (after the cursor) is due now.
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers that do not parse: the
     /// whole claim is refused; its rows are reclaimed after the lease).
@@ -261,31 +277,67 @@ impl Store {
         job_id: &str,
         limit: usize,
         lease_ms: u64,
+        after_id: Option<i64>,
+        reclaim_expired: bool,
     ) -> Result<Claim, StoreError> {
         let now = now_ms();
         let token = uuid::Uuid::new_v4().to_string();
         let lease_until = now.saturating_add(i64::try_from(lease_ms).unwrap_or(i64::MAX / 2));
+        let limit = limit.max(1) as i64;
         let rows: Vec<ClaimRow> = on_pool!(self, |pool, DB| {
             let mut tx = pool.begin().await.map_err(store_error)?;
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE outbox SET status = 'claimed', lease_until_ms = ");
-            DB::bind(&mut qb, Val::I64(Some(lease_until)));
-            qb.push(", claim_token = ");
-            DB::bind(&mut qb, Val::Text(Some(&token)));
-            qb.push(" WHERE id IN (SELECT id FROM outbox WHERE job_id = ");
-            DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND ((status = 'pending' AND next_attempt_at_ms <= ");
-            DB::bind(&mut qb, Val::I64(Some(now)));
-            qb.push(") OR (status = 'claimed' AND lease_until_ms < ");
-            DB::bind(&mut qb, Val::I64(Some(now)));
-            qb.push(")) ORDER BY id LIMIT ");
-            DB::bind(&mut qb, Val::I64(Some(limit.max(1) as i64)));
-            qb.push(DB::SKIP_LOCKED).push(") RETURNING id");
-            let mut ids: Vec<i64> = qb
-                .build_query_scalar()
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(store_error)?;
+            // Rows whose relay died holding them (when asked), then due pending rows: two
+            // index ranges on (job_id, status, id) instead of one OR that would walk every
+            // row the job has already published.
+            let mut ids: Vec<i64> = Vec::new();
+            for (condition, deadline_column) in [
+                ("claimed", "lease_until_ms"),
+                ("pending", "next_attempt_at_ms"),
+            ] {
+                let want = limit - ids.len() as i64;
+                if want <= 0 {
+                    break;
+                }
+                if condition == "claimed" && !reclaim_expired {
+                    continue;
+                }
+                // Expired leases are strictly before now; due attempts are at or before now.
+                let op = if condition == "claimed" {
+                    " < "
+                } else {
+                    " <= "
+                };
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE outbox SET status = 'claimed', lease_until_ms = ");
+                DB::bind(&mut qb, Val::I64(Some(lease_until)));
+                qb.push(", claim_token = ");
+                DB::bind(&mut qb, Val::Text(Some(&token)));
+                qb.push(" WHERE id")
+                    .push(DB::IDS_OF_OPEN)
+                    .push("SELECT id FROM outbox WHERE job_id = ");
+                DB::bind(&mut qb, Val::Text(Some(job_id)));
+                qb.push(" AND status = '")
+                    .push(condition)
+                    .push("' AND ")
+                    .push(deadline_column)
+                    .push(op);
+                DB::bind(&mut qb, Val::I64(Some(now)));
+                if let (Some(after), "pending") = (after_id, condition) {
+                    qb.push(" AND id > ");
+                    DB::bind(&mut qb, Val::I64(Some(after)));
+                }
+                qb.push(" ORDER BY id LIMIT ");
+                DB::bind(&mut qb, Val::I64(Some(want)));
+                qb.push(DB::SKIP_LOCKED)
+                    .push(DB::IDS_OF_CLOSE)
+                    .push(" RETURNING id");
+                let got: Vec<i64> = qb
+                    .build_query_scalar()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                ids.extend(got);
+            }
             if ids.is_empty() {
                 tx.rollback().await.map_err(store_error)?;
                 return Ok(Claim {
@@ -300,6 +352,9 @@ impl Store {
             qb.push(" WHERE started_at_ms IS NULL AND id = ");
             DB::bind(&mut qb, Val::Text(Some(job_id)));
             qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            // Read after the commit: SQLite's write lock is held only for the claim itself.
+            // The rows are ours by token until the lease ends.
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT o.id AS outbox_id, o.dead_letter_id, o.idempotency_key, o.target_topic, \
                  o.attempts, d.key, d.value, d.headers, d.convention, d.replay_count \
@@ -307,13 +362,10 @@ impl Store {
             );
             DB::push_json_ids(&mut qb, ids_json(&ids));
             qb.push(" ORDER BY o.id");
-            let rows: Vec<ClaimRow> = qb
-                .build_query_as()
-                .fetch_all(&mut *tx)
+            qb.build_query_as()
+                .fetch_all(pool)
                 .await
-                .map_err(store_error)?;
-            tx.commit().await.map_err(store_error)?;
-            Ok::<_, StoreError>(rows)
+                .map_err(store_error)
         })?;
         let rows = rows
             .into_iter()
@@ -360,48 +412,44 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = pool.begin().await.map_err(store_error)?;
 
-            // Published.
-            let mut marked: Vec<MarkedRow> = Vec::with_capacity(b.published.len());
-            for chunk in b.published.chunks(chunk_rows::<DB>(3)) {
-                let rows: Vec<MarkedRow> = mark_published_chunk::<DB>(chunk, token, now)
-                    .build_query_as()
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                marked.extend(rows);
-            }
-            if !marked.is_empty() {
-                let dl_ids: Vec<i64> = marked.iter().map(|m| m.dead_letter_id).collect();
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "UPDATE dead_letters SET status = 'replayed', status_before = NULL, \
-                     replay_count = replay_count + 1 WHERE id IN ",
-                );
-                DB::push_json_ids(&mut qb, ids_json(&dl_ids));
-                qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                let by_id: std::collections::HashMap<i64, &Published> =
-                    b.published.iter().map(|p| (p.outbox_id, p)).collect();
-                let events: Vec<(i64, &'static str, String)> = marked
-                    .iter()
-                    .filter_map(|m| by_id.get(&m.id))
-                    .map(|p| {
-                        (
-                            p.dead_letter_id,
-                            "published",
-                            format!(
-                                "to {} partition {} offset {}",
-                                p.topic, p.partition, p.offset
-                            ),
-                        )
-                    })
-                    .collect();
-                for chunk in events.chunks(chunk_rows::<DB>(6)) {
-                    insert_events::<DB>(chunk, &actor, job, now)
-                        .build()
+            // Published: outbox rows, then their dead letters and history events, each one
+            // statement for the whole batch.
+            if !b.published.is_empty() {
+                let mut marked: Vec<MarkedRow> = Vec::with_capacity(b.published.len());
+                for chunk in b.published.chunks(chunk_rows::<DB>(3)) {
+                    let rows: Vec<MarkedRow> = mark_published_chunk::<DB>(chunk, token, now)
+                        .build_query_as()
                         .persistent(false)
-                        .execute(&mut *tx)
+                        .fetch_all(&mut *tx)
                         .await
                         .map_err(store_error)?;
+                    marked.extend(rows);
+                }
+                if !marked.is_empty() {
+                    let outbox_ids: Vec<i64> = marked.iter().map(|m| m.id).collect();
+                    let dl_ids: Vec<i64> = marked.iter().map(|m| m.dead_letter_id).collect();
+                    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                        "UPDATE dead_letters SET status = 'replayed', status_before = NULL, \
+                         replay_count = replay_count + 1 WHERE id IN ",
+                    );
+                    DB::push_json_ids(&mut qb, ids_json(&dl_ids));
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                        "INSERT INTO dead_letter_events \
+                         (dead_letter_id, at_ms, kind, actor, detail, job_id) \
+                         SELECT dead_letter_id, ",
+                    );
+                    DB::bind(&mut qb, Val::I64(Some(now)));
+                    qb.push(", 'published', ");
+                    DB::bind(&mut qb, Val::Text(Some(&actor)));
+                    qb.push(
+                        ", 'to ' || target_topic || ' partition ' \
+                         || CAST(published_partition AS TEXT) || ' offset ' \
+                         || CAST(published_offset AS TEXT), job_id FROM outbox WHERE id IN ",
+                    );
+                    DB::push_json_ids(&mut qb, ids_json(&outbox_ids));
+                    qb.push(" ORDER BY id");
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
                 }
                 summary.published = marked.len() as u64;
             }
@@ -488,12 +536,14 @@ impl Store {
             DB::bind(&mut qb, Val::Text(Some(job)));
             qb.build().execute(&mut *tx).await.map_err(store_error)?;
 
-            let done = finish_if_done::<DB>(job, now)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            summary.finished = done.rows_affected() > 0;
+            if b.last {
+                let done = finish_if_done::<DB>(job, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                summary.finished = done.rows_affected() > 0;
+            }
             tx.commit().await.map_err(store_error)?;
             Ok::<(), StoreError>(())
         })?;
