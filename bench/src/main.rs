@@ -3,7 +3,10 @@
 //! 1. Ingest rate of `BENCH_RECORDS` (default 200,000) 1-KiB records carrying Spring
 //!    `kafka_dlt-*` headers into SQLite and into PostgreSQL, beside the raw consume rate of the
 //!    same topic (an rdkafka consumer that only counts), as a ratio.
-//! 2. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
+//! 2. Replay (issue #3): `BENCH_REPLAY` (default 100,000) dead letters replayed unthrottled
+//!    through the outbox and relay (idempotent producer, acks=all), in msgs/s, and a replay
+//!    throttled at 1,000 msgs/s of `BENCH_THROTTLED` (default 10,000), its measured rate.
+//! 3. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
 //!    `BENCH_ROWS` (default 1,000,000) stored dead letters for four filters.
 //!
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
@@ -57,6 +60,17 @@ async fn main() -> Result<()> {
     }
 
     let mut latencies = Vec::new();
+    let replay_n = env_usize("BENCH_REPLAY", 100_000);
+    let throttled_n = env_usize("BENCH_THROTTLED", 10_000);
+    let mut replays = Vec::new();
+    if replay_n > 0 {
+        for backend in Backend::ALL {
+            let unthrottled = replay_rate(backend, replay_n, None).await?;
+            let throttled = replay_rate(backend, throttled_n, Some(1_000)).await?;
+            replays.push((backend, unthrottled, throttled));
+        }
+    }
+
     // BENCH_ROWS=0 measures ingest only.
     if rows > 0 {
         for backend in Backend::ALL {
@@ -82,6 +96,22 @@ async fn main() -> Result<()> {
         r(Backend::Postgres),
         r(Backend::Postgres) / raw
     );
+    let rp = |b: Backend| {
+        replays
+            .iter()
+            .find(|(x, _, _)| *x == b)
+            .map(|(_, u, t)| (*u, *t))
+    };
+    if let (Some(a), Some(b)) = (rp(Backend::Sqlite), rp(Backend::Postgres)) {
+        println!(
+            "| replay, {replay_n} dead letters, unthrottled (idempotent, acks=all) | {:.0} msgs/s | {:.0} msgs/s |",
+            a.0, b.0
+        );
+        println!(
+            "| replay, {throttled_n} dead letters, throttled at 1000 msgs/s (measured) | {:.0} msgs/s | {:.0} msgs/s |",
+            a.1, b.1
+        );
+    }
     let names = [
         "no filter",
         "one error group",
@@ -298,6 +328,69 @@ async fn fill(store: &Store, rows: usize, now: i64) -> Result<()> {
     }
     eprintln!("filled {rows} rows in {:.1} s", t.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// msgs/s of one replay job of `n` stored dead letters (all to one fresh topic), from the
+/// request (one store transaction writing the outbox) to the job's `finished`.
+async fn replay_rate(backend: Backend, n: usize, rate_per_sec: Option<u32>) -> Result<f64> {
+    use redrive_core::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
+    use redrive_core::replay::{self, RelayConfig, RelayStatus};
+
+    let (store, _dir) = kit::fresh_store(backend).await?;
+    let now = 1_796_104_800_000i64;
+    fill(&store, n, now).await?;
+    let target = kit::unique("bench_replay");
+    kit::create_topic(&target, 4, &[]).await?;
+    let shutdown = CancellationToken::new();
+    let relay = tokio::spawn(replay::run(
+        RelayConfig {
+            brokers: kit::kafka_brokers(),
+            ..RelayConfig::default()
+        },
+        store.clone(),
+        Arc::new(RelayStatus::default()),
+        shutdown.clone(),
+    ));
+    let actor = Actor {
+        user: "bench".into(),
+        role: Role::Operator,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+    };
+    let t = Instant::now();
+    let job = store
+        .request_replay(
+            &actor,
+            &ReplayRequest {
+                selection: Selection::Filter(Filter::default()),
+                target_topic: Some(target),
+                rate_per_sec,
+                reason: Some("bench".into()),
+            },
+        )
+        .await?;
+    let done = kit::wait_for(
+        "the replay job to finish",
+        Duration::from_secs(1800),
+        || {
+            let store = store.clone();
+            let id = job.id.clone();
+            async move {
+                let j = store.job(&id).await.ok().flatten()?;
+                (j.status == JobStatus::Finished).then_some(j)
+            }
+        },
+    )
+    .await?;
+    let rate = done.published as f64 / t.elapsed().as_secs_f64();
+    shutdown.cancel();
+    relay.await??;
+    if done.published != n as i64 {
+        bail!("replay published {} of {n}", done.published);
+    }
+    eprintln!("replay on {backend:?} ({rate_per_sec:?} msgs/s asked): {rate:.0} msgs/s");
+    Ok(rate)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
