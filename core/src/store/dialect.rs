@@ -32,6 +32,10 @@ pub(crate) trait Dialect: Database {
     /// [`Dialect::EXPLAIN_COLUMN`].
     const EXPLAIN: &'static str;
     const EXPLAIN_COLUMN: &'static str;
+    /// Opens a transaction that will write. SQLite: `BEGIN IMMEDIATE` takes the write lock at
+    /// once, so a transaction that reads and then writes waits (busy_timeout) for another
+    /// writer instead of failing at once with "database is locked" when it tries to upgrade.
+    const BEGIN_WRITE: &'static str;
 
     /// An expression giving a fresh random UUID v4 (lowercase text) for every row it is
     /// evaluated on; used for outbox idempotency keys written by `INSERT ... SELECT`.
@@ -61,6 +65,7 @@ pub(crate) trait Dialect: Database {
 }
 
 impl Dialect for Sqlite {
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
@@ -111,6 +116,7 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
+    const BEGIN_WRITE: &'static str = "BEGIN";
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;
