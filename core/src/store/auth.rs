@@ -220,7 +220,9 @@ impl Store {
     pub async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<bool, StoreError> {
         on_pool!(self, |pool, DB| {
             async {
-                let mut tx = pool.begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE).await?;
+                let mut tx = pool
+                    .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
+                    .await?;
                 let mut qb = QueryBuilder::<DB>::new("UPDATE users SET disabled = ");
                 bind(&mut qb, Val::I32(Some(i32::from(disabled))));
                 qb.push(" WHERE name = ");

@@ -218,7 +218,10 @@ impl Store {
             return Ok(0);
         }
         on_pool!(self, |pool, DB| {
-            let mut tx = pool.begin_with(<DB as dialect::Dialect>::BEGIN_WRITE).await.map_err(store_error)?;
+            let mut tx = pool
+                .begin_with(<DB as dialect::Dialect>::BEGIN_WRITE)
+                .await
+                .map_err(store_error)?;
             let mut inserted = 0u64;
             for chunk in sql::insert_chunks::<DB>(batch) {
                 let mut qb = sql::insert_values::<DB>(chunk);

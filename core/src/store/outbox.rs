@@ -285,7 +285,10 @@ impl Store {
         let lease_until = now.saturating_add(i64::try_from(lease_ms).unwrap_or(i64::MAX / 2));
         let limit = limit.max(1) as i64;
         let rows: Vec<ClaimRow> = on_pool!(self, |pool, DB| {
-            let mut tx = pool.begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE).await.map_err(store_error)?;
+            let mut tx = pool
+                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
+                .await
+                .map_err(store_error)?;
             // Rows whose relay died holding them (when asked), then due pending rows: two
             // index ranges on (job_id, status, id) instead of one OR that would walk every
             // row the job has already published.
@@ -410,7 +413,10 @@ impl Store {
             .or_else(|| b.release_error.clone())
             .map(|e| clean_text(&e));
         on_pool!(self, |pool, DB| {
-            let mut tx = pool.begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE).await.map_err(store_error)?;
+            let mut tx = pool
+                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
+                .await
+                .map_err(store_error)?;
 
             // Published: outbox rows, then their dead letters and history events, each one
             // statement for the whole batch.
