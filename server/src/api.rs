@@ -97,19 +97,19 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         };
-        let mut res = (
-            status,
-            Json(ErrorBody {
-                error: self.to_string(),
-            }),
-        )
-            .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        }
-        res
+        error_response(status, self.to_string())
     }
+}
+
+/// The JSON error answer every API route gives: `{"error": message}` with `status`, plus
+/// `Retry-After: 5` (seconds) on a 503, so clients back off instead of hammering the store.
+pub fn error_response(status: StatusCode, message: String) -> Response {
+    let mut res = (status, Json(ErrorBody { error: message })).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    res
 }
 
 impl AppState {

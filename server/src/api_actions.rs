@@ -37,7 +37,7 @@ use redrive_core::ListQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{rfc3339, AppState, ErrorBody};
+use crate::api::{error_response, rfc3339, AppState};
 use crate::auth::{require, AuthError, Caller};
 
 /// Most ids one request may name.
@@ -94,18 +94,7 @@ impl IntoResponse for ActionError {
             ActionError::Auth(e) => return e.into_response(),
             ref other => other.status(),
         };
-        let mut res = (
-            status,
-            Json(ErrorBody {
-                error: self.to_string(),
-            }),
-        )
-            .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        }
-        res
+        error_response(status, self.to_string())
     }
 }
 
