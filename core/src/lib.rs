@@ -8,6 +8,8 @@
 pub mod actions;
 pub mod auth;
 pub mod conventions;
+#[cfg(any(test, feature = "server"))]
+pub mod corpus;
 pub mod filter;
 pub mod fingerprint;
 pub mod model;

@@ -29,7 +29,7 @@ pub struct RawRecord {
 }
 
 /// Which framework's header convention a record was recognised as (see
-/// `shared/kafka-dlq-conventions.md`). Stored as its `as_str()` name.
+/// `docs/conventions.md`). Stored as its `as_str()` name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Convention {
@@ -115,18 +115,22 @@ impl Convention {
 /// no recognised convention is still a dead letter.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Normalized {
+    /// The record's first source topic (before any retry-topic or DLT hop).
     pub source_topic: Option<String>,
     pub source_partition: Option<i32>,
     pub source_offset: Option<i64>,
     /// Original record timestamp, epoch ms.
     pub source_timestamp_ms: Option<i64>,
     pub consumer_group: Option<String>,
-    /// The most specific exception class: the cause's, or the first `Caused by:` line's,
-    /// in preference to a wrapper such as `ListenerExecutionFailedException`.
+    /// The exception the application's code (or the deserializer, the converter) threw: the
+    /// first exception of the cause chain that is not a framework wrapper such as
+    /// `ListenerExecutionFailedException` (`docs/conventions.md`, "Which exception").
     pub error_class: Option<String>,
+    /// That exception's own message.
     pub error_message: Option<String>,
     pub stack_trace: Option<String>,
-    /// How many delivery attempts the producer of the dead letter reports.
+    /// Retries after the first failed attempt (0: failed once, dead-lettered at once), one
+    /// meaning across conventions (`docs/conventions.md`); `None` when nothing says.
     pub retry_count: Option<i32>,
     /// An application message id (seed `message_id`, Watermill `_watermill_message_uuid`),
     /// used to link a dead letter that comes back after a replay to its earlier self.

@@ -1,4 +1,4 @@
-//! One test per dead-letter convention (shared/kafka-dlq-conventions.md): records with the
+//! One test per dead-letter convention (docs/conventions.md): records with the
 //! framework's exact header names and encodings go to a fresh DLQ topic on the real broker,
 //! `ingest::run` stores them in a fresh SQLite and a fresh PostgreSQL store, and the test checks
 //! the normalised fields and that key, value and headers came back byte for byte.
@@ -122,7 +122,8 @@ async fn spring_dead_letter_publishing_recoverer() {
         "order-4711",
         "{\"order_id\":4711}",
         vec![
-            // An earlier hop (appendOriginalHeaders=true): the last occurrence is the latest.
+            // An earlier hop (appendOriginalHeaders=true): the first occurrence is the record's
+            // first source (captured: testkit/corpus/spring-kafka/dlt-reprocessed-fails-again.json).
             h("kafka_dlt-original-topic", b"orders"),
             h("kafka_dlt-original-partition", &0i32.to_be_bytes()),
             h("kafka_dlt-original-offset", &7i64.to_be_bytes()),
@@ -149,9 +150,9 @@ async fn spring_dead_letter_publishing_recoverer() {
     )];
     check_convention(Convention::SpringDlt, records, |stored| {
         let n = &stored[0].normalized;
-        assert_eq!(n.source_topic.as_deref(), Some("payments"));
-        assert_eq!(n.source_partition, Some(3));
-        assert_eq!(n.source_offset, Some(42));
+        assert_eq!(n.source_topic.as_deref(), Some("orders"));
+        assert_eq!(n.source_partition, Some(0));
+        assert_eq!(n.source_offset, Some(7));
         assert_eq!(n.source_timestamp_ms, Some(ORIGINAL_TS));
         assert_eq!(n.consumer_group.as_deref(), Some("payments-service"));
         assert_eq!(
@@ -231,8 +232,10 @@ async fn spring_retryable_topic() {
             );
             assert_eq!(n.stack_trace.as_deref(), Some(stack));
         }
-        assert_eq!(stored[0].normalized.retry_count, Some(3));
-        assert_eq!(stored[1].normalized.retry_count, Some(2));
+        // `retry_topic-attempts` names the attempt that would come next (captured:
+        // testkit/corpus/spring-kafka/retryable-topic.json): 3 -> 1 retry, 2 -> none.
+        assert_eq!(stored[0].normalized.retry_count, Some(1));
+        assert_eq!(stored[1].normalized.retry_count, Some(0));
     })
     .await;
 }

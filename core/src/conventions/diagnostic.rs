@@ -3,7 +3,7 @@
 //! application's own headers. A replay drops them by default, so the consumer of the source
 //! topic sees the record as the producer sent it — and a retry counter such as the seed's
 //! `retry_count` does not send it straight back to the DLQ. Names as in
-//! `shared/kafka-dlq-conventions.md`.
+//! `docs/conventions.md`.
 
 use crate::model::Convention;
 

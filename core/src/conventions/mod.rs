@@ -1,6 +1,7 @@
 //! Header conventions of the frameworks that write dead letters: recognising which one wrote a
 //! record, and normalising its metadata into [`Normalized`]. The conventions and their pitfalls
-//! are described in `shared/kafka-dlq-conventions.md`; each has its own module and fixtures.
+//! are described in `docs/conventions.md` (verified against the captured corpus,
+//! `docs/corpus.md`); each has its own module and fixtures.
 //!
 //! Decoding is total: any header list, however malformed, yields a convention and a
 //! `Normalized` (problems go to `decode_warnings`), and the raw headers are never changed.

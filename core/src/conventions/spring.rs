@@ -11,17 +11,35 @@
 //!   `retry_topic-attempts` (4-byte BE int, 1 byte in older releases) and
 //!   `retry_topic-original-timestamp` / `-backoff-timestamp` (Java `BigInteger.toByteArray()`).
 //!
-//! DLPR appends the `original-*` set on every hop (`appendOriginalHeaders=true`), so the last
-//! occurrence is the latest hop. The key-exception headers are read only when the value ones
-//! are missing (a key deserialization failure).
+//! Verified against the captured corpus (`docs/conventions.md`, Spring Kafka 4.1):
+//! - DLPR appends the `original-*` set on every hop (a DLT consumer that fails again), while the
+//!   exception headers are replaced: the **first** occurrence of `original-*` is the record's
+//!   first source, the last (only) exception set describes the latest failure. The
+//!   `@RetryableTopic` path writes `kafka_original-*` once, on the first hop, and the group as
+//!   `kafka_dlt-original-consumer-group`.
+//! - The fqcn is a wrapper (`ListenerExecutionFailedException`, or `DeserializationException`
+//!   for deserialization failures, where the cause-fqcn names the wrapper again): the user's
+//!   exception comes from [`user_exception`] (cause-fqcn, else the stack trace's chain).
+//! - The message header is `wrapper message + "; " + cause message` (the *direct* cause).
+//! - A key deserialization failure writes `kafka_dlt-key-exception-fqcn/-message/-stacktrace`
+//!   but the *value* name `kafka_dlt-exception-cause-fqcn`; the key set is read when the value
+//!   fqcn, message and stack trace are absent.
+//! - Retry count (retries after the first failure, see `docs/conventions.md`): the container's
+//!   `kafka_deliveryAttempt` (`deliveryAttemptHeader=true`) is the number of the failed
+//!   delivery, so retries = value - 1; `retry_topic-attempts` is repeated per hop and its last
+//!   value is the number of the attempt that *would* come next, so retries = last - 2.
+//!   `DefaultErrorHandler` alone writes no count.
 
-use super::stack::{choose_class, first_line_message};
+use super::stack::{is_wrapper, user_exception};
 use super::value::{has_prefix, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized};
 
-/// `kafka_dlt-*`: a DLPR dead letter.
+/// `kafka_dlt-*`: a DLPR dead letter. `kafka_dlt-original-consumer-group` alone does not count:
+/// the `@RetryableTopic` path writes its group under that name too (captured).
 pub(super) fn detect_dlt(headers: &[Header]) -> bool {
-    has_prefix(headers, "kafka_dlt-")
+    headers
+        .iter()
+        .any(|h| h.name.starts_with("kafka_dlt-") && h.name != "kafka_dlt-original-consumer-group")
 }
 
 /// `kafka_original-*`, `kafka_exception-*`, `kafka_key-exception-*` or `retry_topic-*`:
@@ -81,6 +99,8 @@ impl Names {
 
 fn extract(headers: &[Header], n: &Names) -> Normalized {
     let mut f = Fields::new(headers, Newest::Last);
+    // The first source: the oldest `original-*` occurrence.
+    let mut o = Fields::new(headers, Newest::First);
     // Prefer the value-exception set; fall back to the key-exception set as a whole so message
     // and stack trace describe the same exception.
     let (fqcn, cause, message, stack) = if ["fqcn", "message", "stacktrace"]
@@ -101,33 +121,45 @@ fn extract(headers: &[Header], n: &Names) -> Normalized {
             f.text(&n.key_exc("stacktrace")),
         )
     };
-    let source_timestamp_ms = f
+    let source_timestamp_ms = o
         .int(&n.orig("timestamp"), NumEnc::Binary)
-        .or_else(|| f.bigint("retry_topic-original-timestamp"));
-    Normalized {
-        source_topic: f.text(&n.orig("topic")),
-        source_partition: f.int32(&n.orig("partition"), NumEnc::Binary),
-        source_offset: f.int(&n.orig("offset"), NumEnc::Binary),
+        .or_else(|| o.bigint("retry_topic-original-timestamp"));
+    // `wrapper message; cause message`: without a trace, the cause's part is the user's message.
+    let message = match (&fqcn, &cause, message) {
+        (Some(w), Some(_), Some(m)) if is_wrapper(w) => {
+            Some(m.split_once("; ").map_or(m.clone(), |(_, c)| c.to_string()))
+        }
+        (_, _, m) => m,
+    };
+    let (error_class, error_message) = user_exception(cause, stack.as_deref(), fqcn, message);
+    let retry_count = if f.has("retry_topic-attempts") {
+        f.attempts("retry_topic-attempts")
+            .map(|next| (next - 2).max(0))
+    } else {
+        f.int32("kafka_deliveryAttempt", NumEnc::Binary)
+            .map(|failed| (failed - 1).max(0))
+    };
+    let mut out = Normalized {
+        source_topic: o.text(&n.orig("topic")),
+        source_partition: o.int32(&n.orig("partition"), NumEnc::Binary),
+        source_offset: o.int(&n.orig("offset"), NumEnc::Binary),
         source_timestamp_ms,
-        // Some applications mix the two flavours' group header; take either.
-        consumer_group: f.text_any(&[
+        // The retry-topic path writes the group under the DLPR name; take either flavour's.
+        consumer_group: o.text_any(&[
             &n.orig("consumer-group"),
             "kafka_dlt-original-consumer-group",
             "kafka_original-consumer-group",
         ]),
-        error_class: choose_class(cause, stack.as_deref(), fqcn),
-        error_message: message.or_else(|| stack.as_deref().and_then(first_line_message)),
+        error_class,
+        error_message,
         stack_trace: stack,
-        // `kafka_deliveryAttempt` is the container's own counter (when enabled).
-        retry_count: if f.has("retry_topic-attempts") {
-            f.attempts("retry_topic-attempts")
-        } else {
-            f.int32("kafka_deliveryAttempt", NumEnc::Binary)
-        },
+        retry_count,
         message_id: None,
         failed_at_ms: None,
         decode_warnings: std::mem::take(&mut f.warnings),
-    }
+    };
+    out.decode_warnings.append(&mut o.warnings);
+    out
 }
 
 #[cfg(test)]
@@ -174,25 +206,30 @@ mod tests {
             n.error_class.as_deref(),
             Some("java.lang.IllegalStateException")
         );
-        assert_eq!(
-            n.error_message.as_deref(),
-            Some("Listener method threw exception; Payment 4711 declined")
-        );
+        // The cause's message, as the trace prints it (not the wrapper's `...; ...` header).
+        assert_eq!(n.error_message.as_deref(), Some("Payment 4711 declined"));
         assert!(n.stack_trace.unwrap().contains("Caused by:"));
         assert_eq!(n.retry_count, None);
         assert!(n.decode_warnings.is_empty());
     }
 
+    /// A DLT consumer that fails again appends a second `original-*` set (captured:
+    /// `testkit/corpus/spring-kafka/dlt-reprocessed-fails-again.json`); the first is the source.
     #[test]
-    fn last_hop_wins() {
+    fn first_hop_is_the_source() {
         let mut hs = dlpr();
         hs.push(h("kafka_dlt-original-topic", b"payments-dlt"));
         hs.push(h("kafka_dlt-original-partition", &hex("00000000")));
         hs.push(h("kafka_dlt-original-offset", &7i64.to_be_bytes()));
+        hs.push(h(
+            "kafka_dlt-original-consumer-group",
+            b"payments-dlt-replayer",
+        ));
         let n = extract_dlt(&hs);
-        assert_eq!(n.source_topic.as_deref(), Some("payments-dlt"));
-        assert_eq!(n.source_partition, Some(0));
-        assert_eq!(n.source_offset, Some(7));
+        assert_eq!(n.source_topic.as_deref(), Some("payments"));
+        assert_eq!(n.source_partition, Some(3));
+        assert_eq!(n.source_offset, Some(42));
+        assert_eq!(n.consumer_group.as_deref(), Some("payments-service"));
     }
 
     #[test]
@@ -254,7 +291,8 @@ mod tests {
         assert_eq!(n.source_timestamp_ms, Some(1_718_000_000_123));
         assert_eq!(n.error_class.as_deref(), Some("java.lang.RuntimeException"));
         assert_eq!(n.error_message.as_deref(), Some("boom"));
-        assert_eq!(n.retry_count, Some(2));
+        // `retry_topic-attempts` = 2 is the attempt that comes next: 1 failed, 0 retries.
+        assert_eq!(n.retry_count, Some(0));
         assert!(n.decode_warnings.is_empty());
     }
 
@@ -262,7 +300,7 @@ mod tests {
     fn legacy_one_byte_attempts() {
         let hs = vec![
             h("kafka_original-topic", b"orders"),
-            h("retry_topic-attempts", &hex("02")),
+            h("retry_topic-attempts", &hex("04")),
         ];
         assert_eq!(extract_retryable(&hs).retry_count, Some(2));
     }

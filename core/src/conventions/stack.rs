@@ -1,6 +1,7 @@
-//! Reading exception classes and messages out of stack-trace text, and choosing the most
-//! specific error class (conventions doc, pitfall 7: the fqcn is often a wrapper such as
-//! `ListenerExecutionFailedException`; prefer the cause).
+//! Reading exception classes and messages out of stack-trace text, and choosing the exception an
+//! on-call engineer needs: the one the application's code (or the deserializer) threw, not a
+//! framework wrapper (`docs/conventions.md`, "Which exception": the first exception of the
+//! `Caused by:` chain that is not in [`FRAMEWORK_WRAPPERS`]).
 
 /// A plausible exception class name: `java.lang.IllegalStateException`, `Foo$Bar`, `ValueError`.
 fn is_class_name(s: &str) -> bool {
@@ -20,6 +21,109 @@ fn class_and_message(line: &str) -> Option<(&str, Option<&str>)> {
         None => (line.strip_suffix(':').unwrap_or(line), None),
     };
     is_class_name(class).then_some((class, message))
+}
+
+/// Exception classes that frameworks wrap around the exception the application (or the
+/// deserializer or converter) threw; each seen in the captured corpus (`docs/conventions.md`).
+/// The user's exception is the first one of the `Caused by:` chain that is not listed here.
+pub const FRAMEWORK_WRAPPERS: &[&str] = &[
+    // Spring Kafka: the container's and the @KafkaListener adapter's wrapper (twice on the
+    // non-blocking retry path), the retry-topic back-off wrapper, and ErrorHandlingDeserializer's.
+    "org.springframework.kafka.listener.ListenerExecutionFailedException",
+    "org.springframework.kafka.listener.TimestampedException",
+    "org.springframework.kafka.support.serializer.DeserializationException",
+    // Spring Messaging's handler wrappers (Spring Cloud Stream's function invoker); from the
+    // source, not captured yet.
+    "org.springframework.messaging.MessagingException",
+    "org.springframework.messaging.MessageHandlingException",
+];
+
+/// True if `class` is one of [`FRAMEWORK_WRAPPERS`].
+pub fn is_wrapper(class: &str) -> bool {
+    FRAMEWORK_WRAPPERS.contains(&class)
+}
+
+/// A Java `printStackTrace` text as its exception chain, outermost first: `(class, message)`
+/// for the first line and each column-0 `Caused by:` line (causes of `Suppressed:` blocks are
+/// indented and skipped). A message runs, newlines included, up to the first frame line
+/// (`\tat`, `\t... N more`, `\tSuppressed:`), exactly as `Throwable.toString()` printed it.
+/// Empty when the first line is not `Class[: message]`.
+pub(crate) fn java_chain(stack: &str) -> Vec<(String, Option<String>)> {
+    fn start(line: &str) -> Option<(String, Option<String>)> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let (class, message) = match line.split_once(": ") {
+            Some((c, m)) => (c, Some(m.to_string())),
+            None => (line.strip_suffix(':').unwrap_or(line), None),
+        };
+        is_class_name(class).then(|| (class.to_string(), message))
+    }
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut in_message = false;
+    for (i, line) in stack.lines().enumerate() {
+        if i == 0 {
+            match start(line) {
+                Some(e) => out.push(e),
+                None => return out,
+            }
+            in_message = true;
+        } else if let Some(rest) = line.strip_prefix("Caused by: ") {
+            match start(rest) {
+                Some(e) => out.push(e),
+                None => break,
+            }
+            in_message = true;
+        } else if line.starts_with(char::is_whitespace) && {
+            let t = line.trim_start();
+            t.starts_with("at ")
+                || t.starts_with("... ")
+                || t.starts_with("Suppressed: ")
+                || t.starts_with("Caused by: ")
+        } {
+            in_message = false;
+        } else if in_message {
+            if let Some((_, Some(m))) = out.last_mut() {
+                m.push('\n');
+                m.push_str(line.strip_suffix('\r').unwrap_or(line));
+            }
+        }
+    }
+    out
+}
+
+/// The application's exception, as `(class, message)`, from what a convention wrote:
+/// - an explicit cause class that is not a wrapper (Spring's `-exception-cause-fqcn`) wins,
+///   with its message from the stack trace (else `message`, which the caller has stripped of
+///   the wrapper's part);
+/// - else the first non-wrapper exception of the stack trace's chain (the innermost one if
+///   all are wrappers), with the message printed there (the top-level one falls back to
+///   `message`);
+/// - else the cause class, a .NET ` ---> ` inner exception, `class` or the trace's first line,
+///   with `message` (or the trace's first-line message).
+pub(crate) fn user_exception(
+    cause_class: Option<String>,
+    stack: Option<&str>,
+    class: Option<String>,
+    message: Option<String>,
+) -> (Option<String>, Option<String>) {
+    let chain = stack.map(java_chain).unwrap_or_default();
+    if let Some(c) = cause_class.as_deref().filter(|c| !is_wrapper(c)) {
+        let m = match chain.iter().find(|(k, _)| k == c) {
+            Some((_, m)) => m.clone(),
+            None => message,
+        };
+        return (Some(c.to_string()), m);
+    }
+    let pick = chain
+        .iter()
+        .position(|(c, _)| !is_wrapper(c))
+        .or(chain.len().checked_sub(1));
+    if let Some(i) = pick {
+        let (c, m) = chain[i].clone();
+        let m = if i == 0 { m.or(message) } else { m };
+        return (Some(c), m);
+    }
+    let m = message.or_else(|| stack.and_then(first_line_message));
+    (choose_class(cause_class, stack, class), m)
 }
 
 /// The class of the first cause in a stack trace: Java's first `Caused by: X: ...` line (the
@@ -95,6 +199,62 @@ mod tests {
         assert_eq!(
             first_cause_class("Caused by: a.B$Inner\n").as_deref(),
             Some("a.B$Inner")
+        );
+    }
+
+    #[test]
+    fn chain_skips_wrappers_and_suppressed() {
+        let s = "org.springframework.kafka.listener.ListenerExecutionFailedException: Listener failed\n\tat a.B(B.java:1)\n\tSuppressed: org.springframework.kafka.listener.ListenerExecutionFailedException: Restored Stack Trace\n\t\tat c.D(D.java:2)\n\tCaused by: x.Hidden: no\nCaused by: org.springframework.kafka.listener.TimestampedException: Exception thrown at 2026-12-01T11:31:28Z\n\t... 10 more\nCaused by: com.acme.Rejected: line one\nline two: still the message\n\tat com.acme.L.on(L.java:45)\nCaused by: java.lang.IllegalStateException: limit\n\t... 27 more\n";
+        let chain = java_chain(s);
+        let classes: Vec<&str> = chain.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            classes,
+            [
+                "org.springframework.kafka.listener.ListenerExecutionFailedException",
+                "org.springframework.kafka.listener.TimestampedException",
+                "com.acme.Rejected",
+                "java.lang.IllegalStateException"
+            ]
+        );
+        assert_eq!(
+            user_exception(None, Some(s), None, Some("Listener failed; x".into())),
+            (
+                Some("com.acme.Rejected".into()),
+                Some("line one\nline two: still the message".into())
+            )
+        );
+        // A wrapper named as the cause (Spring's deserialization failures) is looked through.
+        let d = "org.springframework.kafka.support.serializer.DeserializationException: failed to deserialize\n\tat a.B(B.java:1)\nCaused by: org.apache.kafka.common.errors.SerializationException: Size of data received by LongDeserializer is not 8\n\t... 16 more\n";
+        assert_eq!(
+            user_exception(
+                Some(
+                    "org.springframework.kafka.support.serializer.DeserializationException".into()
+                ),
+                Some(d),
+                None,
+                Some("failed to deserialize".into())
+            ),
+            (
+                Some("org.apache.kafka.common.errors.SerializationException".into()),
+                Some("Size of data received by LongDeserializer is not 8".into())
+            )
+        );
+        // Nothing but wrappers: the innermost.
+        assert_eq!(
+            user_exception(
+                None,
+                Some("org.springframework.kafka.listener.ListenerExecutionFailedException\n"),
+                None,
+                None
+            )
+            .0
+            .as_deref(),
+            Some("org.springframework.kafka.listener.ListenerExecutionFailedException")
+        );
+        // No trace: the header cause and message.
+        assert_eq!(
+            user_exception(Some("a.B".into()), None, Some("W".into()), Some("m".into())),
+            (Some("a.B".into()), Some("m".into()))
         );
     }
 
