@@ -14,6 +14,7 @@ pub mod components;
 pub mod display;
 pub mod http_status;
 pub mod pages;
+pub mod quarantine_api;
 pub mod query;
 pub mod wire;
 
@@ -25,7 +26,7 @@ use leptos_router::{path, SsrMode};
 use auth_context::SignOutForm;
 use pages::{
     AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage, JobsPage,
-    NotFound, SignInPage,
+    NotFound, QuarantinePage, SignInPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
@@ -65,6 +66,7 @@ pub fn App() -> impl IntoView {
                     <a href="/groups">"Error groups"</a>
                     <a href="/jobs">"Jobs"</a>
                     <a href="/audit">"Audit"</a>
+                    <a href="/quarantine">"Quarantine"</a>
                     <SignOutForm />
                 </nav>
             </header>
@@ -77,6 +79,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
+                    <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />
                 </Routes>
             </main>

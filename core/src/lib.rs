@@ -12,7 +12,9 @@ pub mod conventions;
 pub mod corpus;
 pub mod filter;
 pub mod fingerprint;
+pub mod limits;
 pub mod model;
+pub mod quarantine;
 
 #[cfg(feature = "server")]
 pub mod ingest;

@@ -1,13 +1,16 @@
 //! `redrive`: a self-hosted dead letter queue manager for Apache Kafka.
 //!
 //! Subcommands: `serve` (UI + JSON API + ingest), `migrate` (apply database migrations and
-//! exit), `config` (print the effective configuration, secrets redacted), `demo` (the seed
+//! exit), `config` (print the effective configuration, secrets redacted), `quarantine`
+//! (records the store refused: list, retry), `demo` (the seed
 //! design's agent pipeline producing real dead letters; see the `redrive-demo` crate).
 
 mod api;
 mod api_actions;
+mod api_quarantine;
 mod auth;
 mod config;
+mod quarantine_cli;
 mod router;
 mod serve;
 mod site;
@@ -57,6 +60,10 @@ enum Command {
     /// `token list`, `token revoke ID`.
     #[command(subcommand)]
     Token(auth::cli::TokenCommand),
+    /// Records the store refused even in reduced form: `quarantine list [--limit N]`,
+    /// `quarantine retry ID... | --all` (store them again, e.g. after an upgrade).
+    #[command(subcommand)]
+    Quarantine(quarantine_cli::QuarantineCommand),
     /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
     // Boxed: its many options would make every `Command` value large.
@@ -140,6 +147,7 @@ fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Config => print!("{}", config.to_redacted_toml()?),
         Command::User(cmd) => auth::cli::run_user(cmd, &config)?,
         Command::Token(cmd) => auth::cli::run_token(cmd, &config)?,
+        Command::Quarantine(cmd) => quarantine_cli::run(cmd, &config)?,
         Command::Serve => block_on(serve::serve(config))??,
         Command::Migrate => block_on(serve::migrate(&config))??,
         Command::Demo(args) => {

@@ -48,7 +48,8 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
     let auth = state.auth.clone();
     api_router(state.clone())
         .merge(crate::auth::router(auth.clone()))
-        .merge(crate::api_actions::router(state))
+        .merge(crate::api_actions::router(state.clone()))
+        .merge(crate::api_quarantine::router(state))
         .merge(site)
         // Inside the layers below (so refusals are traced and timed out like the rest): every
         // route is authenticated, and session POSTs are CSRF-checked, in this one place.

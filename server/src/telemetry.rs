@@ -48,6 +48,8 @@ struct Shared {
     store_errors: Mutex<BTreeMap<&'static str, u64>>,
     /// Latest DLQ size per status and when it was counted.
     sizes: Mutex<Option<Sizes>>,
+    /// Records in the quarantine table, counted with the sizes.
+    quarantined: Mutex<Option<i64>>,
 }
 
 impl Telemetry {
@@ -57,6 +59,7 @@ impl Telemetry {
             ingest,
             store_errors: Mutex::new(BTreeMap::new()),
             sizes: Mutex::new(None),
+            quarantined: Mutex::new(None),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -107,10 +110,14 @@ impl Telemetry {
                 };
                 sizes.push((status, store.count(&filter).await?));
             }
-            Ok::<_, StoreError>(sizes)
+            let quarantined = store.quarantine_count().await?;
+            Ok::<_, StoreError>((sizes, quarantined))
         };
         match tokio::time::timeout(SIZE_QUERY_TIMEOUT, count_all).await {
-            Ok(Ok(sizes)) => *lock(&self.shared.sizes) = Some((Instant::now(), sizes)),
+            Ok(Ok((sizes, quarantined))) => {
+                *lock(&self.shared.sizes) = Some((Instant::now(), sizes));
+                *lock(&self.shared.quarantined) = Some(quarantined);
+            }
             Ok(Err(e)) => self.store_error("count", &e),
             Err(_) => self.store_error(
                 "count",
@@ -190,6 +197,34 @@ impl Collector for Exposition {
             "Kafka offset commits that failed (the records were stored; at worst re-read).",
             ingest(|s| s.commit_failures),
         )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_batches_split",
+            "Batches the store refused for a reason about the data, split by ingest to store \
+             record by record.",
+            ingest(|s| s.batches_split),
+        )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_records_reduced",
+            "Records the store refused as decoded and ingest stored in reduced form (raw \
+             bytes whole, decoded text cut; flagged malformed).",
+            ingest(|s| s.records_reduced),
+        )?;
+        Self::counter(
+            &mut enc,
+            "redrive_ingest_records_quarantined",
+            "Records the store refused even in reduced form, put in quarantine by ingest.",
+            ingest(|s| s.records_quarantined),
+        )?;
+        if let Some(n) = *lock(&self.0.quarantined) {
+            Self::gauge(
+                &mut enc,
+                "redrive_quarantined_records",
+                "Records in quarantine now (see /quarantine; `redrive quarantine retry`).",
+                n,
+            )?;
+        }
         Self::gauge(
             &mut enc,
             "redrive_ingest_ready",

@@ -8,6 +8,7 @@ mod error_groups;
 mod job;
 mod jobs;
 mod not_found;
+mod quarantine;
 mod sign_in;
 
 pub use audit::AuditPage;
@@ -18,6 +19,7 @@ pub use error_groups::ErrorGroupsPage;
 pub use job::JobPage;
 pub use jobs::JobsPage;
 pub use not_found::NotFound;
+pub use quarantine::QuarantinePage;
 pub use sign_in::SignInPage;
 
 use leptos::prelude::*;

@@ -13,10 +13,20 @@ use rdkafka::TopicPartitionList;
 
 use super::{IngestConfig, IngestError, IngestStatus};
 
-/// Largest record ingest is sized to fetch comfortably, bytes (per partition per fetch).
-/// DLQ records carry stack traces and may be several MiB; librdkafka's default is 1 MiB.
-/// (librdkafka still returns a larger record alone, but sizing for it avoids a slow path.)
-pub(crate) const MAX_PARTITION_FETCH_BYTES: u32 = 8 * 1024 * 1024;
+/// How much one fetch asks of one partition, bytes (`fetch.message.max.bytes`, Java's
+/// `max.partition.fetch.bytes`). DLQ records carry stack traces and may be several MiB;
+/// librdkafka's default is 1 MiB. A record larger than this is still returned, alone (KIP-74).
+pub(crate) const MAX_PARTITION_FETCH_BYTES: u32 = 16 * 1024 * 1024;
+
+/// How much one fetch response may hold over all partitions, bytes (`fetch.max.bytes`).
+pub(crate) const MAX_FETCH_BYTES: u32 = 64 * 1024 * 1024;
+
+/// Largest protocol response the consumer accepts, bytes (`receive.message.max.bytes`). A
+/// record batch larger than this would be refused for good and stall its partition, so it is
+/// set to what the store can hold at all (PostgreSQL's `bytea` and SQLite's default
+/// `SQLITE_MAX_LENGTH` both stop at about 1 GB), far above any broker's `message.max.bytes`
+/// in practice. Buffers are sized by what arrives, not by this limit.
+pub(crate) const MAX_RECEIVE_BYTES: u32 = 1024 * 1024 * 1024;
 
 /// How often a regex subscription looks for new matching topics, ms. librdkafka's default
 /// (5 minutes) would make a freshly created DLQ topic wait that long.
@@ -72,6 +82,8 @@ pub(crate) fn client_config(config: &IngestConfig, sub: &Subscription) -> Client
             "fetch.message.max.bytes",
             MAX_PARTITION_FETCH_BYTES.to_string(),
         )
+        .set("fetch.max.bytes", MAX_FETCH_BYTES.to_string())
+        .set("receive.message.max.bytes", MAX_RECEIVE_BYTES.to_string())
         .set("enable.partition.eof", "false")
         .set_log_level(RDKafkaLogLevel::Info);
     if sub.has_patterns {

@@ -8,10 +8,15 @@
 //! transaction) → **then** commit the offsets ([`IngestLoop::commit_stored`], the safety point).
 //!
 //! # Failure behaviour
-//! - **Store down** (any [`StoreError`](crate::store::StoreError)): the batch is kept, nothing is
+//! - **Store down** (a transient [`StoreError`](crate::store::StoreError): connection, pool,
+//!   lock, timeout, disk full; see `StoreError::is_transient`): the batch is kept, nothing is
 //!   committed, the assigned partitions are paused while the consumer keeps being polled (so the
 //!   group membership survives), and the write is retried with exponential backoff
 //!   (200 ms doubling to 30 s, with jitter). Consumption resumes after the first success.
+//! - **A record the store refuses** (any other store error: a value too long for an index, an
+//!   encoding, a constraint): the batch is split and the others stored; the offender is stored
+//!   in reduced form or, failing that, quarantined (`salvage.rs`). Its offset then moves on
+//!   like any other: no record stops ingest, and none is silently lost.
 //! - **Crash** anywhere: offsets never run ahead of the store, so the records after the last
 //!   commit are re-read; the store ignores a (topic, partition, offset) it already has.
 //! - **Rebalance**: the batch in hand is still stored, but offsets are committed only for
@@ -26,6 +31,8 @@
 mod batch;
 mod kafka;
 mod record;
+mod retry;
+mod salvage;
 mod status;
 
 use std::collections::{BTreeMap, HashSet};
@@ -43,6 +50,7 @@ use tracing::Instrument;
 
 use crate::store::Store;
 
+pub use retry::retry_quarantined;
 pub use status::{AssignedPartition, IngestSnapshot, IngestStatus};
 
 use batch::Batch;
@@ -304,15 +312,38 @@ impl IngestLoop {
                 ms = tracing::field::Empty,
             );
             let started = std::time::Instant::now();
-            let result = self
+            let result = match self
                 .store
                 .insert_batch(self.batch.records())
                 .instrument(span.clone())
-                .await;
+                .await
+            {
+                Ok(new) => Ok(salvage::Salvaged {
+                    new,
+                    ..salvage::Salvaged::default()
+                }),
+                Err(e) if !e.is_transient() => {
+                    span.in_scope(|| {
+                        tracing::warn!(
+                            error = %e,
+                            "the store refused the batch; splitting it to store every record"
+                        )
+                    });
+                    let salvaged =
+                        salvage::salvage(&self.store, self.batch.records(), e, record::now_ms())
+                            .instrument(span.clone())
+                            .await;
+                    if let Ok(s) = &salvaged {
+                        self.status.record_salvage(s.reduced, s.quarantined);
+                    }
+                    salvaged
+                }
+                Err(e) => Err(e),
+            };
             let ms = started.elapsed().as_millis() as u64;
             span.record("ms", ms);
             match result {
-                Ok(new) => {
+                Ok(salvage::Salvaged { new, .. }) => {
                     span.record("new", new);
                     span.in_scope(|| tracing::debug!("batch stored"));
                     self.status

@@ -23,6 +23,9 @@ pub struct IngestStatus {
     batches: AtomicU64,
     store_failures: AtomicU64,
     commit_failures: AtomicU64,
+    batches_split: AtomicU64,
+    records_reduced: AtomicU64,
+    records_quarantined: AtomicU64,
     assigned: Mutex<BTreeSet<(String, i32)>>,
     last_error: Mutex<Option<String>>,
 }
@@ -56,6 +59,13 @@ pub struct IngestSnapshot {
     pub store_failures: u64,
     /// Failed Kafka offset commits (count). The records were stored; at worst they are re-read.
     pub commit_failures: u64,
+    /// Batches the store refused for a reason about the data, which ingest then split to
+    /// store record by record (count; see `docs/limits.md`).
+    pub batches_split: u64,
+    /// Records stored in reduced form because the store refused them as decoded (records).
+    pub records_reduced: u64,
+    /// Records put in quarantine because the store refused even their reduced form (records).
+    pub records_quarantined: u64,
     /// The most recent error, cleared by the next successful store write.
     pub last_error: Option<String>,
 }
@@ -95,6 +105,9 @@ impl IngestStatus {
             batches: self.batches.load(Ordering::Relaxed),
             store_failures: self.store_failures.load(Ordering::Relaxed),
             commit_failures: self.commit_failures.load(Ordering::Relaxed),
+            batches_split: self.batches_split.load(Ordering::Relaxed),
+            records_reduced: self.records_reduced.load(Ordering::Relaxed),
+            records_quarantined: self.records_quarantined.load(Ordering::Relaxed),
             last_error: self.last_error(),
         }
     }
@@ -178,6 +191,15 @@ impl IngestStatus {
         self.last_store_write_ms.store(now_ms, Ordering::Relaxed);
         self.store_ok.store(true, Ordering::Relaxed);
         self.clear_error();
+    }
+
+    /// A refused batch was split and stored: `reduced` records in reduced form,
+    /// `quarantined` in quarantine.
+    pub(crate) fn record_salvage(&self, reduced: u64, quarantined: u64) {
+        self.batches_split.fetch_add(1, Ordering::Relaxed);
+        self.records_reduced.fetch_add(reduced, Ordering::Relaxed);
+        self.records_quarantined
+            .fetch_add(quarantined, Ordering::Relaxed);
     }
 
     pub(crate) fn record_store_failure(&self, message: String) {

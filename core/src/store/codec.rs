@@ -53,6 +53,77 @@ pub(crate) fn decode_headers(text: &str) -> Result<Vec<Header>, StoreError> {
         .collect()
 }
 
+/// `json` with every non-ASCII character written as a `\uXXXX` escape (a surrogate pair
+/// above U+FFFF): the same JSON value, in pure ASCII, which a database of any encoding holds.
+/// Only JSON strings can contain non-ASCII characters, so escaping them char by char is valid.
+pub(crate) fn ascii_json(json: &str) -> String {
+    if json.is_ascii() {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + json.len() / 4);
+    let mut units = [0u16; 2];
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            for u in c.encode_utf16(&mut units) {
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// A raw record as quarantine keeps it: coordinates, timestamp, key and value (base64, `null`
+/// = null), headers as in [`encode_headers`]. ASCII JSON, so it survives any text handling.
+#[derive(Serialize, Deserialize)]
+struct StoredRecord {
+    dlq_topic: String,
+    dlq_partition: i32,
+    dlq_offset: i64,
+    timestamp_ms: Option<i64>,
+    key: Option<String>,
+    value: Option<String>,
+    headers: serde_json::Value,
+}
+
+/// `record` as quarantine's `record` column holds it (see [`StoredRecord`]).
+pub(crate) fn encode_record(record: &crate::model::RawRecord) -> Vec<u8> {
+    let headers = serde_json::from_str(&encode_headers(&record.headers))
+        .unwrap_or(serde_json::Value::Array(Vec::new()));
+    let stored = StoredRecord {
+        dlq_topic: record.dlq_topic.clone(),
+        dlq_partition: record.dlq_partition,
+        dlq_offset: record.dlq_offset,
+        timestamp_ms: record.timestamp_ms,
+        key: record.key.as_deref().map(|k| B64.encode(k)),
+        value: record.value.as_deref().map(|v| B64.encode(v)),
+        headers,
+    };
+    // Serialising strings, numbers and a JSON value cannot fail.
+    ascii_json(&serde_json::to_string(&stored).unwrap_or_default()).into_bytes()
+}
+
+/// Inverse of [`encode_record`]. Errors: `Corrupt` if the bytes are not such a record.
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<crate::model::RawRecord, StoreError> {
+    let stored: StoredRecord = serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("quarantined record does not parse: {e}")))?;
+    let b64 = |what: &str, v: Option<String>| {
+        v.map(|v| B64.decode(v.as_bytes()))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("quarantined {what} is not base64: {e}")))
+    };
+    Ok(crate::model::RawRecord {
+        dlq_topic: stored.dlq_topic,
+        dlq_partition: stored.dlq_partition,
+        dlq_offset: stored.dlq_offset,
+        timestamp_ms: stored.timestamp_ms,
+        key: b64("key", stored.key)?,
+        value: b64("value", stored.value)?,
+        headers: decode_headers(&stored.headers.to_string())?,
+    })
+}
+
 /// Decode warnings as a JSON array of strings (`[]` when there are none).
 pub(crate) fn encode_warnings(warnings: &[String]) -> String {
     serde_json::to_string(warnings).unwrap_or_else(|_| "[]".to_string())
@@ -104,6 +175,45 @@ mod tests {
         ];
         assert_eq!(decode_headers(&encode_headers(&headers)).unwrap(), headers);
         assert_eq!(encode_headers(&[]), "[]");
+    }
+
+    #[test]
+    fn ascii_json_is_the_same_value() {
+        let headers = vec![Header {
+            name: "naïve \u{202e} 🦀 \"q\"".into(),
+            value: Some("é".as_bytes().to_vec()),
+        }];
+        let json = encode_headers(&headers);
+        let ascii = ascii_json(&json);
+        assert!(ascii.is_ascii());
+        assert!(ascii.contains("\\ud83e\\udd80"), "{ascii}");
+        assert_eq!(decode_headers(&ascii).unwrap(), headers);
+    }
+
+    #[test]
+    fn quarantined_records_round_trip() {
+        let record = crate::model::RawRecord {
+            dlq_topic: "orders.DLT".into(),
+            dlq_partition: 3,
+            dlq_offset: 42,
+            timestamp_ms: Some(-5),
+            key: None,
+            value: Some(vec![0, 0xff, 0xc3]),
+            headers: vec![
+                Header {
+                    name: "ünï".into(),
+                    value: None,
+                },
+                Header {
+                    name: "".into(),
+                    value: Some(vec![]),
+                },
+            ],
+        };
+        let bytes = encode_record(&record);
+        assert!(bytes.is_ascii());
+        assert_eq!(decode_record(&bytes).unwrap(), record);
+        assert!(matches!(decode_record(b"{"), Err(StoreError::Corrupt(_))));
     }
 
     #[test]

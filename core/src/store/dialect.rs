@@ -159,9 +159,10 @@ impl Dialect for Postgres {
 }
 
 /// Maps a sqlx error to a [`StoreError`]: `Unavailable` for what is worth retrying (the
-/// connection, the pool, a busy/locked SQLite file, a PostgreSQL server shutting down or out of
-/// resources, a serialization failure), `Corrupt` for a stored value we cannot decode,
-/// `Database` for everything else (a bug or a constraint: retrying will not help).
+/// connection, the pool, a busy/locked SQLite file, a full disk, a PostgreSQL server shutting
+/// down or out of resources, a timeout, a serialization failure), `Rejected` for data the
+/// database refuses (see [`is_rejected`]), `Corrupt` for a stored value we cannot decode,
+/// `Database` for everything else (a bug or a schema problem: retrying will not help).
 pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
     use sqlx::Error as E;
     match &e {
@@ -174,32 +175,62 @@ pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
         E::Decode(_) | E::ColumnDecode { .. } | E::ColumnNotFound(_) | E::TypeNotFound { .. } => {
             StoreError::Corrupt(e.to_string())
         }
+        // A value sqlx could not encode for the wire (e.g. over the protocol's size limits).
+        E::Encode(_) => StoreError::Rejected(e.to_string()),
         E::Database(db) if is_transient(db.as_ref()) => StoreError::Unavailable(e.to_string()),
+        E::Database(db) if is_rejected(db.as_ref()) => StoreError::Rejected(e.to_string()),
         _ => StoreError::Database(e.to_string()),
     }
 }
 
+/// SQLite's primary result code (the low byte of the extended code), if `db` is SQLite's.
+fn sqlite_primary(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    db.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .map(|c| c & 0xff)
+}
+
 fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
-    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-        // Primary result code = low byte of the extended code.
-        let primary = db
-            .code()
-            .and_then(|c| c.parse::<i32>().ok())
-            .map(|c| c & 0xff);
+    if let Some(primary) = sqlite_primary(db) {
         // 5 BUSY, 6 LOCKED ("database is locked"), 10 IOERR, 13 FULL, 14 CANTOPEN: none of
         // them is about the data, and all may pass (another writer, a full disk freed).
-        return matches!(primary, Some(5 | 6 | 10 | 13 | 14));
+        return matches!(primary, 5 | 6 | 10 | 13 | 14);
     }
     if let Some(e) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
         let code = e.code();
         // 08 connection exception, 53 insufficient resources (disk full, too many
         // connections), 57P01-57P05 shutdown / cannot connect now / idle timeouts,
-        // 40001 serialization failure, 40P01 deadlock.
+        // 57014 statement timeout (query_canceled), 55P03 lock not available, 25P03 idle in
+        // transaction timeout, 40001 serialization failure, 40P01 deadlock.
         return code.starts_with("08")
             || code.starts_with("53")
             || code.starts_with("57P")
+            || code == "57014"
+            || code == "55P03"
+            || code == "25P03"
             || code == "40001"
             || code == "40P01";
+    }
+    false
+}
+
+/// The database refuses this data, and would refuse it again: it is about the record, not
+/// the database's state.
+///
+/// - SQLite: 18 TOOBIG (string or blob over `SQLITE_MAX_LENGTH`), 19 CONSTRAINT (a CHECK,
+///   NOT NULL, UNIQUE or trigger `RAISE(ABORT)`), 20 MISMATCH (datatype mismatch).
+/// - PostgreSQL SQLSTATE classes 22 (data exception: invalid encoding `22021`, a character
+///   the database encoding lacks `22P05`, a value out of range, a string too long), 23
+///   (integrity constraint violation) and 54 (program limit exceeded: `54000` "index row size
+///   exceeds btree maximum 2704", too many columns, statement too complex).
+fn is_rejected(db: &dyn sqlx::error::DatabaseError) -> bool {
+    if let Some(primary) = sqlite_primary(db) {
+        return matches!(primary, 18..=20);
+    }
+    if let Some(e) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        let code = e.code();
+        return code.starts_with("22") || code.starts_with("23") || code.starts_with("54");
     }
     false
 }

@@ -33,7 +33,7 @@ use self::dialect::store_error;
 use self::rows::{FullRow, GroupRow, SummaryRow};
 use self::sql::FacetColumn;
 use crate::filter::{ListQuery, DEFAULT_LIMIT, MAX_LIMIT};
-use crate::model::{DeadLetter, DeadLetterSummary, ErrorGroup, NewDeadLetter, Page};
+use crate::model::{DeadLetter, DeadLetterSummary, ErrorGroup, Page};
 use crate::{Cursor, Filter};
 
 /// Errors from the store. `Unavailable` means "try again later" (connection refused, pool
@@ -60,6 +60,20 @@ pub enum StoreError {
     /// the message says what to change.
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The database refused the data itself: a value too long for an index, a character its
+    /// encoding cannot hold, a constraint, a row too big. Retrying the same data will not
+    /// help; ingest stores the record in reduced form or quarantines it instead.
+    #[error("the database refused the data: {0}")]
+    Rejected(String),
+}
+
+impl StoreError {
+    /// True for "try again later" (the connection, the pool, a lock, a timeout, a full disk):
+    /// ingest pauses and retries the same batch. Everything else is about the data or the
+    /// schema, and retrying the same write would fail the same way.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -103,8 +117,10 @@ macro_rules! on_pool {
 // The actions on dead letters (issue 3). Declared after `on_pool!` so they can use it.
 mod actions;
 mod audit;
+mod insert;
 mod jobs;
 mod outbox;
+mod quarantine;
 
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 
@@ -113,6 +129,21 @@ mod auth;
 pub use self::auth::{
     NewSession, NewUser, SessionLimits, SessionRecord, TokenOwner, UserCredentials,
 };
+
+/// When a SQLite commit is durable (`PRAGMA synchronous`, in WAL mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SqliteDurability {
+    /// `synchronous=FULL` (the default): the WAL is fsynced at every commit, so a commit that
+    /// returned survives power loss. Ingest commits Kafka offsets right after its store
+    /// commit, and the relay publishes after its outbox commit: both rely on this.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: the WAL is fsynced only at checkpoints; a commit survives a
+    /// crash of redrive but may be lost on power loss or an OS crash (the last commits before
+    /// it), after their Kafka offsets were committed. Faster; for throwaway stores and to
+    /// measure the cost of `Full` (`make bench`).
+    Normal,
+}
 
 /// Handle to the store; cheap to clone (it wraps a connection pool).
 #[derive(Clone, Debug)]
@@ -124,20 +155,33 @@ impl Store {
     /// Connects to `url`: `sqlite:PATH` / `sqlite://PATH` (file created if missing, WAL mode)
     /// or `postgres://...` / `postgresql://...`. Does not run migrations.
     ///
-    /// SQLite connections use WAL, `synchronous=NORMAL` (durable at commit except on power loss
-    /// in the OS's write-back window — the usual WAL trade), a 5 s busy timeout and foreign
-    /// keys. `sqlite::memory:` works (one connection, kept open) for throwaway use.
+    /// SQLite connections use WAL, `synchronous=FULL` (see [`SqliteDurability`]: a commit is
+    /// on disk when it returns, power loss included, so ingest may then commit the Kafka
+    /// offsets), a 5 s busy timeout and foreign keys. `sqlite::memory:` works (one
+    /// connection, kept open) for throwaway use.
     ///
     /// Errors: `BadUrl` for another scheme or an unparsable URL, `Unavailable` if the database
     /// cannot be reached or opened.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        Store::connect_with(url, SqliteDurability::default()).await
+    }
+
+    /// As [`Store::connect`], with SQLite's commit durability chosen (ignored for PostgreSQL,
+    /// whose `synchronous_commit` is the server's setting).
+    pub async fn connect_with(
+        url: &str,
+        durability: SqliteDurability,
+    ) -> Result<Store, StoreError> {
         let bad_url = || StoreError::BadUrl(redact(url));
         if url.starts_with("sqlite:") {
             let opts = SqliteConnectOptions::from_str(url)
                 .map_err(|_| bad_url())?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal)
+                .synchronous(match durability {
+                    SqliteDurability::Full => SqliteSynchronous::Full,
+                    SqliteDurability::Normal => SqliteSynchronous::Normal,
+                })
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true);
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
@@ -201,42 +245,6 @@ impl Store {
     pub fn backend(&self) -> &'static str {
         use self::dialect::Dialect;
         on_pool!(self, |_pool, DB| <DB as Dialect>::NAME)
-    }
-
-    /// Stores a batch in ONE transaction, ignoring records whose (dlq_topic, dlq_partition,
-    /// dlq_offset) is already stored. Returns how many rows were new. When this returns Ok,
-    /// the batch is durable: ingest may commit the Kafka offsets.
-    ///
-    /// The batch is written as multi-row `INSERT ... ON CONFLICT DO NOTHING` statements sized
-    /// under the bind-parameter limit. Text fields holding U+0000 are stored with U+FFFD in its
-    /// place (PostgreSQL text cannot hold it; the raw headers keep the exact bytes).
-    ///
-    /// Errors: `Unavailable` (retry later: connection lost, pool timed out, database locked,
-    /// disk full), `Database` otherwise. On error nothing of the batch is stored.
-    pub async fn insert_batch(&self, batch: &[NewDeadLetter]) -> Result<u64, StoreError> {
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
-            let mut inserted = 0u64;
-            for chunk in sql::insert_chunks::<DB>(batch) {
-                let mut qb = sql::insert_values::<DB>(chunk);
-                let done = qb
-                    .build()
-                    // Batch sizes vary: do not fill the prepared-statement cache with them.
-                    .persistent(false)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                inserted += done.rows_affected();
-            }
-            tx.commit().await.map_err(store_error)?;
-            Ok(inserted)
-        })
     }
 
     /// One page of dead letters matching `query.filter`, ordered by

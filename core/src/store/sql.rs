@@ -4,10 +4,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::codec::{encode_headers, encode_warnings, text_field};
 use super::dialect::{Dialect, Val};
 use crate::filter::{Cursor, Filter};
-use crate::model::{NewDeadLetter, Status};
+use crate::model::Status;
 
 /// Columns of a list row ([`super::rows::SummaryRow`]), cheap ones only.
 pub(crate) const SUMMARY_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
@@ -20,38 +19,6 @@ pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset,
      retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
      source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
      ingested_at_ms, replay_count, headers, key, value";
-
-/// Columns written by ingest, in the order [`insert_values`] binds them.
-const INSERT_COLUMNS: [&str; 23] = [
-    "dlq_topic",
-    "dlq_partition",
-    "dlq_offset",
-    "dead_lettered_at_ms",
-    "fingerprint",
-    "convention",
-    "source_topic",
-    "source_partition",
-    "source_offset",
-    "source_timestamp_ms",
-    "consumer_group",
-    "error_class",
-    "error_message",
-    "retry_count",
-    "message_id",
-    "failed_at_ms",
-    "decode_warnings",
-    "record_timestamp_ms",
-    "ingested_at_ms",
-    "headers",
-    "stack_trace",
-    "key",
-    "value",
-];
-
-/// Soft cap on the bytes of key, value, headers and stack traces in one INSERT statement,
-/// so a batch of large records is written as several statements (same transaction) instead
-/// of one huge protocol message.
-const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
 /// status but `deleted`. `q` is a case-insensitive substring of the error message, with `%`,
@@ -216,138 +183,9 @@ pub(crate) fn facet<'a, DB: Dialect>(column: FacetColumn, cap: i64) -> QueryBuil
     qb
 }
 
-/// Splits `batch` into slices that each fit one INSERT statement: under the database's bind
-/// parameter limit and, loosely, under [`MAX_STATEMENT_BYTES`] (a slice holds at least one row).
-pub(crate) fn insert_chunks<DB: Dialect>(batch: &[NewDeadLetter]) -> Vec<&[NewDeadLetter]> {
-    let max_rows = (DB::MAX_BINDS / INSERT_COLUMNS.len()).max(1);
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut bytes = 0usize;
-    for (i, d) in batch.iter().enumerate() {
-        let size = approx_bytes(d);
-        if i > start && (i - start >= max_rows || bytes + size > MAX_STATEMENT_BYTES) {
-            out.push(&batch[start..i]);
-            start = i;
-            bytes = 0;
-        }
-        bytes += size;
-    }
-    if start < batch.len() {
-        out.push(&batch[start..]);
-    }
-    out
-}
-
-fn approx_bytes(d: &NewDeadLetter) -> usize {
-    let r = &d.record;
-    r.key.as_ref().map_or(0, Vec::len)
-        + r.value.as_ref().map_or(0, Vec::len)
-        + r.headers
-            .iter()
-            .map(|h| h.name.len() + h.value.as_ref().map_or(0, |v| v.len() * 4 / 3))
-            .sum::<usize>()
-        + d.normalized.stack_trace.as_ref().map_or(0, String::len)
-        + d.normalized.error_message.as_ref().map_or(0, String::len)
-        + 256
-}
-
-/// `INSERT ... VALUES (...), (...) ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO
-/// NOTHING` for one chunk: a DLQ offset already stored (redelivery after a crash, or twice in
-/// one batch) is skipped, so `rows_affected` is the number of new dead letters.
-pub(crate) fn insert_values<DB: Dialect>(chunk: &[NewDeadLetter]) -> QueryBuilder<'_, DB> {
-    let mut qb = QueryBuilder::new(format!(
-        "INSERT INTO dead_letters ({}) VALUES ",
-        INSERT_COLUMNS.join(", ")
-    ));
-    for (i, d) in chunk.iter().enumerate() {
-        if i > 0 {
-            qb.push(", ");
-        }
-        let r = &d.record;
-        let n = &d.normalized;
-        let text = |s: &Option<String>| Val::OwnedText(text_field(s).map(|c| c.into_owned()));
-        // The array's length is the column list's: a missing or extra value does not compile.
-        let values: [Val<'_>; INSERT_COLUMNS.len()] = [
-            Val::Text(Some(r.dlq_topic.as_str())),
-            Val::I32(Some(r.dlq_partition)),
-            Val::I64(Some(r.dlq_offset)),
-            Val::I64(Some(d.dead_lettered_at_ms)),
-            Val::Text(Some(d.fingerprint.as_str())),
-            Val::Text(Some(d.convention.as_str())),
-            text(&n.source_topic),
-            Val::I32(n.source_partition),
-            Val::I64(n.source_offset),
-            Val::I64(n.source_timestamp_ms),
-            text(&n.consumer_group),
-            text(&n.error_class),
-            text(&n.error_message),
-            Val::I32(n.retry_count),
-            text(&n.message_id),
-            Val::I64(n.failed_at_ms),
-            Val::OwnedText(Some(encode_warnings(&n.decode_warnings))),
-            Val::I64(r.timestamp_ms),
-            Val::I64(Some(d.ingested_at_ms)),
-            Val::OwnedText(Some(encode_headers(&r.headers))),
-            text(&n.stack_trace),
-            Val::Bytes(r.key.as_deref()),
-            Val::Bytes(r.value.as_deref()),
-        ];
-        qb.push("(");
-        for (j, v) in values.into_iter().enumerate() {
-            if j > 0 {
-                qb.push(", ");
-            }
-            DB::bind(&mut qb, v);
-        }
-        qb.push(")");
-    }
-    qb.push(" ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO NOTHING");
-    qb
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(offset: i64, value_bytes: usize) -> NewDeadLetter {
-        NewDeadLetter {
-            record: crate::model::RawRecord {
-                dlq_topic: "t".into(),
-                dlq_partition: 0,
-                dlq_offset: offset,
-                timestamp_ms: None,
-                key: None,
-                value: Some(vec![0; value_bytes]),
-                headers: vec![],
-            },
-            convention: crate::model::Convention::Unknown,
-            normalized: crate::model::Normalized::default(),
-            fingerprint: String::new(),
-            dead_lettered_at_ms: 0,
-            ingested_at_ms: 0,
-        }
-    }
-
-    #[test]
-    fn chunks_respect_bind_limit_and_size() {
-        let many: Vec<NewDeadLetter> = (0..3000).map(|i| row(i, 10)).collect();
-        let per_stmt = 32_766 / INSERT_COLUMNS.len();
-        let chunks = insert_chunks::<sqlx::Sqlite>(&many);
-        assert!(chunks.iter().all(|c| c.len() <= per_stmt));
-        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 3000);
-        assert_eq!(chunks.len(), 3000usize.div_ceil(per_stmt));
-
-        // 20 MiB values: one per statement; an oversized row still gets a statement.
-        let big: Vec<NewDeadLetter> = (0..3).map(|i| row(i, 20 << 20)).collect();
-        let chunks = insert_chunks::<sqlx::Postgres>(&big);
-        assert_eq!(
-            chunks.iter().map(|c| c.len()).collect::<Vec<_>>(),
-            [1, 1, 1]
-        );
-        let huge = [row(0, 40 << 20)];
-        assert_eq!(insert_chunks::<sqlx::Postgres>(&huge).len(), 1);
-        assert!(insert_chunks::<sqlx::Postgres>(&[]).is_empty());
-    }
 
     #[test]
     fn like_pattern_escapes_wildcards() {

@@ -1,0 +1,272 @@
+//! Writing dead letters: ingest's batch insert, and the *reduced form* of one record that the
+//! database refused as decoded (see `docs/limits.md`).
+//!
+//! Every row goes through [`limits::fit`] first, so no indexed text column ever receives more
+//! than its documented cap (PostgreSQL's btree refuses entries over 2,704 bytes).
+
+use std::borrow::Cow;
+
+use sqlx::QueryBuilder;
+
+use super::codec::{ascii_json, encode_headers, encode_warnings, text_field};
+use super::dialect::{store_error, Dialect, Val};
+use super::{Pool, Store, StoreError};
+use crate::limits;
+use crate::model::{NewDeadLetter, Normalized};
+
+/// Columns written by ingest, in the order [`insert_values`] binds them.
+const INSERT_COLUMNS: [&str; 23] = [
+    "dlq_topic",
+    "dlq_partition",
+    "dlq_offset",
+    "dead_lettered_at_ms",
+    "fingerprint",
+    "convention",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "source_timestamp_ms",
+    "consumer_group",
+    "error_class",
+    "error_message",
+    "retry_count",
+    "message_id",
+    "failed_at_ms",
+    "decode_warnings",
+    "record_timestamp_ms",
+    "ingested_at_ms",
+    "headers",
+    "stack_trace",
+    "key",
+    "value",
+];
+
+/// Soft cap on the bytes of key, value, headers and stack traces in one INSERT statement,
+/// so a batch of large records is written as several statements (same transaction) instead
+/// of one huge protocol message.
+const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
+
+/// One dead letter as it will be written: the normalised fields within their caps (or
+/// reduced) and the headers already encoded.
+pub(crate) struct Row<'a> {
+    d: &'a NewDeadLetter,
+    normalized: Cow<'a, Normalized>,
+    headers: String,
+}
+
+impl<'a> Row<'a> {
+    /// The normal form: everything as decoded, text fields within [`limits::fit`]'s caps.
+    pub(crate) fn full(d: &'a NewDeadLetter) -> Row<'a> {
+        Row {
+            d,
+            normalized: limits::fit(&d.normalized),
+            headers: encode_headers(&d.record.headers),
+        }
+    }
+
+    /// The reduced form ([`limits::reduce`]): short ASCII text fields, no stack trace, and the
+    /// headers' JSON with every non-ASCII character escaped (still byte-exact once decoded).
+    pub(crate) fn reduced(d: &'a NewDeadLetter, reason: &str) -> Row<'a> {
+        Row {
+            d,
+            normalized: Cow::Owned(limits::reduce(&d.normalized, reason)),
+            headers: ascii_json(&encode_headers(&d.record.headers)),
+        }
+    }
+
+    fn approx_bytes(&self) -> usize {
+        let r = &self.d.record;
+        r.key.as_ref().map_or(0, Vec::len)
+            + r.value.as_ref().map_or(0, Vec::len)
+            + self.headers.len()
+            + self.normalized.stack_trace.as_ref().map_or(0, String::len)
+            + self
+                .normalized
+                .error_message
+                .as_ref()
+                .map_or(0, String::len)
+            + 256
+    }
+}
+
+/// Splits `rows` into slices that each fit one INSERT statement: under the database's bind
+/// parameter limit and, loosely, under [`MAX_STATEMENT_BYTES`] (a slice holds at least one row).
+pub(crate) fn insert_chunks<'r, 'a, DB: Dialect>(rows: &'r [Row<'a>]) -> Vec<&'r [Row<'a>]> {
+    let max_rows = (DB::MAX_BINDS / INSERT_COLUMNS.len()).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0usize;
+    for (i, row) in rows.iter().enumerate() {
+        let size = row.approx_bytes();
+        if i > start && (i - start >= max_rows || bytes + size > MAX_STATEMENT_BYTES) {
+            out.push(&rows[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < rows.len() {
+        out.push(&rows[start..]);
+    }
+    out
+}
+
+/// `INSERT ... VALUES (...), (...) ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO
+/// NOTHING` for one chunk: a DLQ offset already stored (redelivery after a crash, or twice in
+/// one batch) is skipped, so `rows_affected` is the number of new dead letters.
+pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(format!(
+        "INSERT INTO dead_letters ({}) VALUES ",
+        INSERT_COLUMNS.join(", ")
+    ));
+    for (i, row) in chunk.iter().enumerate() {
+        if i > 0 {
+            qb.push(", ");
+        }
+        let d = row.d;
+        let r = &d.record;
+        let n: &Normalized = &row.normalized;
+        let text = |s: &Option<String>| Val::OwnedText(text_field(s).map(|c| c.into_owned()));
+        // The array's length is the column list's: a missing or extra value does not compile.
+        let values: [Val<'_>; INSERT_COLUMNS.len()] = [
+            Val::Text(Some(r.dlq_topic.as_str())),
+            Val::I32(Some(r.dlq_partition)),
+            Val::I64(Some(r.dlq_offset)),
+            Val::I64(Some(d.dead_lettered_at_ms)),
+            Val::Text(Some(d.fingerprint.as_str())),
+            Val::Text(Some(d.convention.as_str())),
+            text(&n.source_topic),
+            Val::I32(n.source_partition),
+            Val::I64(n.source_offset),
+            Val::I64(n.source_timestamp_ms),
+            text(&n.consumer_group),
+            text(&n.error_class),
+            text(&n.error_message),
+            Val::I32(n.retry_count),
+            text(&n.message_id),
+            Val::I64(n.failed_at_ms),
+            Val::OwnedText(Some(encode_warnings(&n.decode_warnings))),
+            Val::I64(r.timestamp_ms),
+            Val::I64(Some(d.ingested_at_ms)),
+            Val::Text(Some(row.headers.as_str())),
+            text(&n.stack_trace),
+            Val::Bytes(r.key.as_deref()),
+            Val::Bytes(r.value.as_deref()),
+        ];
+        qb.push("(");
+        for (j, v) in values.into_iter().enumerate() {
+            if j > 0 {
+                qb.push(", ");
+            }
+            DB::bind(&mut qb, v);
+        }
+        qb.push(")");
+    }
+    qb.push(" ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO NOTHING");
+    qb
+}
+
+impl Store {
+    /// Stores a batch in ONE transaction, ignoring records whose (dlq_topic, dlq_partition,
+    /// dlq_offset) is already stored. Returns how many rows were new. When this returns Ok,
+    /// the batch is durable: ingest may commit the Kafka offsets.
+    ///
+    /// Normalised text fields over their caps are cut ([`limits::fit`], with a decode
+    /// warning), so an over-long header can no longer make an index refuse the row. Text
+    /// fields holding U+0000 are stored with U+FFFD in its place (PostgreSQL text cannot hold
+    /// it; the raw headers keep the exact bytes). The batch is written as multi-row `INSERT
+    /// ... ON CONFLICT DO NOTHING` statements sized under the bind-parameter limit.
+    ///
+    /// Errors: `Unavailable` (retry later: connection lost, pool timed out, database locked,
+    /// disk full), `Rejected` (the database refused some record's data: see
+    /// [`StoreError::Rejected`]), `Database` otherwise. On error nothing of the batch is stored.
+    pub async fn insert_batch(&self, batch: &[NewDeadLetter]) -> Result<u64, StoreError> {
+        let rows: Vec<Row<'_>> = batch.iter().map(Row::full).collect();
+        self.insert_rows(&rows).await
+    }
+
+    /// Stores one dead letter in its *reduced form* (see [`limits::reduce`]): the raw key,
+    /// value and headers whole, the decoded text fields cut to
+    /// [`limits::REDUCED_TEXT_MAX_BYTES`] printable ASCII, no stack trace, and a decode
+    /// warning quoting `reason` (why the full form was refused). Returns 1 if it was new,
+    /// 0 if that DLQ offset was already stored.
+    ///
+    /// Errors: as [`Store::insert_batch`].
+    pub async fn insert_reduced(&self, d: &NewDeadLetter, reason: &str) -> Result<u64, StoreError> {
+        self.insert_rows(&[Row::reduced(d, reason)]).await
+    }
+
+    async fn insert_rows(&self, rows: &[Row<'_>]) -> Result<u64, StoreError> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        on_pool!(self, |pool, DB| {
+            let mut tx = pool
+                .begin_with(<DB as Dialect>::BEGIN_WRITE)
+                .await
+                .map_err(store_error)?;
+            let mut inserted = 0u64;
+            for chunk in insert_chunks::<DB>(rows) {
+                let mut qb = insert_values::<DB>(chunk);
+                let done = qb
+                    .build()
+                    // Batch sizes vary: do not fill the prepared-statement cache with them.
+                    .persistent(false)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                inserted += done.rows_affected();
+            }
+            tx.commit().await.map_err(store_error)?;
+            Ok(inserted)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dead_letter(offset: i64, value_bytes: usize) -> NewDeadLetter {
+        NewDeadLetter {
+            record: crate::model::RawRecord {
+                dlq_topic: "t".into(),
+                dlq_partition: 0,
+                dlq_offset: offset,
+                timestamp_ms: None,
+                key: None,
+                value: Some(vec![0; value_bytes]),
+                headers: vec![],
+            },
+            convention: crate::model::Convention::Unknown,
+            normalized: crate::model::Normalized::default(),
+            fingerprint: String::new(),
+            dead_lettered_at_ms: 0,
+            ingested_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn chunks_respect_bind_limit_and_size() {
+        let many: Vec<NewDeadLetter> = (0..3000).map(|i| dead_letter(i, 10)).collect();
+        let rows: Vec<Row<'_>> = many.iter().map(Row::full).collect();
+        let per_stmt = 32_766 / INSERT_COLUMNS.len();
+        let chunks = insert_chunks::<sqlx::Sqlite>(&rows);
+        assert!(chunks.iter().all(|c| c.len() <= per_stmt));
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 3000);
+        assert_eq!(chunks.len(), 3000usize.div_ceil(per_stmt));
+
+        // 20 MiB values: one per statement; an oversized row still gets a statement.
+        let big: Vec<NewDeadLetter> = (0..3).map(|i| dead_letter(i, 20 << 20)).collect();
+        let rows: Vec<Row<'_>> = big.iter().map(Row::full).collect();
+        let chunks = insert_chunks::<sqlx::Postgres>(&rows);
+        assert_eq!(
+            chunks.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+        let huge = [dead_letter(0, 40 << 20)];
+        let rows: Vec<Row<'_>> = huge.iter().map(Row::full).collect();
+        assert_eq!(insert_chunks::<sqlx::Postgres>(&rows).len(), 1);
+        assert!(insert_chunks::<sqlx::Postgres>(&[]).is_empty());
+    }
+}
