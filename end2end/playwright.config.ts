@@ -20,9 +20,8 @@ export default defineConfig({
   expect: { timeout: 15_000 },
   fullyParallel: false,
   workers: 1,
-  // One retry in CI: a known, rare server-side render that never completes (see the issue #2
-  // closing note) must not fail the run; Playwright reports a retried test as "flaky".
-  retries: process.env.CI ? 1 : 0,
+  // No retries: a failure is a bug to find, not to hide.
+  retries: 0,
   reporter: [['list']],
   use: {
     baseURL: `http://127.0.0.1:${port}`,

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
@@ -50,7 +51,7 @@ pub fn site_router(store: Store, options: LeptosOptions) -> Router {
              without hydration"
         );
     }
-    let routes = generate_route_list(App);
+    let routes = route_list();
     let context = move || provide_context(store.clone());
     let pkg_dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let pkg = Router::new()
@@ -69,6 +70,20 @@ pub fn site_router(store: Store, options: LeptosOptions) -> Router {
         // Anything else: a file from the site root (favicon, ...), else the app's 404 page.
         .fallback(file_and_error_handler_with_context(context, shell))
         .with_state(options)
+}
+
+/// The app's routes, generated once per process.
+///
+/// `leptos_axum::generate_route_list` renders the app once with resource loading suppressed,
+/// and that switch is one process-wide flag (`leptos_server`'s `IS_SUPPRESSING_RESOURCE_LOAD`,
+/// set by `RouteList::generate` in leptos_router 0.8): a page rendered by another thread while
+/// it is on creates resources whose futures wait forever (`pending()`), so that render never
+/// completes. The binary builds its router once at start-up, before it serves; generating the
+/// list once here makes every later router (the in-process page tests build many, in parallel)
+/// reuse it instead of flipping the flag while other renders run.
+fn route_list() -> Vec<leptos_axum::AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<leptos_axum::AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
 }
 
 /// The wasm and JS keep their names from one build to the next, so browsers must revalidate

@@ -111,3 +111,37 @@ pub fn sample_dead_letters() -> Vec<TestRecord> {
     });
     out
 }
+
+/// 2026-12-01T06:00:00Z in epoch ms: the base time of [`stored_dead_letter`].
+pub const T0_MS: i64 = 1_796_104_800_000;
+
+/// A dead letter as the store takes it (`Store::insert_batch`, no Kafka), at `dlq_topic`
+/// partition 0 `offset`, with `normalized` and its fingerprint: key `k{offset}`, value
+/// `{"n":offset}`, no headers, record time [`T0_MS`] + `offset` s. Change any field after.
+pub fn stored_dead_letter(
+    dlq_topic: &str,
+    offset: i64,
+    normalized: redrive_core::Normalized,
+) -> redrive_core::NewDeadLetter {
+    use redrive_core::{Convention, NewDeadLetter, RawRecord};
+    let at = T0_MS + offset * 1000;
+    NewDeadLetter {
+        record: RawRecord {
+            dlq_topic: dlq_topic.into(),
+            dlq_partition: 0,
+            dlq_offset: offset,
+            timestamp_ms: Some(at),
+            key: Some(format!("k{offset}").into_bytes()),
+            value: Some(format!("{{\"n\":{offset}}}").into_bytes()),
+            headers: vec![],
+        },
+        convention: Convention::Unknown,
+        fingerprint: redrive_core::fingerprint::fingerprint(
+            normalized.error_class.as_deref(),
+            normalized.error_message.as_deref(),
+        ),
+        normalized,
+        dead_lettered_at_ms: at,
+        ingested_at_ms: at + 5,
+    }
+}

@@ -6,7 +6,7 @@
 //! its test hook, then restarted).
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,8 @@ use redrive_testkit::{
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use crate::support::redrive_std_command;
 
 fn ann() -> Actor {
     Actor {
@@ -677,7 +679,7 @@ async fn a_record_kafka_refuses_ends_replay_failed_with_the_error() {
 fn spawn_redrive(db_url: &str, extra: &[(&str, &str)], log: &std::path::Path) -> Child {
     let log_file = std::fs::File::create(log).expect("log file");
     let log_err = log_file.try_clone().expect("log file");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redrive"));
+    let mut cmd = redrive_std_command();
     cmd.arg("serve")
         .env("REDRIVE_DATABASE_URL", db_url)
         .env("REDRIVE_KAFKA_BROKERS", kafka_brokers())

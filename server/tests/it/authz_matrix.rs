@@ -10,15 +10,13 @@
 //!
 //! Adding a route is one line in [`routes`].
 
-mod support_auth;
-
+use crate::support::{location, Auth, Csrf, Session, TestApp};
 use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
 use redrive_core::auth::secret_hash;
 use redrive_core::store::SessionLimits;
 use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_testkit::{unique, Backend};
 use serde_json::{json, Value};
-use support_auth::{location, App, Auth, Csrf, Session};
 
 /// How a route is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +166,7 @@ fn record(topic: &str, offset: i64) -> NewDeadLetter {
     }
 }
 
-async fn new_cell(app: &App) -> Cell {
+async fn new_cell(app: &TestApp) -> Cell {
     let topic = unique("matrix.DLT");
     let batch: Vec<NewDeadLetter> = (0..4).map(|o| record(&topic, o)).collect();
     app.store.insert_batch(&batch).await.expect("insert");
@@ -211,7 +209,7 @@ async fn new_cell(app: &App) -> Cell {
     }
 }
 
-async fn snapshot(app: &App, cell: &Cell, session: Option<&Session>) -> Snapshot {
+async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snapshot {
     let mut statuses = Vec::new();
     for id in [
         cell.to_replay,
@@ -257,7 +255,7 @@ async fn snapshot(app: &App, cell: &Cell, session: Option<&Session>) -> Snapshot
 }
 
 async fn matrix(backend: Backend) {
-    let app = App::start_on(
+    let app = TestApp::start_on(
         backend,
         &[
             ("REDRIVE_ADMIN_USER", "admin"),

@@ -3,18 +3,16 @@
 //! `Store::insert_batch`, no Kafka needed) and reads `listening on http://ADDR` from its stdout.
 //! One test runs the whole path from a real Kafka topic to the API; one runs on PostgreSQL.
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use redrive_core::fingerprint::fingerprint;
 use redrive_core::store::Store;
 use redrive_core::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
-use redrive_testkit::{fresh_database, Backend, TestRecord};
+use redrive_testkit::{Backend, TestRecord};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
+
+use crate::support::{run_redrive, Auth, TestApp};
 
 /// Fixed times so the list order is known (2026-12-01T06:00:00Z).
 const T0: i64 = 1_796_104_800_000;
@@ -26,13 +24,12 @@ const PAGED: i64 = 10;
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-/// The real binary, running over its own database.
-struct TestApp {
-    base: String,
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    client: reqwest::Client,
-    _dir: tempfile::TempDir,
+/// The real binary (the one harness, [`TestApp`]) seen through the JSON API as an admin's
+/// API token: every route needs credentials (authentication itself is tested in `auth` and
+/// `authz_matrix`).
+struct Api {
+    app: TestApp,
+    token: String,
 }
 
 /// How to start the binary.
@@ -43,67 +40,29 @@ struct Options {
     env: Vec<(&'static str, String)>,
 }
 
-/// The `redrive` command with no `REDRIVE_*` setting inherited from the developer's shell.
-fn redrive_command() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redrive"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("REDRIVE_") && !k.starts_with("REDRIVE_TEST_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("REDRIVE_LOG", "info,redrive=debug")
-        .env(
-            "REDRIVE_SITE_ROOT",
-            redrive_testkit::repo_root().join("target/site"),
-        )
-        .kill_on_drop(true);
-    cmd
-}
-
-impl TestApp {
+impl Api {
     /// Starts redrive (ingest disabled) over a fresh SQLite store holding `records`.
-    async fn with(records: &[NewDeadLetter]) -> TestApp {
-        TestApp::start(records, Options::default()).await
+    async fn with(records: &[NewDeadLetter]) -> Api {
+        Api::start(records, Options::default()).await
     }
 
-    async fn start(records: &[NewDeadLetter], options: Options) -> TestApp {
-        let (url, dir) = fresh_database(options.backend.unwrap_or(Backend::Sqlite))
-            .await
-            .expect("a fresh database");
-        let store = Store::connect(&url).await.expect("connect");
-        store.migrate().await.expect("migrate");
-        if !records.is_empty() {
-            let n = store.insert_batch(records).await.expect("insert_batch");
-            assert_eq!(n, records.len() as u64);
-        }
-        let mut cmd = redrive_command();
-        cmd.arg("serve")
-            .env("REDRIVE_DATABASE_URL", &url)
-            .env("REDRIVE_LISTEN", "127.0.0.1:0")
-            .env("REDRIVE_INGEST_ENABLED", "false");
-        for (k, v) in &options.env {
-            cmd.env(k, v);
-        }
-        let (child, base, stderr) = spawn_and_wait_for_address(cmd).await;
-        TestApp {
-            base,
-            child,
-            stderr,
-            client: admin_client(&store).await,
-            _dir: dir,
-        }
+    async fn start(records: &[NewDeadLetter], options: Options) -> Api {
+        let site_root = redrive_testkit::repo_root().join("target/site");
+        let site_root = site_root.display().to_string();
+        let mut env: Vec<(&str, &str)> = vec![("REDRIVE_SITE_ROOT", &site_root)];
+        env.extend(options.env.iter().map(|(k, v)| (*k, v.as_str())));
+        let backend = options.backend.unwrap_or(Backend::Sqlite);
+        let app = TestApp::with_records(backend, records, &env).await;
+        let token = app.admin_token().await;
+        Api { app, token }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        self.app.url(path)
     }
 
     async fn get(&self, path: &str) -> reqwest::Response {
-        self.client
-            .get(self.url(path))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}\n--- redrive log ---\n{}", self.log()))
+        self.app.get(path, Auth::Bearer(&self.token)).await
     }
 
     /// GET, expecting a JSON body whatever the status.
@@ -143,107 +102,12 @@ impl TestApp {
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        self.app.log()
     }
 
     /// Sends SIGTERM and returns the exit code (within `deadline`).
-    async fn terminate(mut self, deadline: Duration) -> (Option<i32>, String) {
-        sigterm(&self.child);
-        let status = tokio::time::timeout(deadline, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("redrive did not stop on SIGTERM\n{}", self.log()))
-            .expect("wait");
-        // Let the stderr reader drain the last lines.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        (status.code(), self.log())
-    }
-}
-
-/// A client acting as an admin through an API token: every route needs credentials (the
-/// authentication itself is tested in tests/auth.rs and tests/authz_matrix.rs).
-async fn admin_client(store: &Store) -> reqwest::Client {
-    use redrive_core::auth::{hash_password, new_api_token, secret_hash};
-    let phc = hash_password("api-test-password").expect("hash");
-    let user = store
-        .create_user(&redrive_core::store::NewUser {
-            name: "api-test",
-            role: redrive_core::actions::Role::Admin,
-            password_hash: &phc,
-            created_at_ms: 0,
-        })
-        .await
-        .expect("create user")
-        .expect("a new user");
-    let token = new_api_token().expect("token");
-    store
-        .create_api_token(user, Some("api tests"), &secret_hash(&token), 0)
-        .await
-        .expect("create token");
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().expect("header"),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .expect("client")
-}
-
-fn sigterm(child: &Child) {
-    let pid = child.id().expect("running child").to_string();
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill -TERM {pid} failed");
-}
-
-/// Spawns `cmd`, keeps its stderr in a buffer, and waits (30 s at most) for the
-/// `listening on http://ADDR` line on stdout.
-async fn spawn_and_wait_for_address(mut cmd: Command) -> (Child, String, Arc<Mutex<String>>) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn redrive");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    if let Some(err) = child.stderr.take() {
-        let buf = stderr.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(err).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(mut b) = buf.lock() {
-                    b.push_str(&line);
-                    b.push('\n');
-                }
-            }
-        });
-    }
-    let out = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(out).lines();
-    let found = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                return Some(addr.trim().to_string());
-            }
-        }
-        None
-    })
-    .await;
-    match found {
-        Ok(Some(base)) => {
-            // Keep draining stdout so the child never blocks on a full pipe.
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            (child, base, stderr)
-        }
-        _ => {
-            let _ = child.start_kill();
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let log = stderr.lock().map(|s| s.clone()).unwrap_or_default();
-            panic!("redrive did not print `listening on http://...`\n--- log ---\n{log}");
-        }
+    async fn terminate(self, deadline: Duration) -> (Option<i32>, String) {
+        self.app.terminate(deadline).await
     }
 }
 
@@ -409,7 +273,7 @@ const LIST_FIELDS: &[&str] = &[
 
 #[tokio::test]
 async fn lists_newest_first_and_pages_with_next_cursor() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let (status, first) = app.get_json("/api/v1/dead-letters").await;
     assert_eq!(status, 200, "{first}");
     assert_eq!(items(&first).len(), 12);
@@ -449,7 +313,7 @@ async fn lists_newest_first_and_pages_with_next_cursor() {
 
 #[tokio::test]
 async fn every_filter_parameter_narrows_the_list() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let count = |path: String| {
         let app = &app;
         async move {
@@ -495,7 +359,7 @@ async fn every_filter_parameter_narrows_the_list() {
 
 #[tokio::test]
 async fn bad_parameters_are_a_400_with_a_reason() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let list = "/api/v1/dead-letters";
     let m = app.bad_request(&format!("{list}?colour=red")).await;
     assert!(m.contains("colour"), "{m}");
@@ -527,7 +391,7 @@ async fn bad_parameters_are_a_400_with_a_reason() {
 
 #[tokio::test]
 async fn the_full_record_has_bytes_as_base64_and_headers_in_order() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let id = app.id_of("orders.DLT", 0).await;
     let (status, d) = app.get_json(&format!("/api/v1/dead-letters/{id}")).await;
     assert_eq!(status, 200, "{d}");
@@ -607,7 +471,7 @@ async fn the_full_record_has_bytes_as_base64_and_headers_in_order() {
 
 #[tokio::test]
 async fn a_missing_id_is_404_and_a_bad_one_400() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let (status, body) = app.get_json("/api/v1/dead-letters/987654321").await;
     assert_eq!(status, 404, "{body}");
     assert!(error_message(&body).contains("987654321"));
@@ -622,7 +486,7 @@ async fn a_missing_id_is_404_and_a_bad_one_400() {
 
 #[tokio::test]
 async fn raw_downloads_are_the_exact_bytes() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let id = app.id_of("orders.DLT", 0).await;
     for (prefix, part, bytes) in [
         ("", "value", BINARY_VALUE),
@@ -660,7 +524,7 @@ async fn raw_downloads_are_the_exact_bytes() {
 
 #[tokio::test]
 async fn error_groups_count_by_fingerprint() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let (status, body) = app.get_json("/api/v1/error-groups").await;
     assert_eq!(status, 200, "{body}");
     let groups = items(&body);
@@ -691,7 +555,7 @@ async fn error_groups_count_by_fingerprint() {
 
 #[tokio::test]
 async fn health_readiness_and_metrics() {
-    let app = TestApp::with(&fixtures()).await;
+    let app = Api::with(&fixtures()).await;
     let res = app.get("/healthz").await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.text().await.expect("body"), "ok");
@@ -728,10 +592,10 @@ async fn health_readiness_and_metrics() {
 
 #[tokio::test]
 async fn responses_are_gzipped_when_asked() {
-    let app = TestApp::with(&fixtures()).await;
-    let res = app
-        .client
+    let app = Api::with(&fixtures()).await;
+    let res = reqwest::Client::new()
         .get(app.url("/api/v1/dead-letters"))
+        .bearer_auth(&app.token)
         .header(reqwest::header::ACCEPT_ENCODING, "gzip")
         .send()
         .await
@@ -748,7 +612,7 @@ async fn responses_are_gzipped_when_asked() {
 #[tokio::test]
 async fn readyz_is_503_while_kafka_is_unreachable() {
     // Nothing listens on port 1: ingest starts, but can never reach the cluster.
-    let app = TestApp::start(
+    let app = Api::start(
         &[],
         Options {
             env: vec![
@@ -774,7 +638,7 @@ async fn readyz_is_503_while_kafka_is_unreachable() {
 
 #[tokio::test]
 async fn sigterm_stops_cleanly() {
-    let app = TestApp::with(&[]).await;
+    let app = Api::with(&[]).await;
     assert_eq!(app.get("/healthz").await.status(), 200);
     let (code, log) = app.terminate(Duration::from_secs(30)).await;
     assert_eq!(code, Some(0), "{log}");
@@ -786,7 +650,7 @@ async fn sigterm_stops_cleanly() {
 
 #[tokio::test]
 async fn the_api_on_postgresql() {
-    let app = TestApp::start(
+    let app = Api::start(
         &fixtures(),
         Options {
             backend: Some(Backend::Postgres),
@@ -843,7 +707,7 @@ async fn serve_ingests_a_dlq_topic_and_serves_it() {
         .expect("produce");
 
     let group = redrive_testkit::unique("api_group");
-    let app = TestApp::start(
+    let app = Api::start(
         &[],
         Options {
             env: vec![
@@ -893,30 +757,6 @@ async fn serve_ingests_a_dlq_topic_and_serves_it() {
 // ---------------------------------------------------------------------------------------------
 // The other subcommands and start-up failures
 
-/// Runs `redrive ARGS` to completion with `env`; returns (exit code, stdout, stderr).
-async fn run_redrive(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let mut cmd = redrive_command();
-    cmd.args(args).envs(env.iter().copied());
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut out = String::new();
-    let mut err = String::new();
-    let mut so = child.stdout.take().expect("stdout");
-    let mut se = child.stderr.take().expect("stderr");
-    let status = tokio::time::timeout(Duration::from_secs(60), async {
-        let (a, b) = tokio::join!(so.read_to_string(&mut out), se.read_to_string(&mut err));
-        let _ = (a, b);
-        child.wait().await
-    })
-    .await
-    .expect("redrive finished within 60 s")
-    .expect("wait");
-    (status.code(), out, err)
-}
-
 #[tokio::test]
 async fn config_prints_the_effective_configuration_without_secrets() {
     let (code, out, err) = run_redrive(
@@ -931,6 +771,7 @@ async fn config_prints_the_effective_configuration_without_secrets() {
             ("REDRIVE_KAFKA__SASL_PASSWORD", "hunter2"),
             ("REDRIVE_KAFKA__SASL_MECHANISM", "PLAIN"),
         ],
+        None,
     )
     .await;
     assert_eq!(code, Some(0), "{err}");
@@ -945,7 +786,7 @@ async fn config_prints_the_effective_configuration_without_secrets() {
 async fn migrate_creates_the_schema_and_exits() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = redrive_testkit::fresh_sqlite_url(&dir);
-    let (code, _, err) = run_redrive(&["migrate"], &[("REDRIVE_DATABASE_URL", &url)]).await;
+    let (code, _, err) = run_redrive(&["migrate"], &[("REDRIVE_DATABASE_URL", &url)], None).await;
     assert_eq!(code, Some(0), "{err}");
     let store = Store::connect(&url).await.expect("connect");
     let page = store
@@ -960,7 +801,8 @@ async fn migrate_creates_the_schema_and_exits() {
 
 #[tokio::test]
 async fn bad_configuration_exits_2_with_the_reason() {
-    let (code, _, err) = run_redrive(&["serve"], &[("REDRIVE_INGEST_BATCH_SIZE", "lots")]).await;
+    let (code, _, err) =
+        run_redrive(&["serve"], &[("REDRIVE_INGEST_BATCH_SIZE", "lots")], None).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("ingest_batch_size"), "{err}");
 }
@@ -979,6 +821,7 @@ async fn an_unreachable_database_is_retried_then_reported() {
             ("REDRIVE_DATABASE_WAIT_MS", "6000"),
             ("REDRIVE_LISTEN", "127.0.0.1:0"),
         ],
+        None,
     )
     .await;
     assert_eq!(code, Some(1), "{err}");
@@ -998,6 +841,7 @@ async fn a_bad_topic_pattern_stops_serve_with_an_error() {
             ("REDRIVE_KAFKA_BROKERS", "127.0.0.1:1"),
             ("REDRIVE_DLQ_TOPICS", "^orders(\\.DLT"),
         ],
+        None,
     )
     .await;
     assert_eq!(code, Some(1), "{err}");

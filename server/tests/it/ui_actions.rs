@@ -9,14 +9,12 @@
 //! The server's Kafka is unreachable on purpose (`127.0.0.1:9`, the harness default): nothing
 //! here needs a publish to succeed, and the relay's outage handling is what the job page shows.
 
-mod support_auth;
-
 use std::time::Duration;
 
+use crate::support::{eventually, location, Session, TestApp};
 use redrive_core::actions::JobStatus;
 use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 use redrive_testkit::unique;
-use support_auth::{eventually, location, App, Session};
 
 /// The UI's server-function URLs (app/src/actions_api.rs).
 const ACT: &str = "/api/ui/act";
@@ -55,8 +53,8 @@ fn record(topic: &str, offset: i64, source: Option<&str>) -> NewDeadLetter {
 
 /// The app with an operator and a viewer, and a fresh DLQ topic holding 3 dead letters from
 /// `orders` and 1 without a source topic; returns the app, the topic and the ids by offset.
-async fn start() -> (App, String, Vec<i64>) {
-    let app = App::start(&[]).await;
+async fn start() -> (TestApp, String, Vec<i64>) {
+    let app = TestApp::start(&[]).await;
     app.add_user(OPERATOR.0, "operator", OPERATOR.1).await;
     app.add_user(VIEWER.0, "viewer", VIEWER.1).await;
     let topic = unique("ui.DLT");
@@ -78,13 +76,13 @@ async fn start() -> (App, String, Vec<i64>) {
 /// A browser without JavaScript: session cookie, `Accept: text/html`, the page it is on as
 /// `Referer`. Redirects are not followed, so the test sees them.
 struct Browser<'a> {
-    app: &'a App,
+    app: &'a TestApp,
     session: Session,
     client: reqwest::Client,
 }
 
 impl<'a> Browser<'a> {
-    async fn sign_in(app: &'a App, (user, password): (&str, &str)) -> Browser<'a> {
+    async fn sign_in(app: &'a TestApp, (user, password): (&str, &str)) -> Browser<'a> {
         Browser {
             app,
             session: app.sign_in(user, password).await,
@@ -136,7 +134,7 @@ impl<'a> Browser<'a> {
     }
 }
 
-async fn status_of(app: &App, id: i64) -> Status {
+async fn status_of(app: &TestApp, id: i64) -> Status {
     app.store
         .get(id)
         .await

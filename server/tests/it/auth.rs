@@ -1,15 +1,13 @@
 //! Identity through the real binary: sign-in and its cookie, redirects and 401s, sign-out,
 //! idle and absolute session expiry, login throttling, API tokens made with the CLI, the
 //! bootstrap admin, public routes. Every test starts `redrive serve` on port 0 over a fresh
-//! SQLite store (`support_auth`); the authorisation matrix is in `authz_matrix.rs`.
-
-mod support_auth;
+//! SQLite store (`support`); the authorisation matrix is in `authz_matrix.rs`.
 
 use std::time::{Duration, Instant};
 
+use crate::support::{location, set_cookie, Auth, Csrf, TestApp};
 use redrive_testkit::Backend;
 use serde_json::{json, Value};
-use support_auth::{location, set_cookie, App, Auth, Csrf};
 
 const ADMIN: &str = "admin";
 const ADMIN_PW: &str = "correct horse battery";
@@ -23,7 +21,7 @@ fn bootstrap() -> [(&'static str, &'static str); 2] {
 
 #[tokio::test]
 async fn pages_redirect_to_sign_in_and_the_api_answers_401() {
-    let app = App::start(&bootstrap()).await;
+    let app = TestApp::start(&bootstrap()).await;
 
     let res = app.get("/groups?status=new", Auth::None).await;
     assert_eq!(res.status(), 303);
@@ -101,7 +99,7 @@ async fn pages_redirect_to_sign_in_and_the_api_answers_401() {
 
 #[tokio::test]
 async fn sign_in_sets_a_hardened_cookie_and_goes_to_next() {
-    let app = App::start(&bootstrap()).await;
+    let app = TestApp::start(&bootstrap()).await;
 
     // Wrong password: back to the form, with the error code and `next` kept.
     let res = app.sign_in_form(ADMIN, "wrong password", "/groups").await;
@@ -136,7 +134,7 @@ async fn sign_in_sets_a_hardened_cookie_and_goes_to_next() {
     let sessions: Vec<String> = sqlx_strings(&app, "SELECT id_hash FROM sessions").await;
     assert!(sessions.iter().all(|h| h.len() == 64 && !h.contains(value)));
 
-    let session = support_auth::Session {
+    let session = crate::support::Session {
         cookie: flags[0].to_string(),
         csrf: String::new(),
         set_cookie: cookie.clone(),
@@ -185,7 +183,7 @@ async fn sign_in_sets_a_hardened_cookie_and_goes_to_next() {
     assert_eq!(added[0].actor, "(bootstrap)");
 }
 
-async fn sqlx_strings(app: &App, sql: &str) -> Vec<String> {
+async fn sqlx_strings(app: &TestApp, sql: &str) -> Vec<String> {
     use sqlx::Connection;
     let mut conn = sqlx::SqliteConnection::connect(&app.db_url)
         .await
@@ -200,7 +198,7 @@ async fn sqlx_strings(app: &App, sql: &str) -> Vec<String> {
 async fn cookie_secure_marks_the_cookie_secure() {
     let mut env = bootstrap().to_vec();
     env.push(("REDRIVE_COOKIE_SECURE", "true"));
-    let app = App::start(&env).await;
+    let app = TestApp::start(&env).await;
     let s = app.sign_in(ADMIN, ADMIN_PW).await;
     assert!(
         s.set_cookie.split(';').any(|f| f.trim() == "Secure"),
@@ -211,7 +209,7 @@ async fn cookie_secure_marks_the_cookie_secure() {
 
 #[tokio::test]
 async fn sign_out_needs_the_csrf_token_and_ends_the_session() {
-    let app = App::start(&bootstrap()).await;
+    let app = TestApp::start(&bootstrap()).await;
     let s = app.sign_in(ADMIN, ADMIN_PW).await;
 
     let res = app
@@ -252,7 +250,7 @@ async fn sign_out_needs_the_csrf_token_and_ends_the_session() {
 async fn sessions_expire_when_idle() {
     let mut env = bootstrap().to_vec();
     env.push(("REDRIVE_SESSION_IDLE_TIMEOUT_MS", "1500"));
-    let app = App::start(&env).await;
+    let app = TestApp::start(&env).await;
     let s = app.sign_in(ADMIN, ADMIN_PW).await;
     // Activity keeps it alive well past the idle timeout...
     let start = Instant::now();
@@ -272,7 +270,7 @@ async fn sessions_expire_when_idle() {
 async fn sessions_expire_absolutely_however_busy() {
     let mut env = bootstrap().to_vec();
     env.push(("REDRIVE_SESSION_ABSOLUTE_TIMEOUT_MS", "2500"));
-    let app = App::start(&env).await;
+    let app = TestApp::start(&env).await;
     let signed_in = Instant::now();
     let s = app.sign_in(ADMIN, ADMIN_PW).await;
     loop {
@@ -304,7 +302,7 @@ async fn sign_in_is_throttled_per_user_and_per_client() {
     let mut env = bootstrap().to_vec();
     env.push(("REDRIVE_SIGN_IN_PER_USER_PER_MIN", "3"));
     env.push(("REDRIVE_SIGN_IN_PER_IP_PER_MIN", "6"));
-    let app = App::start(&env).await;
+    let app = TestApp::start(&env).await;
 
     for _ in 0..3 {
         let res = app.sign_in_form(ADMIN, "wrong password", "/").await;
@@ -357,7 +355,7 @@ async fn sign_in_is_throttled_per_user_and_per_client() {
 
 #[tokio::test]
 async fn api_tokens_from_the_cli() {
-    let app = App::start(&bootstrap()).await;
+    let app = TestApp::start(&bootstrap()).await;
 
     // user add: the password comes from stdin, and must be long enough.
     let (code, _, err) = app
@@ -487,7 +485,7 @@ async fn the_bootstrap_admin_is_made_only_for_an_empty_store() {
         .await
         .expect("create")
         .expect("new");
-    let app = App::serve(url, store, dir, &bootstrap()).await;
+    let app = TestApp::serve(url, store, dir, &bootstrap()).await;
     let res = app.sign_in_form(ADMIN, ADMIN_PW, "/").await;
     assert_eq!(location(&res), "/sign-in?error=invalid");
     assert!(app.audit_of("user_add").await.is_empty());
@@ -496,7 +494,7 @@ async fn the_bootstrap_admin_is_made_only_for_an_empty_store() {
     let (db, _dir) = redrive_testkit::fresh_database(Backend::Sqlite)
         .await
         .expect("db");
-    let out = support_auth::redrive_command()
+    let out = crate::support::redrive_command()
         .arg("serve")
         .env("REDRIVE_DATABASE_URL", &db)
         .env("REDRIVE_LISTEN", "127.0.0.1:0")
@@ -515,7 +513,7 @@ async fn the_bootstrap_admin_is_made_only_for_an_empty_store() {
 async fn metrics_can_be_made_public() {
     let mut env = bootstrap().to_vec();
     env.push(("REDRIVE_METRICS_PUBLIC", "true"));
-    let app = App::start(&env).await;
+    let app = TestApp::start(&env).await;
     assert_eq!(app.get("/metrics", Auth::None).await.status(), 200);
     assert_eq!(
         app.get("/api/v1/dead-letters", Auth::None).await.status(),
@@ -525,7 +523,7 @@ async fn metrics_can_be_made_public() {
 
 #[tokio::test]
 async fn sign_in_and_tokens_on_postgres() {
-    let app = App::start_on(Backend::Postgres, &bootstrap()).await;
+    let app = TestApp::start_on(Backend::Postgres, &bootstrap()).await;
     let s = app.sign_in(ADMIN, ADMIN_PW).await;
     assert_eq!(
         app.get("/api/v1/dead-letters", Auth::Session(&s))

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use redrive_core::store::Store;
@@ -14,6 +14,8 @@ use redrive_testkit::ingest::{
     committed_offsets, count_in, end_offsets, produce_many, summaries_in,
 };
 use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, TestRecord};
+
+use crate::support::redrive_std_command;
 
 const RECORDS: usize = 20_000;
 const PARTITIONS: i32 = 4;
@@ -30,7 +32,7 @@ impl Redrive {
     fn start(dir: &Path, run: &str, db_url: &str, topic: &str, group: &str) -> Redrive {
         let log = dir.join(format!("{run}.log"));
         let out = File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_redrive"))
+        let child = redrive_std_command()
             .arg("serve")
             .current_dir(dir)
             .env("REDRIVE_DATABASE_URL", db_url)
@@ -43,7 +45,6 @@ impl Redrive {
             // restarted one is assigned partitions only then: 6 s (the broker's minimum)
             // instead of librdkafka's 45 s keeps the test short without changing what it proves.
             .env("REDRIVE_KAFKA__SESSION_TIMEOUT_MS", "6000")
-            .env_remove("REDRIVE_CONFIG")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

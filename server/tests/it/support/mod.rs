@@ -1,8 +1,11 @@
-//! Harness of the authentication tests (`tests/auth.rs`, `tests/authz_matrix.rs`): the real
-//! `redrive` binary on port 0 over a fresh store, users and tokens made with its own CLI,
-//! requests that sign in the way a browser or a script does.
+//! The one harness of the integration tests: [`TestApp`] is the real `redrive` binary on port
+//! 0 over a fresh store (SQLite or PostgreSQL, optionally seeded), with users and tokens made
+//! with its own CLI, and requests that sign in the way a browser or a script does;
+//! [`redrive_command`] and [`run_redrive`] run the binary's other subcommands.
 
-#![allow(dead_code)] // each test crate uses part of it
+mod in_process;
+
+pub use in_process::InProcessSite;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -10,14 +13,15 @@ use std::time::Duration;
 
 use redrive_core::actions::{AuditEntry, AuditQuery};
 use redrive_core::store::Store;
+use redrive_core::NewDeadLetter;
 use redrive_testkit::{fresh_database, Backend};
-use reqwest::header::{HeaderMap, HeaderValue, COOKIE, SET_COOKIE};
+use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// The real binary, serving a fresh store.
-pub struct App {
+pub struct TestApp {
     pub base: String,
     pub db_url: String,
     /// The same database, for setting up data and reading the audit trail.
@@ -57,40 +61,63 @@ pub enum Csrf {
     Wrong,
 }
 
-/// `redrive` with no `REDRIVE_*` inherited from the developer's shell.
-pub fn redrive_command() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redrive"));
+/// The `redrive` binary with no `REDRIVE_*` setting inherited from the developer's shell (the
+/// `REDRIVE_TEST_*` ones stay), logging at debug: the one way every test runs it. Blocking
+/// flavour, for tests that kill it (`Child::kill` is SIGKILL) or log to a file.
+pub fn redrive_std_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_redrive"));
     for (k, _) in std::env::vars() {
         if k.starts_with("REDRIVE_") && !k.starts_with("REDRIVE_TEST_") {
             cmd.env_remove(k);
         }
     }
-    cmd.env("REDRIVE_LOG", "info,redrive=debug")
-        .kill_on_drop(true);
+    cmd.env("REDRIVE_LOG", "info,redrive=debug");
     cmd
 }
 
-impl App {
+/// [`redrive_std_command`] for tokio, killed when dropped.
+pub fn redrive_command() -> Command {
+    let mut cmd = Command::from(redrive_std_command());
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+impl TestApp {
     /// Starts `redrive serve` (no ingest, Kafka unreachable) over a fresh SQLite store with
     /// extra `REDRIVE_*` settings.
-    pub async fn start(env: &[(&str, &str)]) -> App {
-        App::start_on(Backend::Sqlite, env).await
+    pub async fn start(env: &[(&str, &str)]) -> TestApp {
+        TestApp::start_on(Backend::Sqlite, env).await
     }
 
-    pub async fn start_on(backend: Backend, env: &[(&str, &str)]) -> App {
+    /// The same over a fresh store of `backend`.
+    pub async fn start_on(backend: Backend, env: &[(&str, &str)]) -> TestApp {
+        TestApp::with_records(backend, &[], env).await
+    }
+
+    /// The same over a fresh store of `backend` that already holds `records`.
+    pub async fn with_records(
+        backend: Backend,
+        records: &[NewDeadLetter],
+        env: &[(&str, &str)],
+    ) -> TestApp {
         let (db_url, dir) = fresh_database(backend).await.expect("a fresh database");
         let store = Store::connect(&db_url).await.expect("connect");
         store.migrate().await.expect("migrate");
-        App::serve(db_url, store, dir, env).await
+        if !records.is_empty() {
+            let n = store.insert_batch(records).await.expect("insert_batch");
+            assert_eq!(n, records.len() as u64);
+        }
+        TestApp::serve(db_url, store, dir, env).await
     }
 
-    /// Starts `redrive serve` over an existing database.
+    /// Starts `redrive serve` over an existing database. The site root is an empty directory
+    /// (pages render without hydration) unless `env` sets `REDRIVE_SITE_ROOT`.
     pub async fn serve(
         db_url: String,
         store: Store,
         dir: tempfile::TempDir,
         env: &[(&str, &str)],
-    ) -> App {
+    ) -> TestApp {
         let site = tempfile::tempdir().expect("tempdir");
         let mut cmd = redrive_command();
         cmd.arg("serve")
@@ -103,7 +130,7 @@ impl App {
             cmd.env(k, v);
         }
         let (child, base, stderr) = spawn_and_wait_for_address(cmd).await;
-        App {
+        TestApp {
             base,
             db_url,
             store,
@@ -118,6 +145,48 @@ impl App {
         }
     }
 
+    /// An admin user made directly in the store, and an API token of theirs (for tests that
+    /// are about something other than authentication).
+    pub async fn admin_token(&self) -> String {
+        use redrive_core::auth::{hash_password, new_api_token, secret_hash};
+        let phc = hash_password("api-test-password").expect("hash");
+        let user = self
+            .store
+            .create_user(&redrive_core::store::NewUser {
+                name: "api-test",
+                role: redrive_core::actions::Role::Admin,
+                password_hash: &phc,
+                created_at_ms: 0,
+            })
+            .await
+            .expect("create user")
+            .expect("a new user");
+        let token = new_api_token().expect("token");
+        self.store
+            .create_api_token(user, Some("api tests"), &secret_hash(&token), 0)
+            .await
+            .expect("create token");
+        token
+    }
+
+    /// Sends SIGTERM and returns the exit code (within `deadline`) and the whole log.
+    pub async fn terminate(mut self, deadline: Duration) -> (Option<i32>, String) {
+        let pid = self.child.id().expect("running child").to_string();
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -TERM {pid} failed");
+        let status = tokio::time::timeout(deadline, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("redrive did not stop on SIGTERM\n{}", self.log()))
+            .expect("wait");
+        // Let the stderr reader drain the last lines.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (status.code(), self.log())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -129,30 +198,7 @@ impl App {
     /// Runs `redrive ARGS` against this app's database, with `stdin`; returns (exit code,
     /// stdout, stderr).
     pub async fn cli(&self, args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String) {
-        let mut cmd = redrive_command();
-        cmd.args(args)
-            .env("REDRIVE_DATABASE_URL", &self.db_url)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn redrive");
-        let mut input = child.stdin.take().expect("stdin");
-        if let Some(s) = stdin {
-            input.write_all(s.as_bytes()).await.expect("write stdin");
-        }
-        drop(input);
-        let mut out = String::new();
-        let mut err = String::new();
-        let mut so = child.stdout.take().expect("stdout");
-        let mut se = child.stderr.take().expect("stderr");
-        let status = tokio::time::timeout(Duration::from_secs(60), async {
-            let _ = tokio::join!(so.read_to_string(&mut out), se.read_to_string(&mut err));
-            child.wait().await
-        })
-        .await
-        .expect("redrive finished within 60 s")
-        .expect("wait");
-        (status.code(), out, err)
+        run_redrive(args, &[("REDRIVE_DATABASE_URL", &self.db_url)], stdin).await
     }
 
     /// `redrive user add NAME --role ROLE --password-stdin`, which must succeed.
@@ -325,14 +371,37 @@ pub fn location(res: &reqwest::Response) -> String {
         .to_string()
 }
 
-/// Headers with a Bearer token.
-pub fn bearer_headers(token: &str) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    h.insert(
-        "authorization",
-        HeaderValue::from_str(&format!("Bearer {token}")).expect("header"),
-    );
-    h
+/// Runs `redrive ARGS` to completion (60 s at most) with `env` and `stdin`; returns (exit code,
+/// stdout, stderr).
+pub async fn run_redrive(
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> (Option<i32>, String, String) {
+    let mut cmd = redrive_command();
+    cmd.args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn redrive");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(s) = stdin {
+        input.write_all(s.as_bytes()).await.expect("write stdin");
+    }
+    drop(input);
+    let mut out = String::new();
+    let mut err = String::new();
+    let mut so = child.stdout.take().expect("stdout");
+    let mut se = child.stderr.take().expect("stderr");
+    let status = tokio::time::timeout(Duration::from_secs(60), async {
+        let _ = tokio::join!(so.read_to_string(&mut out), se.read_to_string(&mut err));
+        child.wait().await
+    })
+    .await
+    .expect("redrive finished within 60 s")
+    .expect("wait");
+    (status.code(), out, err)
 }
 
 /// Spawns `cmd`, keeps its stderr, waits (30 s at most) for `listening on http://ADDR`.

@@ -1,0 +1,28 @@
+//! redrive's integration tests: one test binary (linked once, which matters on two cores), one
+//! module per concern, one harness ([`support`]).
+//!
+//! Everything here runs against the real thing: a real Kafka broker (KRaft) and a real
+//! PostgreSQL on loopback (`redrive_testkit` starts them, or uses the ones `make test` started),
+//! real SQLite files, and either the real `redrive` binary ([`support::TestApp`]) or, for the
+//! server-rendered pages, the binary's own site router in process ([`site`]).
+
+mod support;
+
+// The site module belongs to the binary; the page tests compile it in to render in process.
+#[path = "../../src/site.rs"]
+#[allow(dead_code)]
+mod site;
+
+mod actions;
+mod api;
+mod auth;
+mod authz_matrix;
+mod crash_safety;
+mod demo_pipeline;
+mod ingest_conventions;
+mod ingest_edge_cases;
+mod pages;
+mod replay;
+mod soak;
+mod store;
+mod ui_actions;
