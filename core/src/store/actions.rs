@@ -642,12 +642,16 @@ impl Store {
                     )),
                 });
             }
+            // Every row not yet published or failed, including those a relay has claimed:
+            // a claimed row left alone would go back to `pending` when the relay lets go of it,
+            // and stay there, its dead letter `replay_pending`, under a cancelled job. The
+            // claim token stays, so a publish already in flight is still recorded as published
+            // (`Store::mark`); nothing else the relay does touches a cancelled row.
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "UPDATE outbox SET status = 'cancelled', lease_until_ms = NULL, \
-                 claim_token = NULL WHERE job_id = ",
+                "UPDATE outbox SET status = 'cancelled', lease_until_ms = NULL WHERE job_id = ",
             );
             DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND status = 'pending' RETURNING dead_letter_id");
+            qb.push(" AND status IN ('pending', 'claimed') RETURNING dead_letter_id");
             let mut ids: Vec<i64> = qb
                 .build_query_scalar()
                 .fetch_all(&mut *tx)

@@ -155,11 +155,14 @@ fn push_held<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: &[i64], token:
 }
 
 /// `UPDATE outbox ... FROM <(id, partition, offset) rows>`: one statement marks a chunk
-/// published, each row with its own position (see [`Dialect::push_triples`]).
+/// published, each row with its own position (see [`Dialect::push_triples`]), among the rows
+/// this claim holds that are in `status`: `claimed`, or `cancelled` for a row whose job was
+/// cancelled while its publish was in flight (what happened is recorded: it was published).
 fn mark_published_chunk<'a, DB: Dialect>(
     chunk: &[Published],
     token: &'a str,
     now: i64,
+    status: &'static str,
 ) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "UPDATE outbox SET status = 'published', published_partition = v.column2, \
@@ -174,7 +177,9 @@ fn mark_published_chunk<'a, DB: Dialect>(
     DB::push_triples(&mut qb, &rows);
     qb.push(" AS v WHERE outbox.id = v.column1 AND outbox.claim_token = ");
     DB::bind(&mut qb, Val::Text(Some(token)));
-    qb.push(" AND outbox.status = 'claimed' RETURNING id, dead_letter_id");
+    qb.push(" AND outbox.status = '")
+        .push(status)
+        .push("' RETURNING id, dead_letter_id");
     qb
 }
 
@@ -405,6 +410,7 @@ impl Store {
         let job = b.job_id.as_str();
         let actor = clean_text(&b.actor);
         let mut summary = MarkSummary::default();
+        let mut published_after_cancel = 0i64;
         let last_error = b
             .failed
             .last()
@@ -423,12 +429,27 @@ impl Store {
             if !b.published.is_empty() {
                 let mut marked: Vec<MarkedRow> = Vec::with_capacity(b.published.len());
                 for chunk in b.published.chunks(chunk_rows::<DB>(3)) {
-                    let rows: Vec<MarkedRow> = mark_published_chunk::<DB>(chunk, token, now)
-                        .build_query_as()
-                        .persistent(false)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
+                    let rows: Vec<MarkedRow> =
+                        mark_published_chunk::<DB>(chunk, token, now, "claimed")
+                            .build_query_as()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    let all_claimed = rows.len() == chunk.len();
+                    marked.extend(rows);
+                    if all_claimed {
+                        continue;
+                    }
+                    // Rare: the job was cancelled while these were in flight.
+                    let rows: Vec<MarkedRow> =
+                        mark_published_chunk::<DB>(chunk, token, now, "cancelled")
+                            .build_query_as()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    published_after_cancel += rows.len() as i64;
                     marked.extend(rows);
                 }
                 if !marked.is_empty() {
@@ -529,6 +550,10 @@ impl Store {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE replay_jobs SET published = published + ");
             DB::bind(&mut qb, Val::I64(Some(summary.published as i64)));
+            if published_after_cancel > 0 {
+                qb.push(", cancelled = cancelled - ");
+                DB::bind(&mut qb, Val::I64(Some(published_after_cancel)));
+            }
             qb.push(", failed = failed + ");
             DB::bind(&mut qb, Val::I64(Some(summary.failed as i64)));
             if outage {
@@ -569,5 +594,119 @@ impl Store {
         })
         .map_err(store_error)?;
         Ok(n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
+    use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
+
+    fn dead_letter(offset: i64) -> NewDeadLetter {
+        NewDeadLetter {
+            record: RawRecord {
+                dlq_topic: "orders.DLT".into(),
+                dlq_partition: 0,
+                dlq_offset: offset,
+                timestamp_ms: Some(1_000),
+                key: Some(b"k".to_vec()),
+                value: Some(b"v".to_vec()),
+                headers: vec![],
+            },
+            convention: Convention::Unknown,
+            fingerprint: "f".into(),
+            normalized: Normalized {
+                source_topic: Some("orders".into()),
+                ..Normalized::default()
+            },
+            dead_lettered_at_ms: 1_000,
+            ingested_at_ms: 1_000,
+        }
+    }
+
+    /// A job of 3 whose relay has claimed all 3 when it is cancelled: the cancel releases
+    /// every dead letter at once (none stays `replay_pending` under a cancelled job), the
+    /// relay's later retry or release touches nothing, and the one publish that was already
+    /// in flight is recorded as what it was, published, with the job's counts adding up.
+    #[tokio::test]
+    async fn cancelling_a_claimed_job_releases_its_rows_and_keeps_a_late_publish() {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        store.migrate().await.unwrap();
+        let batch: Vec<NewDeadLetter> = (0..3).map(dead_letter).collect();
+        store.insert_batch(&batch).await.unwrap();
+        let actor = Actor {
+            user: "eve".into(),
+            role: Role::Operator,
+            via_token: None,
+            client_ip: None,
+            user_agent: None,
+        };
+        let job = store
+            .request_replay(
+                &actor,
+                &ReplayRequest {
+                    selection: Selection::Filter(crate::Filter::default()),
+                    target_topic: None,
+                    rate_per_sec: None,
+                    reason: None,
+                },
+            )
+            .await
+            .unwrap();
+        let claim = store.claim(&job.id, 10, 60_000, None, false).await.unwrap();
+        assert_eq!(claim.rows.len(), 3);
+
+        let cancelled = store.cancel_job(&actor, &job.id).await.unwrap();
+        assert_eq!(cancelled.status, JobStatus::Cancelled);
+        assert_eq!(cancelled.cancelled, 3);
+        for r in &claim.rows {
+            let dl = store.get(r.dead_letter_id).await.unwrap().unwrap();
+            assert_eq!(dl.summary.status, Status::New, "released at once");
+        }
+
+        // The relay comes back: one was published meanwhile, one failed an attempt, one was
+        // never sent.
+        let (sent, retry, unsent) = (&claim.rows[0], &claim.rows[1], &claim.rows[2]);
+        let summary = store
+            .mark(&MarkBatch {
+                job_id: job.id.clone(),
+                claim_token: claim.token.clone(),
+                actor: "eve".into(),
+                published: vec![Published {
+                    outbox_id: sent.outbox_id,
+                    partition: 0,
+                    offset: 42,
+                }],
+                retry: vec![Retry {
+                    outbox_id: retry.outbox_id,
+                    next_attempt_at_ms: 0,
+                    error: "timed out".into(),
+                }],
+                failed: vec![],
+                released: vec![unsent.outbox_id],
+                release_at_ms: 0,
+                release_error: None,
+                last: true,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (summary.published, summary.retried, summary.released),
+            (1, 0, 0)
+        );
+        let done = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(done.status, JobStatus::Cancelled);
+        assert_eq!((done.published, done.cancelled), (1, 2));
+        let status = |id| {
+            let store = store.clone();
+            async move { store.get(id).await.unwrap().unwrap().summary.status }
+        };
+        assert_eq!(status(sent.dead_letter_id).await, Status::Replayed);
+        assert_eq!(status(retry.dead_letter_id).await, Status::New);
+        assert_eq!(status(unsent.dead_letter_id).await, Status::New);
+        // Nothing of a cancelled job can be claimed again.
+        let again = store.claim(&job.id, 10, 60_000, None, true).await.unwrap();
+        assert!(again.rows.is_empty());
     }
 }
