@@ -8,7 +8,8 @@
 //! - source topic/partition/offset/timestamp: the record's *first* source (the topic the
 //!   application's producer wrote to), even after retry-topic hops;
 //! - `error_class`/`error_message`: the exception the application's code (or the deserializer,
-//!   the converter) threw: `truth.exception[0]`, not a framework wrapper;
+//!   the converter) threw: the first of `truth.exception` that is not a framework wrapper
+//!   ([`user_exception`]);
 //! - `retry_count`: retries after the first failed attempt, `truth.attempts - 1`;
 //! - a field the case lists in `not_in_headers` must come back empty (the framework does not
 //!   write it), never guessed.
@@ -19,6 +20,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde::Deserialize;
 
+use crate::conventions::is_wrapper;
 use crate::model::{Header, Normalized, RawRecord};
 
 /// Why a case file could not be used.
@@ -177,11 +179,20 @@ impl CaseRecord {
     }
 }
 
+/// The exception of a thrown chain that redrive must report: the first that is not a framework
+/// wrapper, else the innermost (`docs/conventions.md`, "Which exception").
+pub fn user_exception(chain: &[TruthException]) -> Option<&TruthException> {
+    chain
+        .iter()
+        .find(|e| !is_wrapper(&e.class))
+        .or(chain.last())
+}
+
 /// Every way `n` (what redrive normalised of `record`) differs from the record's ground
 /// truth under `case`'s contract (see the module doc); empty when it matches.
 pub fn mismatches(case: &Case, record: &CaseRecord, n: &Normalized) -> Vec<String> {
     let t = &record.truth;
-    let user = t.exception.as_ref().and_then(|c| c.first());
+    let user = t.exception.as_deref().and_then(user_exception);
     let mut out = Vec::new();
     let mut field = |name: &str, got: Option<String>, want: Option<String>| {
         let want = if case.not_in_headers.iter().any(|f| f == name) {

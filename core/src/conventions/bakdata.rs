@@ -4,7 +4,7 @@
 //! set (replacing any earlier value). Same prefix as KIP-1034, different suffixes, so it is
 //! recognised by the suffixes only bakdata writes.
 
-use super::stack::{choose_class, first_line_message};
+use super::stack::user_exception;
 use super::value::{has, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized, RawRecord};
 
@@ -31,16 +31,15 @@ pub(super) fn extract(record: &RawRecord) -> Normalized {
     let stack = f.text(&name("exception.stack_trace"));
     let class = f.text(&name("exception.class.name"));
     let source_topic = f.text(&name("topic"));
-    let message = f
-        .text(&name("exception.message"))
-        .or_else(|| stack.as_deref().and_then(first_line_message))
-        .or_else(|| f.text(&name("description")));
+    let message = f.text(&name("exception.message"));
+    let (error_class, message) = user_exception(None, stack.as_deref(), class, message);
+    let message = message.or_else(|| f.text(&name("description")));
     Normalized {
         source_partition: f.int32(&name("partition"), NumEnc::Text),
         source_offset: f.int(&name("offset"), NumEnc::Text),
         source_timestamp_ms: source_topic.as_ref().and(record.timestamp_ms),
         source_topic,
-        error_class: choose_class(None, stack.as_deref(), class),
+        error_class,
         error_message: message,
         stack_trace: stack,
         decode_warnings: std::mem::take(&mut f.warnings),

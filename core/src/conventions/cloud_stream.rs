@@ -3,9 +3,9 @@
 //! `x-original-offset` and `x-original-timestamp` (8-byte BE int64, epoch ms),
 //! `x-original-timestamp-type`, `x-exception-fqcn`, `x-exception-message` (absent if null),
 //! `x-exception-stacktrace`. Binder 2.0 wrote only topic, message and stack trace. No cause
-//! class header: the cause comes from the stack trace's first `Caused by:` line.
+//! class header: the user's exception comes from the stack trace's chain ([`user_exception`]).
 
-use super::stack::{choose_class, first_line_message};
+use super::stack::user_exception;
 use super::value::{has, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized};
 
@@ -26,15 +26,15 @@ pub(super) fn extract(headers: &[Header]) -> Normalized {
     let mut f = Fields::new(headers, Newest::Last);
     let stack = f.text("x-exception-stacktrace");
     let fqcn = f.text("x-exception-fqcn");
+    let message = f.text("x-exception-message");
+    let (error_class, error_message) = user_exception(None, stack.as_deref(), fqcn, message);
     Normalized {
         source_topic: f.text("x-original-topic"),
         source_partition: f.int32("x-original-partition", NumEnc::Binary),
         source_offset: f.int("x-original-offset", NumEnc::Binary),
         source_timestamp_ms: f.int("x-original-timestamp", NumEnc::Binary),
-        error_class: choose_class(None, stack.as_deref(), fqcn),
-        error_message: f
-            .text("x-exception-message")
-            .or_else(|| stack.as_deref().and_then(first_line_message)),
+        error_class,
+        error_message,
         stack_trace: stack,
         decode_warnings: std::mem::take(&mut f.warnings),
         ..Normalized::default()
@@ -71,10 +71,8 @@ mod tests {
             n.error_class.as_deref(),
             Some("java.lang.NumberFormatException")
         );
-        assert_eq!(
-            n.error_message.as_deref(),
-            Some("Exception thrown while invoking handler")
-        );
+        // The message of the exception reported (the user's), not the wrapper's.
+        assert_eq!(n.error_message.as_deref(), Some("For input string: \"x\""));
         assert!(n.decode_warnings.is_empty());
     }
 

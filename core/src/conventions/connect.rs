@@ -5,8 +5,15 @@
 //! `.exception.stacktrace`. All values are decimal/UTF-8 text. Topic, partition and offset are
 //! present only when a consumer record exists. Connect copies the original timestamp onto the
 //! DLQ record, so the record timestamp is the source timestamp.
+//!
+//! Verified against the captured corpus (Kafka Connect 4.1.1, `docs/conventions.md`): the
+//! converter's `DataException` wraps the deserializer's `SerializationException`, which wraps
+//! the parser's exception; the user's exception is found through them (see
+//! [`user_exception`]). No attempt count is written. The consumer group is not written either:
+//! a sink task's group is `connect-<connector name>` unless the connector overrides
+//! `consumer.override.group.id`, so it is derived from `.connector.name`.
 
-use super::stack::{choose_class, first_line_message};
+use super::stack::user_exception;
 use super::value::{has_prefix, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized, RawRecord};
 
@@ -25,17 +32,19 @@ pub(super) fn extract(record: &RawRecord) -> Normalized {
     let stack = f.text(&name("exception.stacktrace"));
     let class = f.text(&name("exception.class.name"));
     let source_topic = f.text(&name("topic"));
+    // The message header is null when the exception had none.
+    let message = f.text(&name("exception.message"));
+    let (error_class, error_message) = user_exception(None, stack.as_deref(), class, message);
     Normalized {
         source_partition: f.int32(&name("partition"), NumEnc::Text),
         source_offset: f.int(&name("offset"), NumEnc::Text),
         source_timestamp_ms: source_topic.as_ref().and(record.timestamp_ms),
         source_topic,
-        error_class: choose_class(None, stack.as_deref(), class),
-        // The message header is null when the exception had none; the trace's first line
-        // then carries whatever `toString()` printed.
-        error_message: f
-            .text(&name("exception.message"))
-            .or_else(|| stack.as_deref().and_then(first_line_message)),
+        consumer_group: f
+            .text(&name("connector.name"))
+            .map(|c| format!("connect-{c}")),
+        error_class,
+        error_message,
         stack_trace: stack,
         decode_warnings: std::mem::take(&mut f.warnings),
         ..Normalized::default()
@@ -81,11 +90,9 @@ mod tests {
             n.error_class.as_deref(),
             Some("org.apache.kafka.common.errors.SerializationException")
         );
-        assert_eq!(
-            n.error_message.as_deref(),
-            Some("Failed to deserialize data for topic inventory to Avro:")
-        );
-        assert_eq!(n.consumer_group, None);
+        // The deserializer's message, not the converter wrapper's.
+        assert_eq!(n.error_message.as_deref(), Some("Unknown magic byte!"));
+        assert_eq!(n.consumer_group.as_deref(), Some("connect-jdbc-sink"));
         // A foreign non-UTF-8 header is not Connect's problem.
         assert!(n.decode_warnings.is_empty());
     }

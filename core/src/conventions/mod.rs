@@ -25,6 +25,7 @@ mod wolverine;
 
 pub use diagnostic::diagnostic_header;
 pub use display::{describe_header, HeaderDisplay};
+pub use stack::{is_wrapper, FRAMEWORK_WRAPPERS};
 
 use crate::model::{Convention, Header, Normalized, RawRecord};
 

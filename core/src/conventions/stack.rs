@@ -24,14 +24,22 @@ fn class_and_message(line: &str) -> Option<(&str, Option<&str>)> {
 }
 
 /// Exception classes that frameworks wrap around the exception the application (or the
-/// deserializer or converter) threw; each seen in the captured corpus (`docs/conventions.md`).
-/// The user's exception is the first one of the `Caused by:` chain that is not listed here.
+/// deserializer or converter) threw, as seen in the captured corpus (`docs/conventions.md`).
+/// The user's exception is the first one of the `Caused by:` chain that is not listed here;
+/// if all are, the innermost (so a wrapper without a cause is reported as itself).
 pub const FRAMEWORK_WRAPPERS: &[&str] = &[
     // Spring Kafka: the container's and the @KafkaListener adapter's wrapper (twice on the
     // non-blocking retry path), the retry-topic back-off wrapper, and ErrorHandlingDeserializer's.
     "org.springframework.kafka.listener.ListenerExecutionFailedException",
     "org.springframework.kafka.listener.TimestampedException",
     "org.springframework.kafka.support.serializer.DeserializationException",
+    // Kafka Connect: a converter's wrapper around its deserializer's exception
+    // (`JsonConverter`: DataException -> SerializationException -> Jackson's parse error).
+    "org.apache.kafka.connect.errors.DataException",
+    // Kafka's deserializers wrap the parser's exception (`new SerializationException(e)`, the
+    // message is the cause's `toString()`); a SerializationException without a cause (Kafka's
+    // `LongDeserializer`) is the innermost and is reported.
+    "org.apache.kafka.common.errors.SerializationException",
     // Spring Messaging's handler wrappers (Spring Cloud Stream's function invoker); from the
     // source, not captured yet.
     "org.springframework.messaging.MessagingException",
@@ -72,13 +80,7 @@ pub(crate) fn java_chain(stack: &str) -> Vec<(String, Option<String>)> {
                 None => break,
             }
             in_message = true;
-        } else if line.starts_with(char::is_whitespace) && {
-            let t = line.trim_start();
-            t.starts_with("at ")
-                || t.starts_with("... ")
-                || t.starts_with("Suppressed: ")
-                || t.starts_with("Caused by: ")
-        } {
+        } else if is_frame(line) {
             in_message = false;
         } else if in_message {
             if let Some((_, Some(m))) = out.last_mut() {
@@ -88,6 +90,22 @@ pub(crate) fn java_chain(stack: &str) -> Vec<(String, Option<String>)> {
         }
     }
     out
+}
+
+/// A line that ends an exception's message: a Java frame (`\tat`, `\t... N more`,
+/// `\tSuppressed:`, an indented `Caused by:`; Java indents with tabs) or a .NET one (`   at`,
+/// ` ---> `). A message line such as Jackson's ` at [Source: ...; line: 1, column: 22]`
+/// (one space) is not a frame.
+fn is_frame(line: &str) -> bool {
+    let t = line.trim_start();
+    if line.starts_with('\t') {
+        return ["at ", "... ", "Suppressed: ", "Caused by: "]
+            .iter()
+            .any(|p| t.starts_with(p));
+    }
+    (line.starts_with("   ") && t.starts_with("at "))
+        || t.starts_with("---> ")
+        || t.starts_with("--- End of")
 }
 
 /// The application's exception, as `(class, message)`, from what a convention wrote:
@@ -221,6 +239,16 @@ mod tests {
             (
                 Some("com.acme.Rejected".into()),
                 Some("line one\nline two: still the message".into())
+            )
+        );
+        // Jackson's location line is part of the message; the converter's and the
+        // deserializer's wrappers are looked through.
+        let j = "org.apache.kafka.connect.errors.DataException: Converting byte[] to Kafka Connect data failed due to serialization error: \n\tat a.B(B.java:1)\nCaused by: org.apache.kafka.common.errors.SerializationException: com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input\n at [Source: REDACTED; line: 1, column: 22]\n\tat c.D(D.java:75)\n\t... 19 more\nCaused by: com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input\n at [Source: REDACTED; line: 1, column: 22]\n\tat e.F(F.java:642)\n";
+        assert_eq!(
+            user_exception(None, Some(j), None, None),
+            (
+                Some("com.fasterxml.jackson.core.io.JsonEOFException".into()),
+                Some("Unexpected end-of-input\n at [Source: REDACTED; line: 1, column: 22]".into())
             )
         );
         // A wrapper named as the cause (Spring's deserialization failures) is looked through.

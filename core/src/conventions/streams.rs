@@ -3,10 +3,16 @@
 //! `.message` (may be null), `.stacktrace`, `.topic`, `.partition`, `.offset`. All text. The
 //! original headers are copied and the record timestamp is the source record's.
 //!
+//! Verified against the captured corpus (Kafka Streams 4.2.2, `docs/conventions.md`): the
+//! built-in DLQ first shipped in Apache Kafka **4.2.0** (4.1 has no such setting); the key,
+//! value, headers and timestamp of the failed record are copied; the exception headers name the
+//! exception the deserializer or the processor threw (no Streams wrapper); no consumer group
+//! (the `application.id`) and no attempt count are written.
+//!
 //! bakdata's library shares the `__streams.errors.` prefix with other suffixes; it is tried
 //! first (see [`super::bakdata`]), so this module claims whatever else carries the prefix.
 
-use super::stack::{choose_class, first_line_message};
+use super::stack::user_exception;
 use super::value::{has_prefix, Fields, Newest, NumEnc};
 use crate::model::{Header, Normalized, RawRecord};
 
@@ -24,15 +30,15 @@ pub(super) fn extract(record: &RawRecord) -> Normalized {
     let stack = f.text(&name("stacktrace"));
     let class = f.text(&name("exception"));
     let source_topic = f.text(&name("topic"));
+    let message = f.text(&name("message"));
+    let (error_class, error_message) = user_exception(None, stack.as_deref(), class, message);
     Normalized {
         source_partition: f.int32(&name("partition"), NumEnc::Text),
         source_offset: f.int(&name("offset"), NumEnc::Text),
         source_timestamp_ms: source_topic.as_ref().and(record.timestamp_ms),
         source_topic,
-        error_class: choose_class(None, stack.as_deref(), class),
-        error_message: f
-            .text(&name("message"))
-            .or_else(|| stack.as_deref().and_then(first_line_message)),
+        error_class,
+        error_message,
         stack_trace: stack,
         decode_warnings: std::mem::take(&mut f.warnings),
         ..Normalized::default()
