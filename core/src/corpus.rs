@@ -94,6 +94,9 @@ pub struct Truth {
     pub attempts: i32,
     /// The thrown exception and its causes, outermost first.
     pub exception: Option<Vec<TruthException>>,
+    /// The application's message id, where the framework has one (Watermill's UUID).
+    #[serde(default)]
+    pub message_id: Option<String>,
 }
 
 /// One exception of the thrown chain.
@@ -242,6 +245,12 @@ pub fn mismatches(case: &Case, record: &CaseRecord, n: &Normalized) -> Vec<Strin
         i(n.retry_count.map(i64::from)),
         Some((i64::from(t.attempts) - 1).to_string()),
     );
+    if t.message_id.is_some() && n.message_id != t.message_id {
+        out.push(format!(
+            "message_id: got {:?}, truth {:?}",
+            n.message_id, t.message_id
+        ));
+    }
     if !n.decode_warnings.is_empty() {
         out.push(format!("decode warnings: {:?}", n.decode_warnings));
     }

@@ -96,7 +96,8 @@ public final class Main {
         try (Admin admin = Admin.create(ap)) {
             admin.createTopics(List.of(new NewTopic("readings", 1, (short) 1), new NewTopic("orders-in", 1, (short) 1),
                     new NewTopic("meter-aggregator-dlq", 1, (short) 1), new NewTopic("order-enricher-dlq", 1, (short) 1),
-                    new NewTopic("orders-enriched", 1, (short) 1))).all().get();
+                    new NewTopic("orders-enriched", 1, (short) 1), new NewTopic("prices-raw", 1, (short) 1),
+                    new NewTopic("prices-normalized", 1, (short) 1), new NewTopic("price-normalizer-dead-letters", 1, (short) 1))).all().get();
         }
 
         StreamsBuilder b1 = new StreamsBuilder();
@@ -113,15 +114,29 @@ public final class Main {
         p2.put(StreamsConfig.PROCESSING_EXCEPTION_HANDLER_CLASS_CONFIG, LogAndContinueProcessingExceptionHandler.class.getName());
         p2.put(StreamsConfig.ERRORS_DEAD_LETTER_QUEUE_TOPIC_NAME_CONFIG, "order-enricher-dlq");
 
+        // bakdata kafka-error-handling: captureErrors around the application's mapper, the errors
+        // to a dead-letter topic through ErrorHeaderProcessor (its header flavour).
+        StreamsBuilder b3 = new StreamsBuilder();
+        var processed = b3.stream("prices-raw", Consumed.with(Serdes.String(), Serdes.String()))
+                .mapValues(com.bakdata.kafka.ErrorCapturingValueMapper.captureErrors(Main::parsePrice));
+        processed.flatMapValues(com.bakdata.kafka.ProcessedValue::getValues)
+                .to("prices-normalized", org.apache.kafka.streams.kstream.Produced.with(Serdes.String(), Serdes.Double()));
+        processed.flatMapValues(com.bakdata.kafka.ProcessedValue::getErrors)
+                .processValues(com.bakdata.kafka.ErrorHeaderProcessor.<String, String>withErrorHeaders("price could not be parsed"))
+                .to("price-normalizer-dead-letters", org.apache.kafka.streams.kstream.Produced.with(Serdes.String(), Serdes.String()));
+        Properties p3 = props(bootstrap, work, "price-normalizer");
+
         Map<String, Object> pp = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ProducerConfig.ACKS_CONFIG, "all");
         long ts = 1_796_105_000_000L;
-        RecordMetadata reading;
+        RecordMetadata reading, price;
         try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
             reading = send(p, "readings", ts, "meter-12", new byte[] {7, 7, 7});
+            price = send(p, "prices-raw", ts + 2, "sku-4", "12,50 EUR".getBytes(StandardCharsets.UTF_8));
             send(p, "orders-in", ts + 1, "o-77", "{\"order\":\"o-77\",\"customer\":\"c-77\"}".getBytes(StandardCharsets.UTF_8));
         }
-        try (KafkaStreams s1 = new KafkaStreams(b1.build(), p1); KafkaStreams s2 = new KafkaStreams(b2.build(), p2)) {
-            for (KafkaStreams s : List.of(s1, s2)) {
+        try (KafkaStreams s1 = new KafkaStreams(b1.build(), p1); KafkaStreams s2 = new KafkaStreams(b2.build(), p2);
+                KafkaStreams s3 = new KafkaStreams(b3.build(), p3)) {
+            for (KafkaStreams s : List.of(s1, s2, s3)) {
                 s.setUncaughtExceptionHandler(e -> {
                     e.printStackTrace();
                     return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
@@ -129,6 +144,7 @@ public final class Main {
             }
             s1.start();
             s2.start();
+            s3.start();
             List<ConsumerRecord<byte[], byte[]>> r1 = Capture.read(bootstrap, "meter-aggregator-dlq", 1, WAIT);
             Truth t1 = TRUTH.get("readings");
             t1.sourceTopic = reading.topic();
@@ -152,6 +168,34 @@ public final class Main {
                     .absent("consumer_group", "retry_count");
             c2.add(r2.get(0), t2);
             c2.write(out);
+
+            List<ConsumerRecord<byte[], byte[]>> r3 = Capture.read(bootstrap, "price-normalizer-dead-letters", 1, WAIT);
+            Truth t3 = TRUTH.get("prices-raw");
+            t3.sourceTopic = price.topic();
+            t3.sourcePartition = price.partition();
+            t3.sourceOffset = price.offset();
+            t3.sourceTimestampMs = price.timestamp();
+            t3.consumerGroup = "price-normalizer";
+            Capture.Case c3 = new Capture.Case("bakdata-kafka-error-handling", BAKDATA_VERSION, "error-headers",
+                    "Kafka Streams " + AppInfoParser.getVersion() + ", application.id price-normalizer: mapValues(captureErrors(parsePrice)), "
+                    + "errors -> processValues(ErrorHeaderProcessor.withErrorHeaders(\"price could not be parsed\")) -> price-normalizer-dead-letters; "
+                    + "parsePrice throws NumberFormatException from Double.parseDouble")
+                    .absent("consumer_group", "retry_count");
+            c3.add(r3.get(0), t3);
+            c3.write(out);
+        }
+    }
+
+    static final String BAKDATA_VERSION = "2.1.2";
+
+    /** The application's mapper: a price as text to a number. */
+    static Double parsePrice(String v) {
+        try {
+            return Double.parseDouble(v);
+        } catch (RuntimeException e) {
+            Truth t = TRUTH.computeIfAbsent("prices-raw", k -> new Truth());
+            synchronized (t) { t.attempts++; t.thrown = e; }
+            throw e;
         }
     }
 
