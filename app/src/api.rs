@@ -11,10 +11,10 @@
 //! [`ListQuery::from_pairs`]: redrive_core::ListQuery::from_pairs
 
 use leptos::prelude::*;
-use redrive_core::{DeadLetterSummary, ErrorGroup, Header, Normalized, Page};
+use redrive_core::{DeadLetterSummary, ErrorGroup, Normalized, Page};
 use serde::{Deserialize, Serialize};
 
-use crate::display::Payload;
+use crate::display::{HeaderRows, Payload, Shown};
 
 /// A list request's outcome: the data, or the reason the query was refused (a bad parameter
 /// is the user's to fix, so it is shown on the page rather than treated as a failure).
@@ -35,17 +35,27 @@ pub struct FilterChoices {
     pub consumer_groups: Vec<String>,
 }
 
-/// One dead letter as the detail page shows it. Key and value arrive prepared for display
-/// ([`Payload`], cut at a display limit) instead of as raw bytes: the raw bytes are one click
-/// away (`/dead-letters/{id}/raw/value`), and a 1 MiB value should not travel twice.
+/// One dead letter as the detail page shows it, every part already cut at its display cap
+/// (`crate::display::caps`, built by `crate::display::record::detail`) instead of whole: the
+/// raw bytes are one click away (`/dead-letters/{id}/raw/{value,key,headers}`), and a large
+/// record should cost the page no more than what it shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterDetail {
+    /// The list row's facts, names and message cut as in the list.
     pub summary: DeadLetterSummary,
+    /// Normalised facts, names cut; `error_message` and `stack_trace` are `None` here (they
+    /// are the two fields below), `decode_warnings` holds the first few, each cut.
     pub normalized: Normalized,
+    /// The error message, cut at `ERROR_MESSAGE_BYTES`.
+    pub error_message: Option<Shown>,
+    /// The stack trace, cut at `STACK_TRACE_BYTES` / `STACK_TRACE_LINES`.
+    pub stack_trace: Option<Shown>,
+    /// How many decode warnings the record has (more than shown when cut).
+    pub warnings_total: usize,
     /// The DLQ record's own timestamp, epoch ms.
     pub timestamp_ms: Option<i64>,
-    /// Headers in record order, byte-exact.
-    pub headers: Vec<Header>,
+    /// The first headers in record order, prepared for the header table.
+    pub headers: HeaderRows,
     pub key: Payload,
     pub value: Payload,
     pub ingested_at_ms: i64,
@@ -91,11 +101,18 @@ pub async fn list_dead_letters(
         Ok(q) => q,
         Err(e) => return Ok(Listing::BadQuery(e.to_string())),
     };
-    store
+    let page = store
         .list(&q)
         .await
-        .map(Listing::Found)
-        .map_err(|e| seam::store_failed("list dead letters", e))
+        .map_err(|e| seam::store_failed("list dead letters", e))?;
+    Ok(Listing::Found(Page {
+        items: page
+            .items
+            .iter()
+            .map(crate::display::record::summary_row)
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
@@ -107,11 +124,16 @@ pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>
         Ok(q) => q,
         Err(e) => return Ok(Listing::BadQuery(e.to_string())),
     };
-    store
+    let groups = store
         .error_groups(&q.filter, q.limit)
         .await
-        .map(Listing::Found)
-        .map_err(|e| seam::store_failed("list error groups", e))
+        .map_err(|e| seam::store_failed("list error groups", e))?;
+    Ok(Listing::Found(
+        groups
+            .iter()
+            .map(crate::display::record::group_row)
+            .collect(),
+    ))
 }
 
 /// Values present in the store, offered as suggestions by the filter bar.
@@ -122,10 +144,11 @@ pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
         .facets()
         .await
         .map_err(|e| seam::store_failed("read the filter choices", e))?;
+    use crate::display::record::suggestions;
     Ok(FilterChoices {
-        source_topics: f.source_topics,
-        dlq_topics: f.dlq_topics,
-        consumer_groups: f.consumer_groups,
+        source_topics: suggestions(f.source_topics),
+        dlq_topics: suggestions(f.dlq_topics),
+        consumer_groups: suggestions(f.consumer_groups),
     })
 }
 
@@ -137,14 +160,5 @@ pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, Server
         .get(id)
         .await
         .map_err(|e| seam::store_failed("read the dead letter", e))?;
-    Ok(found.map(|d| DeadLetterDetail {
-        key: Payload::from_bytes(d.record.key.as_deref()),
-        value: Payload::from_bytes(d.record.value.as_deref()),
-        timestamp_ms: d.record.timestamp_ms,
-        headers: d.record.headers,
-        summary: d.summary,
-        normalized: d.normalized,
-        ingested_at_ms: d.ingested_at_ms,
-        replay_count: d.replay_count,
-    }))
+    Ok(found.as_ref().map(crate::display::record::detail))
 }

@@ -1,4 +1,5 @@
-//! The JSON API (`/api/v1/...`), raw downloads, and the health and metrics endpoints.
+//! The JSON API (`/api/v1/...`) and the health and metrics endpoints (raw downloads are in
+//! `raw.rs`).
 //!
 //! The response shapes here are a public contract: they are dedicated DTOs mapped from the core
 //! model, so that an internal refactor cannot silently change what API clients receive. Every
@@ -114,7 +115,7 @@ pub fn error_response(status: StatusCode, message: String) -> Response {
 
 impl AppState {
     /// Logs and counts a store failure, and turns it into the 503 the client sees.
-    fn store_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
+    pub(crate) fn store_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
         self.telemetry.store_error(operation, &e);
         ApiError::StoreUnavailable
     }
@@ -303,7 +304,7 @@ fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
 }
 
 /// A dead-letter id from the path: a whole number, else 400.
-fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
+pub(crate) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
     let raw = match path {
         Ok(Path(s)) => s,
         Err(_) => {
@@ -319,7 +320,7 @@ fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> 
     })
 }
 
-fn not_found(id: i64) -> ApiError {
+pub(crate) fn not_found(id: i64) -> ApiError {
     ApiError::NotFound(format!(
         "no dead letter with id {id}; it may never have existed or been purged \
          (list them at /api/v1/dead-letters)"
@@ -382,84 +383,6 @@ pub async fn list_error_groups(
     Ok(Json(ErrorGroupList {
         items: groups.iter().map(ErrorGroupItem::from).collect(),
     }))
-}
-
-/// Which body of a record a raw download serves.
-#[derive(Debug, Clone, Copy)]
-pub enum Part {
-    Key,
-    Value,
-}
-
-impl Part {
-    fn name(self) -> &'static str {
-        match self {
-            Part::Key => "key",
-            Part::Value => "value",
-        }
-    }
-}
-
-/// `GET /dead-letters/{id}/raw/value` (and `/raw/key`, and the same under `/api/v1`): the exact
-/// bytes as a download; 404 when the record or that body is missing or null.
-pub async fn raw_download(
-    state: &AppState,
-    path: Result<Path<String>, PathRejection>,
-    part: Part,
-) -> Result<Response, ApiError> {
-    let id = parse_id(path)?;
-    let dl = state
-        .store
-        .get(id)
-        .await
-        .map_err(|e| state.store_failed("get", e))?
-        .ok_or_else(|| not_found(id))?;
-    let bytes = match part {
-        Part::Key => dl.record.key,
-        Part::Value => dl.record.value,
-    }
-    .ok_or_else(|| {
-        ApiError::NotFound(format!(
-            "dead letter {id} has a null {} (nothing to download)",
-            part.name()
-        ))
-    })?;
-    let disposition = format!(
-        "attachment; filename=\"dead-letter-{id}-{}.bin\"",
-        part.name()
-    );
-    let mut res = bytes.into_response();
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&disposition) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    // The bytes are arbitrary (possibly hostile) content: never let a browser sniff them into
-    // HTML or script.
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    Ok(res)
-}
-
-/// `GET .../raw/value`.
-pub async fn raw_value(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Response, ApiError> {
-    raw_download(&state, path, Part::Value).await
-}
-
-/// `GET .../raw/key`.
-pub async fn raw_key(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Response, ApiError> {
-    raw_download(&state, path, Part::Key).await
 }
 
 /// Any other path under `/api/`: a JSON 404 instead of the UI's HTML page.

@@ -11,6 +11,7 @@ mod api_quarantine;
 mod auth;
 mod config;
 mod quarantine_cli;
+mod raw;
 mod router;
 mod serve;
 mod site;

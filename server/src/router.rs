@@ -13,6 +13,7 @@ use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use crate::api::{self, AppState};
+use crate::raw;
 
 /// Routes served by the server itself (everything but the UI pages).
 ///
@@ -21,21 +22,27 @@ use crate::api::{self, AppState};
 /// | `GET /api/v1/dead-letters` | JSON page of dead letters (filters, `limit`, `cursor`) |
 /// | `GET /api/v1/dead-letters/{id}` | JSON full record |
 /// | `GET /api/v1/dead-letters/{id}/raw/{value,key}` | the bytes, as a download |
+/// | `GET /api/v1/dead-letters/{id}/raw/headers` | every header, byte-exact, as a JSON download |
 /// | `GET /api/v1/error-groups` | JSON error groups (filters, `limit`) |
-/// | `GET /dead-letters/{id}/raw/{value,key}` | the bytes, as a download (UI links) |
+/// | `GET /dead-letters/{id}/raw/{value,key,headers}` | the same downloads (UI links) |
 /// | `GET /healthz`, `/readyz`, `/metrics` | liveness, readiness, Prometheus |
 pub fn api_router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/dead-letters", get(api::list_dead_letters))
         .route("/api/v1/dead-letters/{id}", get(api::get_dead_letter))
-        .route("/api/v1/dead-letters/{id}/raw/value", get(api::raw_value))
-        .route("/api/v1/dead-letters/{id}/raw/key", get(api::raw_key))
+        .route("/api/v1/dead-letters/{id}/raw/value", get(raw::raw_value))
+        .route("/api/v1/dead-letters/{id}/raw/key", get(raw::raw_key))
+        .route(
+            "/api/v1/dead-letters/{id}/raw/headers",
+            get(raw::raw_headers),
+        )
         .route("/api/v1/error-groups", get(api::list_error_groups))
         .route("/api/v1", any(api::api_not_found))
         .route("/api/v1/", any(api::api_not_found))
         .route("/api/v1/{*rest}", any(api::api_not_found))
-        .route("/dead-letters/{id}/raw/value", get(api::raw_value))
-        .route("/dead-letters/{id}/raw/key", get(api::raw_key))
+        .route("/dead-letters/{id}/raw/value", get(raw::raw_value))
+        .route("/dead-letters/{id}/raw/key", get(raw::raw_key))
+        .route("/dead-letters/{id}/raw/headers", get(raw::raw_headers))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))

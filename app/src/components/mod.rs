@@ -2,6 +2,7 @@
 
 mod badges;
 mod bulk_actions;
+mod cut_notice;
 mod dead_letter_table;
 mod error_group_table;
 mod filter_bar;
@@ -13,6 +14,7 @@ mod payload_view;
 
 pub use badges::{MalformedBadge, StatusBadge};
 pub use bulk_actions::{ActionError, ActionNotice, BulkActions, Picked};
+pub use cut_notice::CutNotice;
 pub use dead_letter_table::DeadLetterTable;
 pub use error_group_table::ErrorGroupTable;
 pub use filter_bar::FilterBar;

@@ -1,8 +1,10 @@
 use leptos::prelude::*;
 
+use super::CutNotice;
 use crate::display::{hex_dump, Payload, PayloadBody};
 
 /// A key or value: pretty JSON, text or a hex dump, with its size and a link to the raw bytes.
+/// When the display cap cut it, a notice says how much is shown and links to the raw bytes.
 #[component]
 pub fn PayloadView(
     /// "Value" or "Key".
@@ -19,11 +21,25 @@ pub fn PayloadView(
         PayloadBody::Hex(_) => ("binary", bytes_label(payload.len)),
     };
     let is_null = matches!(payload.body, PayloadBody::Null);
+    let raw_href2 = raw_href.clone();
     let null_label = if title == "Value" {
         "null (tombstone)"
     } else {
         "null key"
     };
+    let cut = payload.truncated.then(|| {
+        let shown = match &payload.body {
+            PayloadBody::Json(t) | PayloadBody::Text(t) => {
+                format!("{} of text", bytes_label(t.len()))
+            }
+            PayloadBody::Hex(b) => bytes_label(b.len()),
+            _ => String::new(),
+        };
+        format!(
+            "Only the beginning is shown ({shown}) of {}.",
+            bytes_label(payload.len)
+        )
+    });
     let body = match payload.body {
         PayloadBody::Null => view! { <p><span class="null">{null_label}</span></p> }.into_any(),
         PayloadBody::Empty => {
@@ -69,9 +85,7 @@ pub fn PayloadView(
                     " " <a class="small" href=raw_href download="">"download raw"</a>
                 })}
             </h2>
-            {payload.truncated.then(|| view! {
-                <p class="notice">"Only the beginning is shown; download the raw bytes for all of it."</p>
-            })}
+            {cut.map(|text| view! { <CutNotice text=text raw_href=raw_href2 what="the raw bytes" /> })}
             {body}
         </section>
     }

@@ -9,7 +9,8 @@ use crate::actions_api::{get_history, ActOnSelected, Notice};
 use crate::api::{get_dead_letter, DeadLetterDetail};
 use crate::auth_context::{use_session, CsrfField, Role};
 use crate::components::{
-    ActionError, ActionNotice, HeaderTable, History, MalformedBadge, PayloadView, StatusBadge,
+    ActionError, ActionNotice, CutNotice, HeaderTable, History, MalformedBadge, PayloadView,
+    StatusBadge,
 };
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
@@ -145,6 +146,40 @@ fn Detail(
         None => "—".to_string(),
     };
     let warnings = n.decode_warnings.clone();
+    let warnings_more = (d.warnings_total > warnings.len())
+        .then(|| format!("… and {} more", d.warnings_total - warnings.len()));
+    // The whole record, byte-exact (the stack trace and message included), for what is cut.
+    let record_href = format!("/api/v1/dead-letters/{id}");
+    let message = d.error_message.map(|m| {
+        let cut = m.cut.then(|| {
+            view! {
+                <CutNotice
+                    text="The error message is cut.".to_string()
+                    raw_href=record_href.clone()
+                    what="the whole record"
+                />
+            }
+        });
+        view! { <pre class="error-message">{m.text}</pre> {cut} }
+    });
+    let stack = d.stack_trace.map(|t| {
+        let cut = t.cut.then(|| {
+            view! {
+                <CutNotice
+                    text="Only the beginning of the stack trace is shown.".to_string()
+                    raw_href=record_href.clone()
+                    what="the whole record"
+                />
+            }
+        });
+        view! {
+            <section>
+                <h2>"Stack trace"</h2>
+                {cut}
+                <pre class="stack">{t.text}</pre>
+            </section>
+        }
+    });
     view! {
         <Title text=title />
         <p class="crumbs">
@@ -155,7 +190,7 @@ fn Detail(
             " " <StatusBadge status=s.status />
             {s.malformed.then(|| view! { " " <MalformedBadge /> })}
         </h1>
-        {s.error_message.clone().map(|m| view! { <pre class="error-message">{m}</pre> })}
+        {message}
         {can_act.then(|| view! { <RecordActions id=id status=s.status act=act /> })}
         <dl class="facts">
             <dt>"Dead letter"</dt>
@@ -198,6 +233,7 @@ fn Detail(
                     view! {
                         <ul class="warnings">
                             {warnings.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}
+                            {warnings_more.map(|m| view! { <li class="dim">{m}</li> })}
                         </ul>
                     }
                     .into_any()
@@ -208,17 +244,12 @@ fn Detail(
             <h2>"History"</h2>
             <History events=history />
         </section>
-        {n.stack_trace.clone().map(|t| view! {
-            <section>
-                <h2>"Stack trace"</h2>
-                <pre class="stack">{t}</pre>
-            </section>
-        })}
+        {stack}
         <PayloadView title="Value" payload=d.value raw_href=format!("/dead-letters/{id}/raw/value") />
         <PayloadView title="Key" payload=d.key raw_href=format!("/dead-letters/{id}/raw/key") />
         <section>
             <h2>"Headers"</h2>
-            <HeaderTable headers=d.headers />
+            <HeaderTable headers=d.headers raw_href=format!("/dead-letters/{id}/raw/headers") />
         </section>
     }
 }

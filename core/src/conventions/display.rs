@@ -14,6 +14,9 @@ pub struct HeaderDisplay {
     /// One of `"null"`, `"utf8"`, `"int32-be"`, `"int64-be"`, `"bigint"` (Java
     /// `BigInteger.toByteArray()`), `"int8"`, `"float64-be"`, `"binary"`.
     pub encoding: &'static str,
+    /// True when `decoded` is only the beginning of the value (see [`describe_header_within`]).
+    #[serde(default)]
+    pub cut: bool,
 }
 
 /// What a header name is known to carry in binary.
@@ -82,6 +85,7 @@ fn decode_binary(kind: Binary, b: &[u8]) -> Option<HeaderDisplay> {
     Some(HeaderDisplay {
         decoded: Some(decoded),
         encoding,
+        cut: false,
     })
 }
 
@@ -92,10 +96,18 @@ fn decode_binary(kind: Binary, b: &[u8]) -> Option<HeaderDisplay> {
 /// decoded when the length matches. Otherwise valid UTF-8 without control characters (other
 /// than `\n`, `\r`, `\t`) is `utf8`, and anything else is `binary` with `decoded: None`.
 pub fn describe_header(name: &str, value: Option<&[u8]>) -> HeaderDisplay {
+    describe_header_within(name, value, usize::MAX)
+}
+
+/// [`describe_header`], with a `utf8` value's text cut to at most `max_bytes` bytes (on a
+/// character boundary, `cut` set), so that describing a large header copies no more of it
+/// than a page shows. The encoding is still decided on the whole value.
+pub fn describe_header_within(name: &str, value: Option<&[u8]>, max_bytes: usize) -> HeaderDisplay {
     let Some(b) = value else {
         return HeaderDisplay {
             decoded: None,
             encoding: "null",
+            cut: false,
         };
     };
     if let Some(d) = binary_kind(name).and_then(|k| decode_binary(k, b)) {
@@ -107,14 +119,20 @@ pub fn describe_header(name: &str, value: Option<&[u8]>) -> HeaderDisplay {
                 .chars()
                 .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) =>
         {
+            let mut end = s.len().min(max_bytes);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
             HeaderDisplay {
-                decoded: Some(s.to_string()),
+                decoded: Some(s[..end].to_string()),
                 encoding: "utf8",
+                cut: end < s.len(),
             }
         }
         _ => HeaderDisplay {
             decoded: None,
             encoding: "binary",
+            cut: false,
         },
     }
 }
@@ -181,7 +199,8 @@ mod tests {
             describe_header("x", None),
             HeaderDisplay {
                 decoded: None,
-                encoding: "null"
+                encoding: "null",
+                cut: false,
             }
         );
         assert_eq!(
@@ -206,8 +225,24 @@ mod tests {
             decode_binary(Binary::Float64, &hex("4036000000000000")),
             Some(HeaderDisplay {
                 decoded: Some("22".into()),
-                encoding: "float64-be"
+                encoding: "float64-be",
+                cut: false,
             })
         );
+    }
+
+    #[test]
+    fn large_text_is_cut_on_a_character_boundary() {
+        let big = "é".repeat(1_000_000);
+        let x = describe_header_within("x-error", Some(big.as_bytes()), 5);
+        assert_eq!(
+            (x.decoded.as_deref(), x.encoding, x.cut),
+            (Some("éé"), "utf8", true)
+        );
+        let x = describe_header_within("x", Some(b"abc"), 3);
+        assert_eq!((x.decoded.as_deref(), x.cut), (Some("abc"), false));
+        // The encoding is decided on the whole value: a NUL past the cap still makes it binary.
+        let x = describe_header_within("x", Some(b"abcdef\0"), 3);
+        assert_eq!((x.decoded, x.encoding), (None, "binary"));
     }
 }

@@ -24,7 +24,7 @@ mod watermill;
 mod wolverine;
 
 pub use diagnostic::diagnostic_header;
-pub use display::{describe_header, HeaderDisplay};
+pub use display::{describe_header, describe_header_within, HeaderDisplay};
 pub use stack::{is_wrapper, FRAMEWORK_WRAPPERS};
 
 use crate::model::{Convention, Header, Normalized, RawRecord};
