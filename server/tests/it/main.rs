@@ -20,6 +20,7 @@ mod authz_matrix;
 mod corpus;
 mod crash_safety;
 mod demo_pipeline;
+mod display_caps;
 mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_quarantine;
