@@ -118,7 +118,10 @@ async fn detail_page_stays_within_the_caps(backend: Backend) {
     assert!(html.contains("Showing the first 200 of 10002 headers."));
     assert!(html.contains("Only the beginning of the stack trace is shown."));
     // The store keeps at most 100 of the 1000 warnings (stored field caps); 20 are listed.
-    assert!(html.contains("<li class=\"dim\">… and "), "warnings counted");
+    assert!(
+        html.contains("<li class=\"dim\">… and "),
+        "warnings counted"
+    );
     // Hidden characters are markers, never themselves.
     assert!(!html.contains(RLO) && !html.contains('\u{2066}') && !html.contains('\u{200B}'));
     assert!(html.contains("admin⟨U+202E⟩⟨U+2066⟩⟨U+200B⟩"));
