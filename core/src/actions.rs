@@ -105,6 +105,9 @@ impl DryRun {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
+    /// A replay over a large filter is still writing its outbox rows, in chunks; nothing is
+    /// published until the last chunk commits with the audit row (then `running`).
+    Preparing,
     /// Outbox rows are being published.
     Running,
     /// Kafka is unreachable; the relay backs off and resumes by itself.
@@ -123,6 +126,7 @@ impl JobStatus {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            JobStatus::Preparing => "preparing",
             JobStatus::Running => "running",
             JobStatus::Waiting => "waiting",
             JobStatus::Finished => "finished",
@@ -132,6 +136,7 @@ impl JobStatus {
 
     pub fn parse(s: &str) -> Option<JobStatus> {
         [
+            JobStatus::Preparing,
             JobStatus::Running,
             JobStatus::Waiting,
             JobStatus::Finished,

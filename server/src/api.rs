@@ -17,6 +17,7 @@ use axum::Json;
 use base64::Engine as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use redrive_core::ingest::{IngestSnapshot, IngestStatus};
+use redrive_core::replay::{RelaySnapshot, RelayStatus};
 use redrive_core::store::{Store, StoreError};
 use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, FilterError, Header, ListQuery};
 use serde::Serialize;
@@ -32,6 +33,8 @@ pub struct AppState {
     pub store: Store,
     pub telemetry: Arc<Telemetry>,
     pub ingest: IngestHealth,
+    /// The replay relay's live state, for `/readyz` (and `/metrics`, via the telemetry).
+    pub relay: RelayHealth,
     /// Sessions, tokens, throttling (`auth`): handlers check roles with it.
     pub auth: crate::auth::AuthState,
 }
@@ -50,6 +53,29 @@ pub struct IngestHealth {
 
 impl IngestHealth {
     /// Records that ingest stopped with `message`.
+    pub fn set_failure(&self, message: String) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// What `/readyz` knows about the replay relay.
+#[derive(Clone, Default)]
+pub struct RelayHealth {
+    pub status: Arc<RelayStatus>,
+    /// Why the relay stopped, once it has stopped with an error (a `[kafka]` property
+    /// librdkafka refuses); replays then wait until redrive is restarted with a fix.
+    pub failure: Arc<Mutex<Option<String>>>,
+}
+
+impl RelayHealth {
+    /// Records that the relay stopped with `message`.
     pub fn set_failure(&self, message: String) {
         *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
     }
@@ -409,6 +435,19 @@ pub struct Readiness {
     pub error: Option<String>,
     pub store: StoreReadiness,
     pub ingest: IngestReadiness,
+    pub relay: RelayReadiness,
+}
+
+/// Replay relay part of `/readyz`: its live counters, and why it stopped if it did. Kafka
+/// being unreachable *for the relay* does not make redrive unready (replays wait it out, see
+/// `kafka_reachable` and the job's `waiting` status); a stopped relay does.
+#[derive(Debug, Serialize)]
+pub struct RelayReadiness {
+    /// Why the relay stopped, if it stopped with an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    #[serde(flatten)]
+    pub status: RelaySnapshot,
 }
 
 /// Store part of `/readyz`.
@@ -431,8 +470,9 @@ pub struct IngestReadiness {
     pub status: Option<IngestSnapshot>,
 }
 
-/// `GET /readyz`: 200 when the store answers a ping and ingest (if enabled) is running with
-/// Kafka reachable and the store writable; otherwise 503 naming what is wrong.
+/// `GET /readyz`: 200 when the store answers a ping, ingest (if enabled) is running with
+/// Kafka reachable and the store writable, and the replay relay has not stopped with an
+/// error; otherwise 503 naming what is wrong. The body also carries the relay's counters (`relay`).
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let mut problems = Vec::new();
     let store_ok = match tokio::time::timeout(PING_TIMEOUT, state.store.ping()).await {
@@ -480,6 +520,12 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         }
     }
 
+    let relay = state.relay.status.snapshot();
+    let relay_stopped = state.relay.failure();
+    if let Some(why) = &relay_stopped {
+        problems.push(format!("the replay relay stopped: {why}"));
+    }
+
     let ready = problems.is_empty();
     let body = Readiness {
         ready,
@@ -492,6 +538,10 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             enabled: ingest.enabled,
             stopped,
             status: ingest.enabled.then_some(snap),
+        },
+        relay: RelayReadiness {
+            stopped: relay_stopped,
+            status: relay,
         },
     };
     let status = if ready {

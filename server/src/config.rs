@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
+use redrive_core::replay::{self, RelayConfig};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Prefix of every environment variable redrive reads as a setting.
@@ -160,6 +161,64 @@ pub struct Config {
     #[serde(default)]
     pub metrics_public: bool,
 
+    /// Most outbox rows the replay relay claims and publishes as one batch (rows). Default
+    /// 1000: thousands of records in flight, each batch recorded in one short store
+    /// transaction. A throttled job claims at most what it publishes in a quarter lease.
+    #[serde(default = "replay::default_batch_size")]
+    pub relay_batch_size: usize,
+
+    /// How long a relay's claim holds its outbox rows, in ms (at least 2000). Default 30000
+    /// (30 s). If redrive dies mid-batch, the rows are published again after this, with the
+    /// same idempotency keys. The delivery timeout is capped at half of it.
+    #[serde(default = "replay::default_lease_ms")]
+    pub relay_lease_ms: u64,
+
+    /// Publish attempts per record before it is given up as `replay_failed` (at least 1).
+    /// Default 10, with exponential backoff and full jitter between them. Errors that never
+    /// pass (record too large, not authorised, no such topic) fail at once instead.
+    #[serde(default = "replay::default_max_attempts")]
+    pub relay_max_attempts: u32,
+
+    /// Longest a replay job waits out a Kafka outage (unreachable cluster, a partition
+    /// without a leader, not enough in-sync replicas) before its attempts are counted, in ms.
+    /// Default 900000 (15 min): a rolling restart passes, a cluster that is gone ends the job
+    /// (rows `failed` with the reason after `relay_max_attempts`) instead of holding it
+    /// forever. `0` counts attempts from the first outage.
+    #[serde(default = "replay::default_outage_max_ms")]
+    pub relay_outage_max_ms: u64,
+
+    /// First retry delay ceiling of the relay, in ms; doubles per attempt, with full jitter.
+    /// Default 500.
+    #[serde(default = "replay::default_backoff_base_ms")]
+    pub relay_backoff_base_ms: u64,
+
+    /// Largest retry delay ceiling of the relay, in ms (at least `relay_backoff_base_ms`).
+    /// Default 60000 (1 min).
+    #[serde(default = "replay::default_backoff_max_ms")]
+    pub relay_backoff_max_ms: u64,
+
+    /// How long one replayed record may wait for its delivery report before it counts as an
+    /// outage, in ms (librdkafka's `message.timeout.ms`; within 1000 and half of
+    /// `relay_lease_ms`). Default 10000. The `[kafka]` table cannot change it.
+    #[serde(default = "replay::default_delivery_timeout_ms")]
+    pub relay_delivery_timeout_ms: u64,
+
+    /// How often the relay looks for new replay work, in ms: the delay between a replay
+    /// request and its first publish. Default 250.
+    #[serde(default = "replay::default_poll_interval_ms")]
+    pub relay_poll_interval_ms: u64,
+
+    /// Replay jobs the relay works on at the same time (at least 1). Default 4; a throttled
+    /// job never holds up another.
+    #[serde(default = "replay::default_max_parallel_jobs")]
+    pub relay_max_parallel_jobs: usize,
+
+    /// Forward the recognised convention's diagnostic headers (exception, original topic,
+    /// retry counters) with a replayed record. Default `false`: the consumer sees the record
+    /// as its producer sent it, and a retry counter does not send it straight back.
+    #[serde(default)]
+    pub relay_forward_diagnostic_headers: bool,
+
     /// IP addresses of reverse proxies whose `X-Forwarded-For` header is believed. Comma list
     /// in the environment, an array in the file; exact addresses (no CIDR ranges). Default
     /// none: the client address is the TCP peer's. When the peer is listed, the client is the
@@ -267,6 +326,16 @@ impl Default for Config {
             sign_in_per_user_per_min: default_sign_in_per_user_per_min(),
             sign_in_per_ip_per_min: default_sign_in_per_ip_per_min(),
             metrics_public: false,
+            relay_batch_size: replay::default_batch_size(),
+            relay_lease_ms: replay::default_lease_ms(),
+            relay_max_attempts: replay::default_max_attempts(),
+            relay_outage_max_ms: replay::default_outage_max_ms(),
+            relay_backoff_base_ms: replay::default_backoff_base_ms(),
+            relay_backoff_max_ms: replay::default_backoff_max_ms(),
+            relay_delivery_timeout_ms: replay::default_delivery_timeout_ms(),
+            relay_poll_interval_ms: replay::default_poll_interval_ms(),
+            relay_max_parallel_jobs: replay::default_max_parallel_jobs(),
+            relay_forward_diagnostic_headers: false,
             trusted_proxies: Vec::new(),
         }
     }
@@ -301,6 +370,16 @@ const TYPED_FIELDS: &[&str] = &[
     "sign_in_per_user_per_min",
     "sign_in_per_ip_per_min",
     "metrics_public",
+    "relay_batch_size",
+    "relay_lease_ms",
+    "relay_max_attempts",
+    "relay_outage_max_ms",
+    "relay_backoff_base_ms",
+    "relay_backoff_max_ms",
+    "relay_delivery_timeout_ms",
+    "relay_poll_interval_ms",
+    "relay_max_parallel_jobs",
+    "relay_forward_diagnostic_headers",
 ];
 
 /// `REDRIVE_*` variables that are not settings and are not worth a warning (the config file
@@ -411,6 +490,11 @@ impl Config {
                  REDRIVE_ADMIN_PASSWORD) to create the first admin, or neither",
             );
         }
+        if let Err(e) = self.relay_config().check() {
+            return Err(ConfigError::Invalid(format!(
+                "{e} (the `relay_*` settings, and `kafka_brokers`)"
+            )));
+        }
         if let Some(p) = self
             .trusted_proxies
             .iter()
@@ -437,6 +521,25 @@ impl Config {
             }
         }
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// The replay relay's settings: the `relay_*` fields, the brokers and the `[kafka]`
+    /// properties (the relay ignores the few it reserves, see `docs/replay.md`).
+    pub fn relay_config(&self) -> RelayConfig {
+        RelayConfig {
+            brokers: self.kafka_brokers.clone(),
+            kafka_properties: self.kafka_properties(),
+            batch_size: self.relay_batch_size,
+            lease_ms: self.relay_lease_ms,
+            max_attempts: self.relay_max_attempts,
+            outage_max_ms: self.relay_outage_max_ms,
+            backoff_base_ms: self.relay_backoff_base_ms,
+            backoff_max_ms: self.relay_backoff_max_ms,
+            forward_diagnostic_headers: self.relay_forward_diagnostic_headers,
+            poll_interval_ms: self.relay_poll_interval_ms,
+            delivery_timeout_ms: self.relay_delivery_timeout_ms,
+            max_parallel_jobs: self.relay_max_parallel_jobs,
+        }
     }
 
     /// The Kafka properties as ingest takes them.
@@ -885,6 +988,40 @@ security.protocol = "SASL_SSL"
         let back: Config = toml::from_str(&text).unwrap();
         assert_eq!(back.kafka["sasl.mechanism"], "PLAIN");
         assert_eq!(redact_url("sqlite:redrive.db"), "sqlite:redrive.db");
+    }
+
+    #[test]
+    fn relay_settings_reach_the_relay_and_are_checked() {
+        let c = load(
+            None,
+            &[
+                ("REDRIVE_RELAY_OUTAGE_MAX_MS", "120000"),
+                ("REDRIVE_RELAY_MAX_ATTEMPTS", "3"),
+                ("REDRIVE_RELAY_FORWARD_DIAGNOSTIC_HEADERS", "true"),
+            ],
+            &Overrides::default(),
+        );
+        let r = c.relay_config();
+        assert_eq!(r.outage_max_ms, 120_000);
+        assert_eq!(r.max_attempts, 3);
+        assert!(r.forward_diagnostic_headers);
+        assert_eq!(r.lease_ms, replay::default_lease_ms());
+        assert_eq!(r.brokers, c.kafka_brokers);
+        assert_eq!(
+            Config::default().relay_config(),
+            RelayConfig::default(),
+            "the same defaults on both sides"
+        );
+        for bad in [
+            ("REDRIVE_RELAY_LEASE_MS", "100"),
+            ("REDRIVE_RELAY_MAX_ATTEMPTS", "0"),
+            ("REDRIVE_RELAY_BACKOFF_BASE_MS", "120000"),
+        ] {
+            let err = Config::load(None, env(&[bad]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("relay"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
-use redrive_core::replay::{self, RelayConfig, RelayError, RelayStatus};
+use redrive_core::replay::{self, RelayError};
 use redrive_core::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{AppState, IngestHealth};
+use crate::api::{AppState, IngestHealth, RelayHealth};
 use crate::config::{redact_url, Config};
 use crate::router;
 use crate::site;
@@ -159,9 +159,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         status: status.clone(),
         failure: Arc::new(Mutex::new(None)),
     };
-    let telemetry = Arc::new(Telemetry::new(
-        config.ingest_enabled.then(|| status.clone()),
-    ));
+    let relay_health = RelayHealth::default();
+    let telemetry = Arc::new(
+        Telemetry::new(config.ingest_enabled.then(|| status.clone()))
+            .with_relay(relay_health.status.clone()),
+    );
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
         .map_err(ServeError::Bootstrap)?;
@@ -170,6 +172,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         store: store.clone(),
         telemetry,
         ingest: health.clone(),
+        relay: relay_health.clone(),
     };
     let app = router::app(
         state,
@@ -200,21 +203,18 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     // The replay relay (issue 3) publishes the outbox; it stops with `shutdown` and `finish`
     // waits for it, so batches already published are marked before the store closes.
     let relay_task = {
-        let relay_config = RelayConfig {
-            brokers: config.kafka_brokers.clone(),
-            kafka_properties: config.kafka_properties(),
-            ..RelayConfig::default()
-        };
         let run = replay::run(
-            relay_config,
+            config.relay_config(),
             store.clone(),
-            Arc::new(RelayStatus::default()),
+            relay_health.status.clone(),
             shutdown.child_token(),
         );
+        let relay_health = relay_health.clone();
         Some(tokio::spawn(async move {
             let r = run.await;
             if let Err(e) = &r {
                 tracing::error!("the replay relay stopped: {e}");
+                relay_health.set_failure(e.to_string());
             }
             r
         }))

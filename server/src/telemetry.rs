@@ -1,8 +1,8 @@
 //! Observability of the server: typed events that log and count in one place, and the
 //! Prometheus exposition served at `/metrics`.
 //!
-//! Ingest keeps its own counters in [`IngestStatus`]; they are read on each scrape rather than
-//! mirrored, so there is one source of truth. The DLQ size per status is a `COUNT` per status,
+//! Ingest and the replay relay keep their own counters ([`IngestStatus`], [`RelayStatus`]);
+//! they are read on each scrape rather than mirrored, so there is one source of truth. The DLQ size per status is a `COUNT` per status,
 //! cached for [`SIZE_REFRESH`] so that frequent scrapes cannot load the database.
 
 use std::collections::BTreeMap;
@@ -16,6 +16,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use redrive_core::ingest::IngestStatus;
+use redrive_core::replay::RelayStatus;
 use redrive_core::store::{Store, StoreError};
 use redrive_core::{Filter, Status};
 
@@ -44,6 +45,8 @@ type Sizes = (Instant, Vec<(Status, i64)>);
 #[derive(Debug)]
 struct Shared {
     ingest: Option<Arc<IngestStatus>>,
+    /// The replay relay's counters, once [`Telemetry::with_relay`] named them.
+    relay: std::sync::OnceLock<Arc<RelayStatus>>,
     /// Store operations that failed outside ingest, by operation name (`list`, `get`, ...).
     store_errors: Mutex<BTreeMap<&'static str, u64>>,
     /// Latest DLQ size per status and when it was counted.
@@ -57,6 +60,7 @@ impl Telemetry {
     pub fn new(ingest: Option<Arc<IngestStatus>>) -> Telemetry {
         let shared = Arc::new(Shared {
             ingest,
+            relay: std::sync::OnceLock::new(),
             store_errors: Mutex::new(BTreeMap::new()),
             sizes: Mutex::new(None),
             quarantined: Mutex::new(None),
@@ -68,6 +72,13 @@ impl Telemetry {
             shared,
             refreshing: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Reads the replay relay's counters at each scrape (`redrive_relay_*`); without it they
+    /// read zero.
+    pub fn with_relay(self, relay: Arc<RelayStatus>) -> Telemetry {
+        let _ = self.shared.relay.set(relay);
+        self
     }
 
     /// Event: a store operation failed while serving a request, a probe or a scrape. Logs
@@ -167,6 +178,74 @@ impl Exposition {
     }
 }
 
+impl Exposition {
+    /// The `redrive_relay_*` series.
+    fn encode_relay(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snap = self.0.relay.get().map(|r| r.snapshot()).unwrap_or_default();
+        Self::counter(
+            enc,
+            "redrive_relay_published",
+            "Outbox rows the replay relay published and recorded (each row once).",
+            snap.published_total,
+        )?;
+        Self::counter(
+            enc,
+            "redrive_relay_failed",
+            "Outbox rows given up (dead letter replay_failed): refused for good, or out of attempts.",
+            snap.failed_total,
+        )?;
+        Self::counter(
+            enc,
+            "redrive_relay_rejected",
+            "Records Kafka refused for good (too large, not authorised, no such topic), failed without a retry.",
+            snap.rejected_total,
+        )?;
+        Self::counter(
+            enc,
+            "redrive_relay_retried",
+            "Failed publish attempts that will be retried after a backoff.",
+            snap.retried_total,
+        )?;
+        Self::counter(
+            enc,
+            "redrive_relay_released",
+            "Outbox rows handed back without an attempt counted (Kafka unreachable, shutdown).",
+            snap.released_total,
+        )?;
+        Self::gauge(
+            enc,
+            "redrive_relay_running",
+            "1 while the replay relay runs, else 0.",
+            i64::from(snap.running),
+        )?;
+        Self::gauge(
+            enc,
+            "redrive_relay_active_jobs",
+            "Replay jobs the relay is working on now.",
+            i64::try_from(snap.active_jobs).unwrap_or(i64::MAX),
+        )?;
+        {
+            // Absent until the relay's first publish says either way.
+            let g = ConstGauge::new(0i64);
+            let m = enc.encode_descriptor(
+                "redrive_relay_kafka_reachable",
+                "1 when the relay's last publish reached Kafka, 0 when Kafka was unreachable.",
+                None,
+                g.metric_type(),
+            )?;
+            if let Some(up) = snap.kafka_reachable {
+                ConstGauge::new(i64::from(up)).encode(m)?;
+            }
+        }
+        Self::gauge(
+            enc,
+            "redrive_relay_last_error_timestamp_seconds",
+            "Unix time of the relay's last error (Kafka or store; 0 = none yet).",
+            snap.last_error_at_ms.map_or(0, |ms| ms / 1000),
+        )
+    }
+}
+
 impl Collector for Exposition {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snap = self.0.ingest.as_ref().map(|s| s.snapshot());
@@ -246,6 +325,8 @@ impl Collector for Exposition {
                 .and_then(|s| s.last_store_write_ms)
                 .map_or(0, |ms| ms / 1000),
         )?;
+
+        self.encode_relay(&mut enc)?;
 
         {
             let c = ConstCounter::new(0u64);

@@ -13,10 +13,35 @@ use super::{RelayConfig, RelayError, RelayStatus};
 
 pub(crate) type RelayProducer = FutureProducer<RelayContext>;
 
-/// The producer properties the relay relies on, with the user's `kafka_properties` applied in
-/// between: they may tune and secure the connection (SASL/SSL, linger, compression), but
-/// `enable.idempotence=true` and `acks=all` are set last because the outbox's guarantees
-/// rest on them.
+/// librdkafka properties of the `[kafka]` table the relay does not take from the user,
+/// because its guarantees or its timing rest on them: idempotence and `acks=all` (the
+/// outbox's at-least-once without duplicates from retries), the delivery timeout (it must stay
+/// under half the lease so a batch is marked before its lease ends), the metadata wait (an
+/// unknown topic fails fast), and a transactional id (the relay does not use transactions).
+/// Aliases are listed too: librdkafka applies properties in no fixed order.
+pub(crate) const RESERVED_PROPERTIES: &[&str] = &[
+    "enable.idempotence",
+    "acks",
+    "request.required.acks",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "topic.metadata.propagation.max.ms",
+    "transactional.id",
+];
+
+/// The user's properties the relay ignores (see [`RESERVED_PROPERTIES`]).
+pub(crate) fn ignored_properties(config: &RelayConfig) -> Vec<&str> {
+    config
+        .kafka_properties
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| RESERVED_PROPERTIES.contains(&k.trim().to_ascii_lowercase().as_str()))
+        .collect()
+}
+
+/// The producer properties the relay relies on, with the user's `kafka_properties` applied:
+/// they may tune and secure the connection (SASL/SSL, linger, compression), but never change
+/// one of the [`RESERVED_PROPERTIES`] (those are dropped; `run` logs a warning naming them).
 pub(crate) fn client_config(config: &RelayConfig) -> ClientConfig {
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", &config.brokers)
@@ -25,21 +50,25 @@ pub(crate) fn client_config(config: &RelayConfig) -> ClientConfig {
         // so a replay keeps per-key order with the topic's other records.
         .set("partitioner", "murmur2_random")
         .set("linger.ms", "5")
-        .set(
-            "message.timeout.ms",
-            config.effective_delivery_timeout_ms().to_string(),
-        )
-        // A topic that does not exist fails fast as "unknown topic" (a per-record error that
-        // is retried and finally reported) instead of timing out like an outage.
-        .set(
-            "topic.metadata.propagation.max.ms",
-            (config.effective_delivery_timeout_ms() / 2).to_string(),
-        )
         .set_log_level(RDKafkaLogLevel::Warning);
+    let ignored = ignored_properties(config);
     for (k, v) in &config.kafka_properties {
-        cfg.set(k, v);
+        if !ignored.contains(&k.as_str()) {
+            cfg.set(k, v);
+        }
     }
-    cfg.set("enable.idempotence", "true").set("acks", "all");
+    cfg.set(
+        "message.timeout.ms",
+        config.effective_delivery_timeout_ms().to_string(),
+    )
+    // A topic that does not exist fails fast as "unknown topic" (a permanent error for the
+    // record) instead of timing out like an outage.
+    .set(
+        "topic.metadata.propagation.max.ms",
+        (config.effective_delivery_timeout_ms() / 2).to_string(),
+    )
+    .set("enable.idempotence", "true")
+    .set("acks", "all");
     cfg
 }
 
@@ -136,40 +165,142 @@ impl ProducerSlot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// The cluster is unreachable or unavailable: hand the row back without counting an
-    /// attempt; the job waits.
+    /// attempt; the job waits (for at most `outage_max_ms` per job, see [`RelayConfig`]).
     Outage(String),
-    /// Something about this record or its topic: count an attempt, retry with backoff.
+    /// Something that may pass (a corrupt batch, a fenced producer epoch): count an attempt,
+    /// retry with backoff, give up after `max_attempts`.
     Record(String),
+    /// Something that will not pass by retrying (too large, not authorised, no such topic):
+    /// the row fails at once with the reason, the retry budget unspent.
+    Permanent(String),
     /// Purged from the local queue at shutdown, never sent: hand back, no error.
     Purged,
 }
 
-/// Classifies a producer error. Timeouts and connectivity are outages (they pass without
-/// anyone touching the record); everything else (unknown topic, record too large, not
-/// authorised, invalid record) is the record's.
-pub(crate) fn classify(e: &KafkaError) -> Failure {
-    use RDKafkaErrorCode as C;
-    match e.rdkafka_error_code() {
-        Some(C::PurgeQueue | C::PurgeInflight) => Failure::Purged,
-        Some(
-            C::MessageTimedOut
-            | C::AllBrokersDown
-            | C::BrokerTransportFailure
-            | C::Resolve
-            | C::OperationTimedOut
-            | C::QueueFull
-            | C::Fatal
-            | C::LeaderNotAvailable
-            | C::NotLeaderForPartition
-            | C::RequestTimedOut
-            | C::NetworkException
-            | C::NotEnoughReplicas
-            | C::NotEnoughReplicasAfterAppend
-            | C::KafkaStorageError
-            | C::PreferredLeaderNotAvailable,
-        ) => Failure::Outage(e.to_string()),
-        _ => Failure::Record(e.to_string()),
+/// Classifies a producer error (the rules are in `docs/replay.md`, "What a failed publish
+/// means").
+///
+/// `fatal` is the producer's fatal error, asked for only when `e` is `Fatal`: librdkafka
+/// then refuses every record, and the cause decides. An authorisation cause (no
+/// `IDEMPOTENT_WRITE` on the cluster, no `WRITE` on the topic) is permanent; any other
+/// (a broken sequence, an unknown producer id) counts one attempt, and the relay replaces the
+/// producer before the retry.
+pub(crate) fn classify(
+    e: &KafkaError,
+    fatal: impl FnOnce() -> Option<(RDKafkaErrorCode, String)>,
+) -> Failure {
+    let Some(code) = e.rdkafka_error_code() else {
+        return Failure::Record(e.to_string());
+    };
+    if code == RDKafkaErrorCode::Fatal {
+        return match fatal() {
+            Some((cause, reason)) => match permanent_reason(cause) {
+                Some(why) => {
+                    Failure::Permanent(format!("{why} (fatal producer error {cause:?}: {reason})"))
+                }
+                None => Failure::Record(format!("fatal producer error {cause:?}: {reason}")),
+            },
+            None => Failure::Record(e.to_string()),
+        };
     }
+    classify_code(code, &e.to_string())
+}
+
+/// [`classify`] for a plain error code; `text` is librdkafka's message.
+pub(crate) fn classify_code(code: RDKafkaErrorCode, text: &str) -> Failure {
+    use RDKafkaErrorCode as C;
+    if let Some(why) = permanent_reason(code) {
+        return Failure::Permanent(format!("{why} ({text})"));
+    }
+    match code {
+        C::PurgeQueue | C::PurgeInflight => Failure::Purged,
+        C::MessageTimedOut
+        | C::AllBrokersDown
+        | C::BrokerTransportFailure
+        | C::Resolve
+        | C::OperationTimedOut
+        | C::TimedOutQueue
+        | C::QueueFull
+        | C::LeaderNotAvailable
+        | C::NotLeaderForPartition
+        | C::PreferredLeaderNotAvailable
+        | C::EligibleLeadersNotAvailable
+        | C::FencedLeaderEpoch
+        | C::UnknownLeaderEpoch
+        | C::BrokerNotAvailable
+        | C::ReplicaNotAvailable
+        | C::RequestTimedOut
+        | C::NetworkException
+        | C::NotEnoughReplicas
+        | C::NotEnoughReplicasAfterAppend
+        | C::KafkaStorageError
+        | C::ThrottlingQuotaExceeded
+        | C::Authentication
+        | C::SaslAuthenticationFailed
+        | C::SSL => Failure::Outage(text.to_string()),
+        _ => Failure::Record(text.to_string()),
+    }
+}
+
+/// True for a broker's refusal that applies to the whole record batch the record travelled
+/// in (a batch over the topic's `max.message.bytes`, an invalid record or timestamp in it):
+/// the record itself may be fine, so the relay sends it again alone before it counts.
+pub(crate) fn batch_level(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::MessageSizeTooLarge
+                | C::MessageBatchTooLarge
+                | C::InvalidMessageSize
+                | C::InvalidRecord
+                | C::InvalidTimestamp
+                | C::PolicyViolation
+        )
+    )
+}
+
+/// Why a record with this error can never be published as it is, or `None` if it might.
+fn permanent_reason(code: RDKafkaErrorCode) -> Option<&'static str> {
+    use RDKafkaErrorCode as C;
+    Some(match code {
+        C::MessageSizeTooLarge | C::InvalidMessageSize | C::MessageBatchTooLarge => {
+            "the record is too large for the target topic (its max.message.bytes, the \
+             broker's message.max.bytes or the producer's)"
+        }
+        C::TopicAuthorizationFailed => {
+            "not authorised to write to the target topic (the relay's principal needs WRITE \
+             on it)"
+        }
+        C::ClusterAuthorizationFailed => {
+            "not authorised for idempotent writes (the relay's principal needs \
+             IDEMPOTENT_WRITE on the cluster, or WRITE on the topic on Kafka 3.0+)"
+        }
+        C::TransactionalIdAuthorizationFailed => {
+            "not authorised for the transactional id set in the [kafka] properties"
+        }
+        C::InvalidTopic => "the target topic name is invalid",
+        C::UnknownTopic | C::UnknownTopicOrPartition | C::UnknownTopicId => {
+            "the target topic does not exist (and the cluster does not create topics on \
+             first write)"
+        }
+        C::UnknownPartition | C::InvalidPartitions => "the target partition does not exist",
+        C::InvalidRecord
+        | C::InvalidTimestamp
+        | C::PolicyViolation
+        | C::BadMessage
+        | C::InvalidArgument => "the broker refuses the record as invalid for the target topic",
+        C::InvalidRequiredAcks
+        | C::UnsupportedVersion
+        | C::UnsupportedForMessageFormat
+        | C::UnsupportedCompressionType
+        | C::InvalidRequest
+        | C::InvalidConfig => {
+            "the cluster does not support what the producer asks for (check the [kafka] \
+             properties and the broker version)"
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -177,36 +308,109 @@ mod tests {
     use super::*;
 
     #[test]
-    fn idempotence_and_acks_cannot_be_overridden() {
+    fn guarantees_and_timing_cannot_be_overridden() {
         let config = RelayConfig {
             kafka_properties: vec![
                 ("acks".into(), "1".into()),
+                ("request.required.acks".into(), "0".into()),
                 ("enable.idempotence".into(), "false".into()),
+                ("delivery.timeout.ms".into(), "300000".into()),
+                ("message.timeout.ms".into(), "300000".into()),
+                ("topic.metadata.propagation.max.ms".into(), "60000".into()),
+                ("transactional.id".into(), "x".into()),
                 ("security.protocol".into(), "SASL_SSL".into()),
+                ("linger.ms".into(), "20".into()),
             ],
             ..RelayConfig::default()
         };
         let cfg = client_config(&config);
         assert_eq!(cfg.get("acks"), Some("all"));
+        assert_eq!(cfg.get("request.required.acks"), None);
         assert_eq!(cfg.get("enable.idempotence"), Some("true"));
+        assert_eq!(cfg.get("message.timeout.ms"), Some("10000"));
+        assert_eq!(cfg.get("delivery.timeout.ms"), None);
+        assert_eq!(cfg.get("topic.metadata.propagation.max.ms"), Some("5000"));
+        assert_eq!(cfg.get("transactional.id"), None);
         assert_eq!(cfg.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(cfg.get("linger.ms"), Some("20"), "tuning is the user's");
+        assert_eq!(ignored_properties(&config).len(), 7);
+    }
+
+    fn of(code: RDKafkaErrorCode) -> Failure {
+        classify(&KafkaError::MessageProduction(code), || None)
+    }
+
+    fn is_permanent(f: &Failure) -> bool {
+        matches!(f, Failure::Permanent(_))
     }
 
     #[test]
-    fn outages_and_record_errors_are_told_apart() {
-        let e = |c| KafkaError::MessageProduction(c);
+    fn errors_that_never_pass_fail_at_once() {
+        use RDKafkaErrorCode as C;
+        for code in [
+            C::MessageSizeTooLarge,
+            C::InvalidMessageSize,
+            C::MessageBatchTooLarge,
+            C::TopicAuthorizationFailed,
+            C::ClusterAuthorizationFailed,
+            C::TransactionalIdAuthorizationFailed,
+            C::InvalidTopic,
+            C::UnknownTopic,
+            C::UnknownTopicOrPartition,
+            C::UnknownPartition,
+            C::InvalidRecord,
+            C::PolicyViolation,
+            C::UnsupportedForMessageFormat,
+        ] {
+            assert!(is_permanent(&of(code)), "{code:?}: {:?}", of(code));
+        }
+        let Failure::Permanent(why) = of(C::MessageSizeTooLarge) else {
+            unreachable!()
+        };
+        assert!(why.contains("too large"), "{why}");
+        let Failure::Permanent(why) = of(C::ClusterAuthorizationFailed) else {
+            unreachable!()
+        };
+        assert!(why.contains("IDEMPOTENT_WRITE"), "{why}");
+    }
+
+    #[test]
+    fn outages_pass_and_other_errors_count_attempts() {
+        use RDKafkaErrorCode as C;
+        for code in [
+            C::MessageTimedOut,
+            C::AllBrokersDown,
+            C::BrokerTransportFailure,
+            C::LeaderNotAvailable,
+            C::NotLeaderForPartition,
+            C::NotEnoughReplicas,
+            C::NotEnoughReplicasAfterAppend,
+            C::RequestTimedOut,
+            C::SaslAuthenticationFailed,
+        ] {
+            assert!(matches!(of(code), Failure::Outage(_)), "{code:?}");
+        }
+        assert!(matches!(of(C::InvalidMessage), Failure::Record(_)));
         assert!(matches!(
-            classify(&e(RDKafkaErrorCode::MessageTimedOut)),
-            Failure::Outage(_)
-        ));
-        assert!(matches!(
-            classify(&e(RDKafkaErrorCode::MessageSizeTooLarge)),
+            of(C::OutOfOrderSequenceNumber),
             Failure::Record(_)
         ));
-        assert!(matches!(
-            classify(&e(RDKafkaErrorCode::UnknownTopic)),
-            Failure::Record(_)
-        ));
-        assert_eq!(classify(&e(RDKafkaErrorCode::PurgeQueue)), Failure::Purged);
+        assert_eq!(of(C::PurgeQueue), Failure::Purged);
+        assert_eq!(of(C::PurgeInflight), Failure::Purged);
+    }
+
+    #[test]
+    fn fatal_producer_errors_are_classified_by_their_cause() {
+        use RDKafkaErrorCode as C;
+        let fatal = KafkaError::MessageProduction(C::Fatal);
+        let auth = classify(&fatal, || {
+            Some((C::ClusterAuthorizationFailed, "denied".to_string()))
+        });
+        assert!(is_permanent(&auth), "{auth:?}");
+        let sequence = classify(&fatal, || {
+            Some((C::OutOfOrderSequenceNumber, "gap".to_string()))
+        });
+        assert!(matches!(&sequence, Failure::Record(e) if e.contains("OutOfOrderSequenceNumber")));
+        assert!(matches!(classify(&fatal, || None), Failure::Record(_)));
     }
 }

@@ -16,6 +16,7 @@ pub struct RelayStatus {
     failed_total: AtomicU64,
     retried_total: AtomicU64,
     released_total: AtomicU64,
+    rejected_total: AtomicU64,
     active_jobs: AtomicU64,
     last_error: Mutex<Option<(i64, String)>>,
 }
@@ -29,12 +30,17 @@ pub struct RelaySnapshot {
     pub kafka_reachable: Option<bool>,
     /// Records published and marked (each outbox row once), since start.
     pub published_total: u64,
-    /// Outbox rows given up after `max_attempts` (dead letter `replay_failed`), since start.
+    /// Outbox rows marked `failed` (dead letter `replay_failed`): refused for good, or given
+    /// up after `max_attempts`, since start.
     pub failed_total: u64,
     /// Failed publish attempts that will be retried, since start.
     pub retried_total: u64,
     /// Rows handed back without an attempt counted (Kafka unreachable), since start.
     pub released_total: u64,
+    /// Records Kafka refused for good (too large, not authorised, no such topic), failed at
+    /// once without a retry, since start. Each is also in `failed_total` once marked.
+    #[serde(default)]
+    pub rejected_total: u64,
     /// Jobs being worked on now.
     pub active_jobs: u64,
     /// The last error (Kafka or store) and when, epoch ms.
@@ -65,6 +71,7 @@ impl RelayStatus {
             failed_total: self.failed_total.load(Ordering::Relaxed),
             retried_total: self.retried_total.load(Ordering::Relaxed),
             released_total: self.released_total.load(Ordering::Relaxed),
+            rejected_total: self.rejected_total.load(Ordering::Relaxed),
             active_jobs: self.active_jobs.load(Ordering::Relaxed),
             last_error,
             last_error_at_ms,
@@ -90,6 +97,11 @@ impl RelayStatus {
         self.failed_total.fetch_add(failed, Ordering::Relaxed);
         self.retried_total.fetch_add(retried, Ordering::Relaxed);
         self.released_total.fetch_add(released, Ordering::Relaxed);
+    }
+
+    /// Counts records refused for good.
+    pub(crate) fn add_rejected(&self, n: u64) {
+        self.rejected_total.fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn record_error(&self, error: String) {

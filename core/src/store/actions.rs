@@ -1,6 +1,9 @@
 //! The actions on dead letters: replay (into the outbox), delete, restore, cancel a job, and
-//! their dry runs. Each action is ONE transaction: the state change, the history events, the
-//! audit row and (for a replay) the job and its outbox rows (DESIGN.md invariants 3–5).
+//! their dry runs. An action on explicit ids is ONE transaction: the state change, the
+//! history events, the audit row and (for a replay) the job and its outbox rows (DESIGN.md
+//! invariants 3–5, copied in `docs/replay.md`). An action over a filter runs in chunks of
+//! short transactions (`bulk.rs`: the audit row with the final count comes with the last
+//! chunk, a replay job stays `preparing` until then, an interrupted action is resumed).
 //!
 //! A selection by filter goes through [`sql::push_filter`], the same WHERE the list and count
 //! use, and the dry runs share each action's eligibility condition, so a dry-run count and
@@ -17,6 +20,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Dialect, Val};
 use super::sql;
 use super::{Pool, Store, StoreError};
@@ -27,7 +31,7 @@ use crate::actions::{
 use crate::filter::Filter;
 
 /// Statuses a replay or delete leaves alone.
-const NOT_ACTIONABLE: &str = "('deleted', 'replay_pending')";
+pub(super) const NOT_ACTIONABLE: &str = "('deleted', 'replay_pending')";
 
 /// Milliseconds since the Unix epoch, now.
 pub(crate) fn now_ms() -> i64 {
@@ -82,7 +86,7 @@ fn check_reason(reason: Option<&str>) -> Result<Option<String>, StoreError> {
 }
 
 /// The audit row of a dead-letter action: actor, selection (ids or filter as given), reason.
-fn action_audit(
+pub(super) fn action_audit(
     actor: &Actor,
     action: &str,
     selection: &Selection,
@@ -116,7 +120,10 @@ pub(crate) fn push_selection<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, sel
 }
 
 /// The condition (after the selection's WHERE) a replay queues: actionable and with a target.
-fn push_replayable<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, target: Option<&'a str>) {
+pub(super) fn push_replayable<'a, DB: Dialect>(
+    qb: &mut QueryBuilder<'a, DB>,
+    target: Option<&'a str>,
+) {
     qb.push(" AND status NOT IN ").push(NOT_ACTIONABLE);
     qb.push(" AND COALESCE(");
     DB::bind(qb, Val::Text(target));
@@ -124,18 +131,18 @@ fn push_replayable<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, target: Optio
 }
 
 /// The condition (after the selection's WHERE) a delete acts on.
-fn push_deletable<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>) {
+pub(super) fn push_deletable<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>) {
     qb.push(" AND status NOT IN ").push(NOT_ACTIONABLE);
 }
 
 /// The condition (after the selection's WHERE) a restore acts on.
-fn push_restorable<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>) {
+pub(super) fn push_restorable<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>) {
     qb.push(" AND status = 'deleted'");
 }
 
 /// One group of the replay dry run.
 #[derive(Debug, sqlx::FromRow)]
-struct DryRow {
+pub(super) struct DryRow {
     target: Option<String>,
     skip: i32,
     n: i64,
@@ -155,7 +162,7 @@ fn dry_run_query<'a, DB: Dialect>(
     qb
 }
 
-fn dry_run_from(rows: Vec<DryRow>) -> DryRun {
+pub(super) fn dry_run_from(rows: Vec<DryRow>) -> DryRun {
     let mut out = DryRun {
         total: 0,
         per_target: Vec::new(),
@@ -232,12 +239,12 @@ pub(crate) fn insert_events_for_ids<'a, DB: Dialect>(
 }
 
 /// `; reason: …` for an event's detail, or nothing.
-fn reason_suffix(reason: Option<&str>) -> String {
+pub(super) fn reason_suffix(reason: Option<&str>) -> String {
     reason.map(|r| format!("; reason: {r}")).unwrap_or_default()
 }
 
 /// The replay job row, as first written.
-fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a, DB> {
+pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, \
          target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, selection) \
@@ -269,7 +276,7 @@ fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a, DB> {
 
 /// One outbox row per dead letter of `ids`, each with a fresh UUID v4 idempotency key, in id
 /// order (so a replay publishes in ingest order).
-fn insert_outbox<'a, DB: Dialect>(
+pub(super) fn insert_outbox<'a, DB: Dialect>(
     job_id: &'a str,
     ids: &[i64],
     target: Option<&'a str>,
@@ -380,6 +387,31 @@ impl Store {
             last_error: None,
             selection: selection_json,
         };
+        if let Selection::Filter(filter) = &req.selection {
+            // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
+            let max_id = self.max_dead_letter_id().await?;
+            let bulk = Bulk::new(
+                BulkKind::Replay,
+                actor,
+                filter,
+                reason.clone(),
+                Some(job),
+                max_id,
+            );
+            let bulk = self.run_bulk(bulk).await?;
+            let job = bulk
+                .job
+                .ok_or_else(|| StoreError::Database("bulk replay lost its job".into()))?;
+            tracing::info!(
+                job = %job.id,
+                actor = %job.created_by,
+                queued = job.total,
+                skipped = job.skipped,
+                chunks = bulk.chunks,
+                "replay requested"
+            );
+            return Ok(job);
+        }
         let sel = &req.selection;
         let target = target.as_deref();
         on_pool!(self, |pool, DB| {
@@ -532,6 +564,24 @@ impl Store {
         let reason = check_reason(reason)?;
         let now = now_ms();
         let user = clean_text(&actor.user);
+        if let Selection::Filter(filter) = selection {
+            // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
+            let kind = match action {
+                StatusAction::Delete => BulkKind::Delete,
+                StatusAction::Restore => BulkKind::Restore,
+            };
+            let max_id = self.max_dead_letter_id().await?;
+            let bulk = Bulk::new(kind, actor, filter, reason, None, max_id);
+            let bulk = self.run_bulk(bulk).await?;
+            tracing::info!(
+                actor = %user,
+                action = action.name(),
+                count = bulk.done,
+                chunks = bulk.chunks,
+                "dead letters changed"
+            );
+            return Ok(u64::try_from(bulk.done).unwrap_or(0));
+        }
         let suffix = reason_suffix(reason.as_deref());
         let (set, kind, detail_sql) = match action {
             StatusAction::Delete => (

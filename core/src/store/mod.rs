@@ -117,11 +117,13 @@ macro_rules! on_pool {
 // The actions on dead letters (issue 3). Declared after `on_pool!` so they can use it.
 mod actions;
 mod audit;
+mod bulk;
 mod insert;
 mod jobs;
 mod outbox;
 mod quarantine;
 
+pub use self::bulk::{BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.

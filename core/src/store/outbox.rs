@@ -26,6 +26,8 @@ pub(crate) struct ActiveJob {
     pub(crate) created_by: String,
     /// msgs/s; `None` = unthrottled.
     pub(crate) rate_per_sec: Option<u32>,
+    /// When its current outage began (epoch ms); `None` while it publishes.
+    pub(crate) waiting_since_ms: Option<i64>,
 }
 
 /// One claimed outbox row with what the relay needs to build the record.
@@ -90,8 +92,11 @@ pub(crate) struct MarkBatch {
     /// shutdown), due again at `release_at_ms`.
     pub(crate) released: Vec<i64>,
     pub(crate) release_at_ms: i64,
-    /// Why they were released; `Some` puts the job in `waiting` with this as `last_error`.
+    /// Why they were released (Kafka unreachable), the job's `last_error`.
     pub(crate) release_error: Option<String>,
+    /// The batch met an outage (counted or not): the job is `waiting`, and its outage clock
+    /// (`waiting_since_ms`) starts if it was not running already.
+    pub(crate) outage: bool,
     /// Probably the job's last batch (its claim came back short): check whether the job is
     /// done. (Checking after every batch would cost more than the batch on a big job.)
     pub(crate) last: bool,
@@ -113,6 +118,7 @@ struct ActiveRow {
     id: String,
     created_by: String,
     rate_per_sec: Option<i32>,
+    waiting_since_ms: Option<i64>,
 }
 
 impl From<ActiveRow> for ActiveJob {
@@ -121,6 +127,7 @@ impl From<ActiveRow> for ActiveJob {
             id: r.id,
             created_by: r.created_by,
             rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
+            waiting_since_ms: r.waiting_since_ms,
         }
     }
 }
@@ -238,7 +245,7 @@ impl Store {
     pub(crate) async fn active_jobs(&self) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec FROM replay_jobs \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms FROM replay_jobs \
                  WHERE status IN ('running', 'waiting') ORDER BY created_at_ms, id",
             );
             let mut qb = qb;
@@ -257,7 +264,7 @@ impl Store {
     ) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec FROM replay_jobs WHERE id IN \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms FROM replay_jobs WHERE id IN \
                  (SELECT job_id FROM outbox WHERE status = 'claimed' AND lease_until_ms < ",
             );
             DB::bind(&mut qb, Val::I64(Some(now)));
@@ -546,7 +553,10 @@ impl Store {
             }
 
             // The job: counters, waiting <-> running, last error.
-            let outage = b.release_error.is_some() && summary.released > 0;
+            // Only rows still held count (a batch whose lease was lost changes nothing).
+            let outage = b.outage
+                && summary.published == 0
+                && summary.released + summary.retried + summary.failed > 0;
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE replay_jobs SET published = published + ");
             DB::bind(&mut qb, Val::I64(Some(summary.published as i64)));
@@ -557,9 +567,17 @@ impl Store {
             qb.push(", failed = failed + ");
             DB::bind(&mut qb, Val::I64(Some(summary.failed as i64)));
             if outage {
-                qb.push(", status = CASE WHEN status = 'running' THEN 'waiting' ELSE status END");
+                qb.push(
+                    ", status = CASE WHEN status = 'running' THEN 'waiting' ELSE status END, \
+                     waiting_since_ms = COALESCE(waiting_since_ms, ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(now)));
+                qb.push(")");
             } else if summary.published > 0 {
-                qb.push(", status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END");
+                qb.push(
+                    ", status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, \
+                     waiting_since_ms = NULL",
+                );
             }
             qb.push(", last_error = COALESCE(");
             DB::bind(&mut qb, Val::OwnedText(last_error.clone()));

@@ -566,6 +566,11 @@ async fn health_readiness_and_metrics() {
     assert_eq!(ready["store"]["ok"], true);
     assert_eq!(ready["store"]["backend"], "sqlite");
     assert_eq!(ready["ingest"]["enabled"], false);
+    // The replay relay's state (docs/replay.md, "Relay status").
+    assert_eq!(ready["relay"]["published_total"], 0, "{ready}");
+    assert_eq!(ready["relay"]["rejected_total"], 0, "{ready}");
+    assert!(ready["relay"]["running"].is_boolean(), "{ready}");
+    assert!(ready["relay"].get("stopped").is_none(), "{ready}");
 
     let res = app.get("/metrics").await;
     assert_eq!(res.status(), 200);
@@ -577,6 +582,14 @@ async fn health_readiness_and_metrics() {
         "redrive_store_errors_total",
         "redrive_ingest_ready",
         "redrive_dead_letters",
+        "redrive_relay_published_total",
+        "redrive_relay_failed_total",
+        "redrive_relay_rejected_total",
+        "redrive_relay_retried_total",
+        "redrive_relay_released_total",
+        "redrive_relay_running",
+        "redrive_relay_active_jobs",
+        "redrive_relay_kafka_reachable",
     ] {
         assert!(
             text.contains(&format!("# TYPE {name} ")),

@@ -1,9 +1,10 @@
 //! Replay end to end on the real broker, on SQLite and PostgreSQL: the record that reaches
 //! the target topic (key, value, application headers byte-exact, diagnostics dropped, the five
 //! `redrive-*` headers), a 10,000-record replay by filter published once each, a throttled
-//! replay that takes as long as it should, a Kafka outage the relay waits out, a record that
-//! fails for good, and a relay crash between publish and mark (the real binary, aborted by
-//! its test hook, then restarted).
+//! replay that takes as long as it should, a Kafka outage the relay waits out, an outage that
+//! never ends (bounded per job), records Kafka refuses for good (too large for the topic, an
+//! invalid topic: failed at once while the others publish), and a relay crash between
+//! publish and mark (the real binary, aborted by its test hook, then restarted).
 
 use std::collections::HashSet;
 use std::process::{Child, Stdio};
@@ -595,44 +596,64 @@ async fn an_unreachable_kafka_makes_the_job_wait_and_it_resumes() {
     }
 }
 
+/// Replays everything in `store` to `target` (`None`: each record's source topic).
+async fn replay_all(store: &Store, target: Option<&str>) -> ReplayJob {
+    store
+        .request_replay(
+            &ann(),
+            &ReplayRequest {
+                selection: Selection::Filter(Filter::default()),
+                target_topic: target.map(str::to_string),
+                rate_per_sec: None,
+                reason: None,
+            },
+        )
+        .await
+        .expect("replay")
+}
+
+/// The detail of the last history event of every `replay_failed` dead letter.
+async fn failure_details(store: &Store) -> Vec<String> {
+    let failed = all_ids(
+        store,
+        Filter {
+            status: Some(Status::ReplayFailed),
+            ..Filter::default()
+        },
+    )
+    .await;
+    let mut out = Vec::new();
+    for id in failed {
+        let history = store.history(id).await.expect("history");
+        let last = history.last().expect("events");
+        assert_eq!(last.kind, "replay_failed");
+        out.push(last.detail.clone().unwrap_or_default());
+    }
+    out
+}
+
 #[tokio::test]
-async fn a_record_kafka_refuses_ends_replay_failed_with_the_error() {
+async fn a_record_too_large_for_its_topic_fails_at_once_and_the_others_publish() {
     for backend in Backend::ALL {
         let (url, _dir) = fresh_database(backend).await.expect("database");
         let store = Store::connect(&url).await.expect("connect");
         store.migrate().await.expect("migrate");
         let target = unique("too_large");
-        create_topic(&target, 1, &[]).await.expect("topic");
-        // Over the producer's 1 MB message.max.bytes: refused before it leaves the client.
-        let big = vec![0u8; 1_200_000];
-        store
-            .insert_batch(&[
-                dead_letter(1, None, Some(big), vec![]),
-                dead_letter(2, None, Some(b"small".to_vec()), vec![]),
-            ])
+        // The broker refuses record batches over 4 KB on this topic.
+        create_topic(&target, 1, &[("max.message.bytes", "4096")])
             .await
-            .expect("insert");
-        let job = store
-            .request_replay(
-                &ann(),
-                &ReplayRequest {
-                    selection: Selection::Filter(Filter::default()),
-                    target_topic: Some(target.clone()),
-                    rate_per_sec: None,
-                    reason: None,
-                },
-            )
-            .await
-            .expect("replay");
-        let relay = RunningRelay::start(
-            &store,
-            RelayConfig {
-                max_attempts: 3,
-                backoff_base_ms: 10,
-                backoff_max_ms: 50,
-                ..fast_relay()
-            },
-        );
+            .expect("topic");
+        let mut batch: Vec<NewDeadLetter> = (0..8)
+            .map(|i| dead_letter(i, Some(vec![i as u8]), Some(vec![b'x'; 300]), vec![]))
+            .collect();
+        // Refused by the broker (the topic's limit) ...
+        batch.push(dead_letter(100, None, Some(vec![1u8; 20_000]), vec![]));
+        // ... and by the producer itself (over its 1 MB message.max.bytes).
+        batch.push(dead_letter(101, None, Some(vec![2u8; 1_200_000]), vec![]));
+        store.insert_batch(&batch).await.expect("insert");
+        let job = replay_all(&store, Some(&target)).await;
+        // Ten attempts with backoff would take minutes; a permanent error takes none.
+        let relay = RunningRelay::start(&store, fast_relay());
         let done = wait_job(
             &store,
             &job.id,
@@ -645,33 +666,125 @@ async fn a_record_kafka_refuses_ends_replay_failed_with_the_error() {
         let snapshot = status.snapshot();
         assert_eq!(
             (done.published, done.failed),
+            (8, 2),
+            "{backend:?}: {done:?}"
+        );
+        assert_eq!(snapshot.retried_total, 0, "{backend:?}: no retry spent");
+        assert_eq!(snapshot.rejected_total, 2, "{backend:?}");
+        assert_eq!(snapshot.failed_total, 2, "{backend:?}");
+        let details = failure_details(&store).await;
+        assert_eq!(details.len(), 2);
+        for d in &details {
+            assert!(
+                d.contains("too large") && d.contains("not retried"),
+                "{backend:?}: {d}"
+            );
+        }
+        assert!(done.last_error.unwrap_or_default().contains("too large"));
+        assert_eq!(record_count(&target, 1), 8, "{backend:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_source_topic_fails_at_once() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.expect("database");
+        let store = Store::connect(&url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        let good = unique("valid_source");
+        create_topic(&good, 1, &[]).await.expect("topic");
+        // Kafka refuses this name (a space, `!`): no override, so the replay goes "to
+        // source" and only the relay finds out.
+        let bad = format!("{} not a topic!", unique("x"));
+        store
+            .insert_batch(&[
+                dead_letter(1, None, Some(b"bad".to_vec()), spring_headers(&bad)),
+                dead_letter(2, None, Some(b"good".to_vec()), spring_headers(&good)),
+            ])
+            .await
+            .expect("insert");
+        let job = replay_all(&store, None).await;
+        assert_eq!(job.total, 2, "{backend:?}: {job:?}");
+        let relay = RunningRelay::start(&store, fast_relay());
+        let done = wait_job(
+            &store,
+            &job.id,
+            Duration::from_secs(60),
+            JobStatus::Finished,
+        )
+        .await;
+        let status = relay.status.clone();
+        relay.stop().await;
+        assert_eq!(
+            (done.published, done.failed),
             (1, 1),
             "{backend:?}: {done:?}"
         );
-        assert_eq!(snapshot.failed_total, 1);
-        assert_eq!(
-            snapshot.retried_total, 2,
-            "attempts 1 and 2 retried, 3 gave up"
+        assert_eq!(status.snapshot().retried_total, 0, "{backend:?}");
+        let details = failure_details(&store).await;
+        assert!(
+            details[0].contains("not retried") && details[0].contains("topic"),
+            "{backend:?}: {details:?}"
         );
-        let failed = all_ids(
+        assert_eq!(record_count(&good, 1), 1);
+    }
+}
+
+#[tokio::test]
+async fn an_outage_that_does_not_end_is_bounded_per_job() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.expect("database");
+        let store = Store::connect(&url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        let batch: Vec<NewDeadLetter> = (0..5)
+            .map(|i| dead_letter(i, None, Some(vec![7; 10]), vec![]))
+            .collect();
+        store.insert_batch(&batch).await.expect("insert");
+        let job = replay_all(&store, Some("never_reached")).await;
+        // A broker that is gone for good: a port nobody listens on.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port()
+        };
+        let relay = RunningRelay::start(
             &store,
-            Filter {
-                status: Some(Status::ReplayFailed),
-                ..Filter::default()
+            RelayConfig {
+                brokers: format!("127.0.0.1:{closed}"),
+                delivery_timeout_ms: 1_000,
+                outage_max_ms: 2_000,
+                max_attempts: 2,
+                ..fast_relay()
             },
+        );
+        let waiting = wait_job(&store, &job.id, Duration::from_secs(60), JobStatus::Waiting).await;
+        assert_eq!(
+            waiting.failed, 0,
+            "{backend:?}: within the bound nothing fails"
+        );
+        let done = wait_job(
+            &store,
+            &job.id,
+            Duration::from_secs(120),
+            JobStatus::Finished,
         )
         .await;
-        assert_eq!(failed.len(), 1);
-        let history = store.history(failed[0]).await.expect("history");
-        let last = history.last().expect("events");
-        assert_eq!(last.kind, "replay_failed");
-        let detail = last.detail.as_deref().unwrap_or("");
-        assert!(
-            detail.contains("too large") && detail.contains("gave up after 3 attempts"),
-            "{detail}"
+        let status = relay.status.clone();
+        relay.stop().await;
+        assert_eq!(
+            (done.published, done.failed),
+            (0, 5),
+            "{backend:?}: {done:?}"
         );
-        assert!(done.last_error.is_some());
-        assert_eq!(record_count(&target, 1), 1);
+        let snapshot = status.snapshot();
+        assert!(snapshot.released_total > 0, "{backend:?}: waited first");
+        assert_eq!(snapshot.kafka_reachable, Some(false));
+        for d in failure_details(&store).await {
+            assert!(
+                d.contains("Kafka unreachable for more than 2 s")
+                    && d.contains("gave up after 2 attempts"),
+                "{backend:?}: {d}"
+            );
+        }
     }
 }
 
