@@ -705,6 +705,7 @@ mod tests {
                 released: vec![unsent.outbox_id],
                 release_at_ms: 0,
                 release_error: None,
+                outage: false,
                 last: true,
             })
             .await
