@@ -29,6 +29,13 @@ use crate::telemetry::Telemetry;
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// Longest wait between two attempts.
 const MAX_RETRY: Duration = Duration::from_secs(5);
+/// Connections of ingest's own pool (one writer, and the occasional lookup).
+const INGEST_POOL: u32 = 2;
+/// Connections of the relay's own pool (its claims and marks, and the rows it loads).
+const RELAY_POOL: u32 = 3;
+/// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
+const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
+
 /// How long shutdown waits for the store's connections to close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -152,6 +159,22 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         cause,
     })?;
 
+    // Ingest, the relay and the web each have a pool of their own: none can starve the
+    // others of connections (docs/replay.md, "Concurrency on SQLite").
+    let own_pool = |n: u32| {
+        let store = store.clone();
+        let url = redact_url(&config.database_url);
+        async move {
+            store
+                .with_own_pool(n)
+                .await
+                .map_err(|cause| ServeError::Database { url, cause })
+        }
+    };
+    let ingest_store = own_pool(INGEST_POOL).await?;
+    let relay_store = own_pool(RELAY_POOL).await?;
+    tokio::spawn(resume_bulk_actions(store.clone(), shutdown.child_token()));
+
     let status = Arc::new(IngestStatus::default());
     let health = IngestHealth {
         enabled: config.ingest_enabled,
@@ -191,7 +214,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         };
         Some(tokio::spawn(ingest::run(
             ingest_config,
-            store.clone(),
+            ingest_store.clone(),
             status,
             shutdown.child_token(),
         )))
@@ -205,7 +228,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let relay_task = {
         let run = replay::run(
             config.relay_config(),
-            store.clone(),
+            relay_store.clone(),
             relay_health.status.clone(),
             shutdown.child_token(),
         );
@@ -242,7 +265,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             failure = server_outcome(r).err();
             shutdown.cancel();
             return finish(
-                store,
+                vec![store, ingest_store, relay_store],
                 ingest_task,
                 relay_task,
                 None,
@@ -263,7 +286,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         }
     }
     finish(
-        store,
+        vec![store, ingest_store, relay_store],
         ingest_task,
         relay_task,
         Some(server_task),
@@ -271,6 +294,26 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         config.shutdown_timeout_ms,
     )
     .await
+}
+
+/// Finishes bulk actions whose process died mid-way (`docs/replay.md`, "Bulk actions"): at
+/// start-up and then every [`BULK_RESUME_EVERY`], any action that has not moved for
+/// [`redrive_core::store::STALE_AFTER_MS`].
+async fn resume_bulk_actions(store: Store, shutdown: CancellationToken) {
+    loop {
+        match store
+            .resume_bulk_actions(redrive_core::store::STALE_AFTER_MS)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(finished = n, "interrupted bulk actions finished"),
+            Err(e) => tracing::warn!(error = %e, "cannot resume interrupted bulk actions yet"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(BULK_RESUME_EVERY) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Waits for ingest to end; pending forever when it is not running (so `select!` ignores it).
@@ -306,7 +349,7 @@ fn server_outcome(
 /// The shutdown half: everything has been told to stop (the token is cancelled); wait for
 /// ingest to store and commit its batch and for open requests to finish, within the bound.
 async fn finish(
-    store: Store,
+    stores: Vec<Store>,
     ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
     relay_task: Option<JoinHandle<Result<(), RelayError>>>,
     server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
@@ -356,7 +399,12 @@ async fn finish(
     }
     // Closing waits for checked-out connections; bound it too, in case ingest was abandoned
     // above with a connection in hand.
-    if tokio::time::timeout(CLOSE_TIMEOUT, store.close())
+    let close_all = async {
+        for s in &stores {
+            s.close().await;
+        }
+    };
+    if tokio::time::timeout(CLOSE_TIMEOUT, close_all)
         .await
         .is_err()
     {

@@ -123,7 +123,7 @@ mod jobs;
 mod outbox;
 mod quarantine;
 
-pub use self::bulk::{BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
+pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
@@ -222,6 +222,45 @@ impl Store {
             })
         } else {
             Err(bad_url())
+        }
+    }
+
+    /// Another handle on the same database with a connection pool of its own, of at most
+    /// `max_connections`. `serve` gives ingest, the replay relay and the web their own pools,
+    /// so that none can take every connection from the others (slow pages cannot make
+    /// ingest wait for a connection, nor a burst of relay marks the pages). SQLite writers
+    /// still take turns for the one write lock, each transaction short. A one-connection
+    /// store (`sqlite::memory:`, a database of its own per connection) is shared as it is.
+    ///
+    /// Errors: `Unavailable` when the database cannot be reached.
+    pub async fn with_own_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
+        let n = max_connections.max(1);
+        match &self.pool {
+            Pool::Sqlite(p) if p.options().get_max_connections() <= 1 => Ok(self.clone()),
+            Pool::Sqlite(p) => {
+                let opts = (*p.connect_options()).clone();
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(n)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_with(opts)
+                    .await
+                    .map_err(connect_error)?;
+                Ok(Store {
+                    pool: Pool::Sqlite(pool),
+                })
+            }
+            Pool::Postgres(p) => {
+                let opts = (*p.connect_options()).clone();
+                let pool = PgPoolOptions::new()
+                    .max_connections(n)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .connect_with(opts)
+                    .await
+                    .map_err(connect_error)?;
+                Ok(Store {
+                    pool: Pool::Postgres(pool),
+                })
+            }
         }
     }
 

@@ -160,9 +160,15 @@ async fn identify(
     };
     let every = TOUCH_EVERY_MS.min(limits.idle_ms / 10).max(1);
     if now - s.last_seen_ms >= every {
-        if let Err(e) = auth.store.touch_session(&id_hash, now).await {
-            tracing::warn!(error = %e, "could not record session activity");
-        }
+        // Off the request path: a page never waits for this write (on SQLite, for the write
+        // lock behind a bulk action's chunk or a relay mark).
+        let store = auth.store.clone();
+        let id_hash = id_hash.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.touch_session(&id_hash, now).await {
+                tracing::warn!(error = %e, "could not record session activity");
+            }
+        });
     }
     Ok(Identity::Session(SessionHandle {
         id_hash,
@@ -196,9 +202,14 @@ async fn token_identity(
         .ok_or_else(invalid)?;
     let now = now_ms();
     if owner.last_used_ms.is_none_or(|t| now - t >= TOUCH_EVERY_MS) {
-        if let Err(e) = auth.store.touch_api_token(owner.token_id, now).await {
-            tracing::warn!(error = %e, "could not record API token use");
-        }
+        // Off the request path, as for sessions.
+        let store = auth.store.clone();
+        let token_id = owner.token_id;
+        tokio::spawn(async move {
+            if let Err(e) = store.touch_api_token(token_id, now).await {
+                tracing::warn!(error = %e, "could not record API token use");
+            }
+        });
     }
     Ok(Identity::Token(client.actor(
         &owner.user,

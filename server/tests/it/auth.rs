@@ -450,8 +450,13 @@ async fn api_tokens_from_the_cli() {
         .unwrap_or_else(|| panic!("{out}"));
     let id = line.split_whitespace().next().expect("id").to_string();
     assert!(!out.contains(&token));
-    let tokens = app.store.api_tokens(Some("ops")).await.expect("tokens");
-    assert!(tokens[0].last_used_ms.is_some());
+    // Recorded off the request path: shortly after.
+    redrive_testkit::wait_for("the token's last use", Duration::from_secs(10), || async {
+        let tokens = app.store.api_tokens(Some("ops")).await.ok()?;
+        tokens[0].last_used_ms
+    })
+    .await
+    .expect("last use recorded");
     assert_eq!(app.audit_of("token_create").await.len(), 1);
 
     // Revoked: 401 from then on.
