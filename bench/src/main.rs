@@ -3,6 +3,11 @@
 //! 1. Ingest rate of `BENCH_RECORDS` (default 200,000) 1-KiB records carrying Spring
 //!    `kafka_dlt-*` headers into SQLite and into PostgreSQL, beside the raw consume rate of the
 //!    same topic (an rdkafka consumer that only counts), as a ratio.
+//!    Beside it (issue 7): SQLite with `synchronous=NORMAL` (not power-loss safe) to show
+//!    what the default `synchronous=FULL` costs; and the same records with 1 in 1,000
+//!    hostile (10 KiB error class and message over their caps, 1,000 extra headers, NULs,
+//!    markup), once as the stores accept them (caps) and once with 1 in 1,000 refused by a
+//!    database trigger (so each is split out, tried in reduced form and quarantined).
 //! 2. Replay (issue #3): `BENCH_REPLAY` (default 100,000) dead letters replayed unthrottled
 //!    through the outbox and relay (idempotent producer, acks=all), in msgs/s, and a replay
 //!    throttled at 1,000 msgs/s of `BENCH_THROTTLED` (default 10,000), its measured rate.
@@ -56,7 +61,18 @@ async fn main() -> Result<()> {
     let raw = raw_consume_rate(&topic, records)?;
     let mut ingest_rates = Vec::new();
     for backend in Backend::ALL {
-        ingest_rates.push((backend, ingest_rate(&topic, records, backend).await?));
+        ingest_rates.push((backend, ingest_rate(&topic, records, backend, Variant::Default).await?));
+    }
+    let sqlite_normal = ingest_rate(&topic, records, Backend::Sqlite, Variant::SqliteNormal).await?;
+
+    let hostile_topic = kit::unique("bench_hostile.DLT");
+    kit::create_topic(&hostile_topic, 4, &[("max.message.bytes", "8388608")]).await?;
+    produce_spring_records_with(&hostile_topic, records, true).await?;
+    let mut hostile = Vec::new();
+    for backend in Backend::ALL {
+        let accepted = ingest_rate(&hostile_topic, records, backend, Variant::Default).await?;
+        let refused = ingest_rate(&hostile_topic, records, backend, Variant::RefuseHostile).await?;
+        hostile.push((backend, accepted, refused));
     }
 
     let mut latencies = Vec::new();
@@ -95,6 +111,29 @@ async fn main() -> Result<()> {
         r(Backend::Sqlite) / raw,
         r(Backend::Postgres),
         r(Backend::Postgres) / raw
+    );
+    println!(
+        "| ingest rate, SQLite synchronous=NORMAL instead of FULL (not power-loss safe) | {sqlite_normal:.0} msgs/s (FULL costs {:.0} %) | n/a |",
+        (1.0 - r(Backend::Sqlite) / sqlite_normal) * 100.0
+    );
+    let hr = |b: Backend| {
+        hostile
+            .iter()
+            .find(|(x, _, _)| *x == b)
+            .map(|(_, a, r)| (*a, *r))
+            .unwrap_or((0.0, 0.0))
+    };
+    let (sa, sr) = hr(Backend::Sqlite);
+    let (pa, pr) = hr(Backend::Postgres);
+    println!(
+        "| ingest rate, 1 in 1,000 hostile (over the caps, 1,000 headers, NULs, markup) | {sa:.0} msgs/s ({:.2}x clean) | {pa:.0} msgs/s ({:.2}x clean) |",
+        sa / r(Backend::Sqlite),
+        pa / r(Backend::Postgres)
+    );
+    println!(
+        "| ingest rate, 1 in 1,000 refused by the database (split, reduced, quarantined) | {sr:.0} msgs/s ({:.2}x clean) | {pr:.0} msgs/s ({:.2}x clean) |",
+        sr / r(Backend::Sqlite),
+        pr / r(Backend::Postgres)
     );
     let rp = |b: Backend| {
         replays
@@ -189,6 +228,25 @@ fn spring_headers(i: usize) -> Vec<(String, Option<Vec<u8>>)> {
 }
 
 async fn produce_spring_records(topic: &str, n: usize) -> Result<()> {
+    produce_spring_records_with(topic, n, false).await
+}
+
+/// Every 1,000th record (i % 1000 == 999) made hostile when `hostile`: key `hostile-{i}`,
+/// a 10 KiB error class and message (over their caps), 1,000 extra headers, NULs and markup.
+fn make_hostile(i: usize, r: &mut TestRecord) {
+    let noise: String = (0..10_240 / 16)
+        .map(|j| format!("{:016x}", (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j))
+        .collect();
+    r.key = Some(format!("hostile-{i}").into_bytes());
+    for (name, value) in r.headers.iter_mut() {
+        if name == "kafka_dlt-exception-fqcn" || name == "kafka_dlt-exception-message" {
+            *value = Some(format!("<script>alert(1)</script>\0{noise}").into_bytes());
+        }
+    }
+    r.headers.extend((0..1000).map(|j| (format!("x-h{j}"), Some(b"v\0<b>".to_vec()))));
+}
+
+async fn produce_spring_records_with(topic: &str, n: usize, hostile: bool) -> Result<()> {
     let producer = kit::producer(&[
         ("linger.ms", "20"),
         ("batch.size", "1000000"),
@@ -201,12 +259,18 @@ async fn produce_spring_records(topic: &str, n: usize) -> Result<()> {
     while i < n {
         let end = (i + chunk).min(n);
         let batch: Vec<TestRecord> = (i..end)
-            .map(|j| TestRecord {
-                key: Some(format!("order-{j}").into_bytes()),
-                value: Some(value.clone()),
-                headers: spring_headers(j),
-                partition: Some((j % 4) as i32),
-                timestamp_ms: None,
+            .map(|j| {
+                let mut r = TestRecord {
+                    key: Some(format!("order-{j}").into_bytes()),
+                    value: Some(value.clone()),
+                    headers: spring_headers(j),
+                    partition: Some((j % 4) as i32),
+                    timestamp_ms: None,
+                };
+                if hostile && j % 1000 == 999 {
+                    make_hostile(j, &mut r);
+                }
+                r
             })
             .collect();
         kit::produce_with(&producer, topic, &batch).await?;
@@ -240,8 +304,58 @@ fn raw_consume_rate(topic: &str, n: usize) -> Result<f64> {
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
-async fn ingest_rate(topic: &str, n: usize, backend: Backend) -> Result<f64> {
-    let (store, _dir) = kit::fresh_store(backend).await?;
+/// How [`ingest_rate`] sets up its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// As `redrive serve` does.
+    Default,
+    /// SQLite with `synchronous=NORMAL`.
+    SqliteNormal,
+    /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
+    /// splits each out, tries its reduced form (refused too) and quarantines it.
+    RefuseHostile,
+}
+
+const SQLITE_REFUSE: &str = "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters \
+     WHEN substr(NEW.key, 1, 8) = CAST('hostile-' AS BLOB) \
+     BEGIN SELECT RAISE(ABORT, 'refused by the bench trigger'); END";
+const POSTGRES_REFUSE: [&str; 2] = [
+    "CREATE FUNCTION bench_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+     IF substr(NEW.key, 1, 8) = 'hostile-'::bytea THEN \
+     RAISE EXCEPTION 'refused by the bench trigger' USING ERRCODE = 'check_violation'; \
+     END IF; RETURN NEW; END $$",
+    "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters FOR EACH ROW \
+     EXECUTE FUNCTION bench_refuse()",
+];
+
+async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) -> Result<f64> {
+    use sqlx::Connection as _;
+    let (url, _dir) = kit::fresh_database(backend).await?;
+    let durability = match variant {
+        Variant::SqliteNormal => redrive_core::store::SqliteDurability::Normal,
+        _ => redrive_core::store::SqliteDurability::Full,
+    };
+    let store = Store::connect_with(&url, durability).await?;
+    store.migrate().await?;
+    if variant == Variant::RefuseHostile {
+        match backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&url).await?;
+                sqlx::query(SQLITE_REFUSE).execute(&mut c).await?;
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&url).await?;
+                for q in POSTGRES_REFUSE {
+                    sqlx::query(q).execute(&mut c).await?;
+                }
+            }
+        }
+    }
+    let refused = if variant == Variant::RefuseHostile {
+        n / 1000
+    } else {
+        0
+    };
     let config = IngestConfig {
         brokers: kit::kafka_brokers(),
         topics: vec![topic.to_string()],
@@ -262,13 +376,21 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend) -> Result<f64> {
     kit::wait_for("ingest of every record", Duration::from_secs(900), || {
         let store = store.clone();
         let all = all.clone();
-        async move { (store.count(&all).await.ok()? as usize >= n).then_some(()) }
+        async move {
+            let stored = store.count(&all).await.ok()? as usize;
+            let quarantined = store.quarantine_count().await.ok()? as usize;
+            (stored + quarantined >= n).then_some(())
+        }
     })
     .await?;
     let rate = n as f64 / t.elapsed().as_secs_f64();
     shutdown.cancel();
     task.await??;
-    eprintln!("ingest into {backend:?}: {rate:.0} msgs/s");
+    let quarantined = store.quarantine_count().await? as usize;
+    if quarantined != refused {
+        bail!("{quarantined} records quarantined, expected {refused}");
+    }
+    eprintln!("ingest into {backend:?} ({variant:?}): {rate:.0} msgs/s");
     Ok(rate)
 }
 

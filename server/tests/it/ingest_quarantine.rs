@@ -393,3 +393,159 @@ async fn refused_records_are_split_out_reduced_or_quarantined_then_retried() {
         assert_eq!(d12.summary.convention, Convention::SpringDlt);
     }
 }
+
+/// What an on-call engineer sees of the quarantine: `/metrics`, the API, the page and the CLI,
+/// and a retry from the API and from the CLI; through the real binary on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quarantine_is_counted_listed_shown_and_retried() {
+    use crate::support::{Auth, Csrf, TestApp};
+    use base64::Engine as _;
+    use serde_json::{json, Value};
+
+    let markup = "<script>alert(1)</script>";
+    let kept = RawRecord {
+        dlq_topic: "orders.DLT".into(),
+        dlq_partition: 2,
+        dlq_offset: 77,
+        timestamp_ms: Some(1_796_104_800_000),
+        key: Some(markup.as_bytes().to_vec()),
+        value: Some(vec![0, 0xff, 1]),
+        headers: vec![Header {
+            name: "kafka_dlt-exception-fqcn".into(),
+            value: Some(b"com.example.Quarantined".to_vec()),
+        }],
+    };
+    let lost = RawRecord {
+        dlq_offset: 78,
+        ..kept.clone()
+    };
+    for backend in Backend::ALL {
+        let app = TestApp::start_on(backend, &[]).await;
+        let token = app.admin_token().await;
+        let now = 1_796_104_900_000;
+        let why = format!("full form: refused {markup}; reduced form: refused");
+        assert!(app.store.quarantine_record(&kept, &why, true, now).await.unwrap());
+        assert!(app.store.quarantine_record(&lost, &why, false, now).await.unwrap());
+        // A redelivery of the same coordinates does not add a row.
+        assert!(!app.store.quarantine_record(&kept, &why, true, now).await.unwrap());
+
+        let text = app.get("/metrics", Auth::None).await.text().await.unwrap();
+        for line in [
+            "redrive_quarantined_records 2",
+            "# TYPE redrive_ingest_records_quarantined counter",
+            "# TYPE redrive_ingest_records_reduced counter",
+        ] {
+            assert!(text.contains(line), "{backend:?}: /metrics lacks {line:?}:\n{text}");
+        }
+
+        let res = app
+            .get("/api/v1/quarantine?limit=1", Auth::Bearer(&token))
+            .await;
+        assert_eq!(res.status(), 200);
+        let page: Value = res.json().await.unwrap();
+        assert_eq!(page["total"], 2, "{page}");
+        assert_eq!(page["items"][0]["dlq_offset"], 78, "newest first: {page}");
+        assert_eq!(page["items"][0]["payload_kept"], false);
+        let before = page["next_before"].as_i64().expect("a next page");
+        let res = app
+            .get(&format!("/api/v1/quarantine?before={before}"), Auth::Bearer(&token))
+            .await;
+        let page: Value = res.json().await.unwrap();
+        assert_eq!(page["items"][0]["dlq_offset"], 77, "{page}");
+        assert!(page["next_before"].is_null());
+        let kept_id = page["items"][0]["id"].as_i64().unwrap();
+        let res = app
+            .get(&format!("/api/v1/quarantine/{kept_id}"), Auth::Bearer(&token))
+            .await;
+        let one: Value = res.json().await.unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        assert_eq!(one["record"]["key"], b64.encode(markup), "{one}");
+        assert_eq!(one["record"]["value"], b64.encode([0u8, 0xff, 1]));
+        assert_eq!(one["error"], why);
+        assert_eq!(
+            app.get("/api/v1/quarantine/999999", Auth::Bearer(&token))
+                .await
+                .status(),
+            404
+        );
+        assert_eq!(
+            app.get("/api/v1/quarantine?limit=0", Auth::Bearer(&token))
+                .await
+                .status(),
+            400
+        );
+        assert_eq!(app.get("/api/v1/quarantine", Auth::None).await.status(), 401);
+
+        // The page, as a browser without JavaScript gets it.
+        let res = app.get("/quarantine", Auth::Bearer(&token)).await;
+        assert_eq!(res.status(), 200);
+        let html = res.text().await.unwrap();
+        assert!(html.contains("orders.DLT/2@77"), "{html}");
+        assert!(html.contains("2 record(s) in quarantine"));
+        assert!(html.contains("not kept: read it from Kafka"));
+        assert!(!html.contains("<script>alert(1)"), "markup is inert");
+
+        // A viewer may look but not retry.
+        app.add_user("watcher", "viewer", "a long passphrase").await;
+        let viewer = app.create_token("watcher").await;
+        let res = app
+            .post_json(
+                "/api/v1/quarantine/retry",
+                Auth::Bearer(&viewer),
+                Csrf::Right,
+                &json!({"all": true}),
+            )
+            .await;
+        assert_eq!(res.status(), 403);
+        let res = app
+            .post_json(
+                "/api/v1/quarantine/retry",
+                Auth::Bearer(&token),
+                Csrf::Right,
+                &json!({"ids": [], "all": true}),
+            )
+            .await;
+        assert_eq!(res.status(), 422);
+
+        // The CLI lists them, then a retry stores the one whose record was kept.
+        let (code, out, err) = app.cli(&["quarantine", "list"], None).await;
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("orders.DLT/2@77") && out.contains("orders.DLT/2@78"), "{out}");
+        assert!(err.contains("2 record(s) in quarantine"), "{err}");
+        let (code, out, err) = app.cli(&["quarantine", "retry", "--all"], None).await;
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(
+            out.contains("tried 2: stored 1,") && out.contains("without a kept record 1"),
+            "{out}"
+        );
+        assert_eq!(app.store.quarantine_count().await.unwrap(), 1);
+        let stored = app
+            .store
+            .list(&redrive_core::ListQuery::default())
+            .await
+            .unwrap();
+        assert_eq!(stored.items.len(), 1);
+        assert_eq!(stored.items[0].dlq_offset, 77);
+        assert_eq!(
+            stored.items[0].error_class.as_deref(),
+            Some("com.example.Quarantined")
+        );
+        assert_eq!(app.audit_of("quarantine_retry").await.len(), 1);
+
+        // The API retry of what is left: nothing to store, said so.
+        let lost_id = app.store.list_quarantine(10, None).await.unwrap()[0].id;
+        let res = app
+            .post_json(
+                "/api/v1/quarantine/retry",
+                Auth::Bearer(&token),
+                Csrf::Right,
+                &json!({"ids": [lost_id]}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        let report: Value = res.json().await.unwrap();
+        assert_eq!(report["tried"], 1, "{report}");
+        assert_eq!(report["without_payload"], 1, "{report}");
+        assert_eq!(app.audit_of("quarantine_retry").await.len(), 2);
+    }
+}

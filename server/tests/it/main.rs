@@ -23,6 +23,7 @@ mod demo_pipeline;
 mod display_caps;
 mod ingest_conventions;
 mod ingest_edge_cases;
+mod ingest_hostile;
 mod ingest_quarantine;
 mod pages;
 mod replay;
