@@ -61,9 +61,13 @@ async fn main() -> Result<()> {
     let raw = raw_consume_rate(&topic, records)?;
     let mut ingest_rates = Vec::new();
     for backend in Backend::ALL {
-        ingest_rates.push((backend, ingest_rate(&topic, records, backend, Variant::Default).await?));
+        ingest_rates.push((
+            backend,
+            ingest_rate(&topic, records, backend, Variant::Default).await?,
+        ));
     }
-    let sqlite_normal = ingest_rate(&topic, records, Backend::Sqlite, Variant::SqliteNormal).await?;
+    let sqlite_normal =
+        ingest_rate(&topic, records, Backend::Sqlite, Variant::SqliteNormal).await?;
 
     let hostile_topic = kit::unique("bench_hostile.DLT");
     kit::create_topic(&hostile_topic, 4, &[("max.message.bytes", "8388608")]).await?;
@@ -235,7 +239,12 @@ async fn produce_spring_records(topic: &str, n: usize) -> Result<()> {
 /// a 10 KiB error class and message (over their caps), 1,000 extra headers, NULs and markup.
 fn make_hostile(i: usize, r: &mut TestRecord) {
     let noise: String = (0..10_240 / 16)
-        .map(|j| format!("{:016x}", (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j))
+        .map(|j| {
+            format!(
+                "{:016x}",
+                (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j
+            )
+        })
         .collect();
     r.key = Some(format!("hostile-{i}").into_bytes());
     for (name, value) in r.headers.iter_mut() {
@@ -243,7 +252,8 @@ fn make_hostile(i: usize, r: &mut TestRecord) {
             *value = Some(format!("<script>alert(1)</script>\0{noise}").into_bytes());
         }
     }
-    r.headers.extend((0..1000).map(|j| (format!("x-h{j}"), Some(b"v\0<b>".to_vec()))));
+    r.headers
+        .extend((0..1000).map(|j| (format!("x-h{j}"), Some(b"v\0<b>".to_vec()))));
 }
 
 async fn produce_spring_records_with(topic: &str, n: usize, hostile: bool) -> Result<()> {
