@@ -17,6 +17,7 @@ mod actions;
 mod api;
 mod auth;
 mod authz_matrix;
+mod concurrency;
 mod corpus;
 mod crash_safety;
 mod demo_pipeline;
