@@ -70,7 +70,7 @@ fn extract(c: Convention, r: &RawRecord) -> Normalized {
     match c {
         Convention::SpringDlt => spring::extract_dlt(h),
         Convention::SpringRetryable => spring::extract_retryable(h),
-        Convention::SpringCloudStream => cloud_stream::extract(h),
+        Convention::SpringCloudStream => cloud_stream::extract(r),
         Convention::KafkaConnect => connect::extract(r),
         Convention::Bakdata => bakdata::extract(r),
         Convention::KafkaStreams => streams::extract(r),

@@ -40,9 +40,11 @@ pub const FRAMEWORK_WRAPPERS: &[&str] = &[
     // message is the cause's `toString()`); a SerializationException without a cause (Kafka's
     // `LongDeserializer`) is the innermost and is reported.
     "org.apache.kafka.common.errors.SerializationException",
-    // Spring Messaging's handler wrappers (Spring Cloud Stream's function invoker); from the
-    // source, not captured yet.
+    // Spring Cloud Stream's binder (Spring Integration): MessagingException ("Retry policy ...
+    // exhausted") -> Spring Framework 7's RetryException -> MessageHandlingException ("error
+    // occurred in message handler") -> the function's exception.
     "org.springframework.messaging.MessagingException",
+    "org.springframework.core.retry.RetryException",
     "org.springframework.messaging.MessageHandlingException",
 ];
 
