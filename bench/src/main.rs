@@ -97,6 +97,13 @@ async fn main() -> Result<()> {
             latencies.push((backend, list_latencies(backend, rows, queries).await?));
         }
     }
+    // A bulk delete of every row on SQLite, in chunks (docs/replay.md, "Bulk actions").
+    let bulk_n = env_usize("BENCH_BULK", rows);
+    let bulk = if bulk_n > 0 {
+        Some(bulk_delete(bulk_n).await?)
+    } else {
+        None
+    };
 
     println!();
     println!("| measure | SQLite | PostgreSQL |");
@@ -173,6 +180,11 @@ async fn main() -> Result<()> {
             "| list page ({name}), {rows} rows | {} | {} |",
             cell(Backend::Sqlite),
             cell(Backend::Postgres)
+        );
+    }
+    if let Some((total_s, longest_ms, chunks)) = bulk {
+        println!(
+            "| bulk delete of {bulk_n} rows by filter, in {chunks} chunks: total / longest write-lock hold | {total_s:.1} s / {longest_ms:.1} ms | not measured |"
         );
     }
     Ok(())
@@ -580,4 +592,33 @@ async fn list_latencies(backend: Backend, rows: usize, queries: usize) -> Result
     }
     eprintln!("list latencies on {backend:?}: {out:?}");
     Ok(out)
+}
+
+/// A delete of `n` rows by filter on SQLite: (total s, longest chunk transaction ms, chunks).
+async fn bulk_delete(n: usize) -> Result<(f64, f64, i64)> {
+    use redrive_core::actions::{Actor, Role, Selection};
+    let (store, _dir) = kit::fresh_store(Backend::Sqlite).await?;
+    let now = 1_796_104_800_000i64;
+    fill(&store, n, now).await?;
+    let actor = Actor {
+        user: "bench".into(),
+        role: Role::Operator,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+    };
+    let t = Instant::now();
+    let deleted = store
+        .delete(&actor, &Selection::Filter(Filter::default()), Some("bench"))
+        .await?;
+    let total = t.elapsed().as_secs_f64();
+    if deleted != n as u64 {
+        bail!("the bulk delete changed {deleted} of {n} rows");
+    }
+    let chunks = store.bulk_actions(1).await?.first().map_or(1, |b| b.chunks);
+    let longest = redrive_core::store::longest_bulk_transaction().as_secs_f64() * 1000.0;
+    eprintln!(
+        "bulk delete of {n}: {total:.1} s, longest transaction {longest:.1} ms, {chunks} chunks"
+    );
+    Ok((total, longest, chunks))
 }
