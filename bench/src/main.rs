@@ -13,6 +13,10 @@
 //!    throttled at 1,000 msgs/s of `BENCH_THROTTLED` (default 10,000), its measured rate.
 //! 3. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
 //!    `BENCH_ROWS` (default 1,000,000) stored dead letters for four filters.
+//! 4. Detail-page render time and the server's peak RSS for pathological dead letters (8 MiB
+//!    value, 100k-deep JSON, 10k headers, a 1 MiB line, a 64 KiB header name), through the
+//!    release binary ([`detail_page`]); `BENCH_DETAIL=0` skips it, `BENCH_DETAIL=only` runs
+//!    only it.
 //!
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
 //! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
@@ -31,6 +35,8 @@ use redrive_core::Filter;
 use redrive_testkit::{self as kit, Backend, TestRecord};
 use tokio_util::sync::CancellationToken;
 
+mod detail_page;
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -44,6 +50,10 @@ const SOURCE_TOPICS: usize = 20;
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    let detail = std::env::var("BENCH_DETAIL").unwrap_or_default();
+    if detail == "only" {
+        return print_detail_figures().await;
+    }
     let records = env_usize("BENCH_RECORDS", 200_000);
     let rows = env_usize("BENCH_ROWS", 1_000_000);
     let queries = env_usize("BENCH_QUERIES", 200);
@@ -185,6 +195,27 @@ async fn main() -> Result<()> {
     if let Some((total_s, longest_ms, chunks)) = bulk {
         println!(
             "| bulk delete of {bulk_n} rows by filter, in {chunks} chunks: total / longest write-lock hold | {total_s:.1} s / {longest_ms:.1} ms | not measured |"
+        );
+    }
+    if detail != "0" {
+        print_detail_figures().await?;
+    }
+    Ok(())
+}
+
+async fn print_detail_figures() -> Result<()> {
+    let figures = detail_page::figures().await?;
+    println!();
+    println!("| detail page of (release binary, SQLite) | stored | page | time (median of 5 GETs) | server peak RSS |");
+    println!("|---|---|---|---|---|");
+    for f in figures {
+        println!(
+            "| {} | {} bytes | {} bytes | {:.1} ms | {:.1} MiB |",
+            f.shape,
+            f.stored_bytes,
+            f.page_bytes,
+            f.median_ms,
+            f.peak_rss_kib as f64 / 1024.0
         );
     }
     Ok(())
