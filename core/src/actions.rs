@@ -3,7 +3,7 @@
 //!
 //! Every action is ONE store transaction: the state change, its audit row, its history events
 //! and (for a replay) one outbox row per dead letter, each with a fresh idempotency key
-//! (DESIGN.md invariants 3–5). The replay relay publishes from the outbox afterwards.
+//! (`docs/invariants.md`, invariants 3–5). The replay relay publishes from the outbox afterwards.
 
 use serde::{Deserialize, Serialize};
 

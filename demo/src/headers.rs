@@ -1,6 +1,6 @@
 //! Header names the demo writes and reads, and small helpers over an ordered header list.
 //!
-//! Dead letters carry the seed convention (`shared/kafka-dlq-conventions.md`): `original_topic`,
+//! Dead letters carry the seed convention (`docs/conventions.md`): `original_topic`,
 //! `retry_count`, `error`, plus `message_id`, `original_partition`, `original_offset`,
 //! `consumer_group`, `error_class`, `traceback`, `failed_at` (RFC 3339); all UTF-8 text.
 //! The demo adds `retryable` (`true`/`false`), `dlq_reason` and, per failed attempt, one

@@ -277,7 +277,7 @@ pub(crate) fn has_prefix(headers: &[Header], prefix: &str) -> bool {
 pub(crate) mod tests {
     use super::*;
 
-    /// Hex fixture (from `shared/kafka-dlq-header-examples.json`) to bytes.
+    /// Hex fixture (the "Header value examples" of `docs/conventions.md`) to bytes.
     pub(crate) fn hex(s: &str) -> Vec<u8> {
         (0..s.len())
             .step_by(2)

@@ -1,6 +1,6 @@
 //! The record a replay publishes: the dead letter's key, value and application headers,
 //! byte-exact and in order, minus the recognised convention's diagnostics (unless asked to
-//! forward them), plus redrive's own headers (DESIGN.md, "Header conventions").
+//! forward them), plus redrive's own headers (`docs/invariants.md`, "Replayed records").
 
 use crate::conventions::diagnostic_header;
 use crate::model::{Convention, Header};

@@ -1,7 +1,7 @@
 //! The actions on dead letters: replay (into the outbox), delete, restore, cancel a job, and
 //! their dry runs. An action on explicit ids is ONE transaction: the state change, the
-//! history events, the audit row and (for a replay) the job and its outbox rows (DESIGN.md
-//! invariants 3–5, copied in `docs/replay.md`). An action over a filter runs in chunks of
+//! history events, the audit row and (for a replay) the job and its outbox rows (`docs/invariants.md`,
+//! invariants 3–5). An action over a filter runs in chunks of
 //! short transactions (`bulk.rs`: the audit row with the final count comes with the last
 //! chunk, a replay job stays `preparing` until then, an interrupted action is resumed).
 //!
