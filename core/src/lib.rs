@@ -19,6 +19,8 @@ pub mod quarantine;
 #[cfg(feature = "server")]
 pub mod ingest;
 #[cfg(feature = "server")]
+pub mod leader;
+#[cfg(feature = "server")]
 pub mod replay;
 #[cfg(feature = "server")]
 pub mod store;

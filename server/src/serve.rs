@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
+use redrive_core::leader::{LeaderConfig, Leadership};
 use redrive_core::replay::{self, RelayError};
 use redrive_core::store::{Store, StoreError};
 use tokio::net::TcpListener;
@@ -174,6 +175,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let ingest_store = own_pool(INGEST_POOL).await?;
     let relay_store = own_pool(RELAY_POOL).await?;
     tokio::spawn(resume_bulk_actions(store.clone(), shutdown.child_token()));
+    // The work that runs once per store, not per instance (alerts, retention) waits for this.
+    let leader = Leadership::start(&store, LeaderConfig::default(), shutdown.child_token());
 
     let status = Arc::new(IngestStatus::default());
     let health = IngestHealth {
@@ -185,7 +188,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let relay_health = RelayHealth::default();
     let telemetry = Arc::new(
         Telemetry::new(config.ingest_enabled.then(|| status.clone()))
-            .with_relay(relay_health.status.clone()),
+            .with_relay(relay_health.status.clone())
+            .with_leader(leader.clone()),
     );
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await

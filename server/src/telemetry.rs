@@ -16,6 +16,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use redrive_core::ingest::IngestStatus;
+use redrive_core::leader::Leadership;
 use redrive_core::replay::RelayStatus;
 use redrive_core::store::{Store, StoreError};
 use redrive_core::{Filter, Status};
@@ -47,6 +48,8 @@ struct Shared {
     ingest: Option<Arc<IngestStatus>>,
     /// The replay relay's counters, once [`Telemetry::with_relay`] named them.
     relay: std::sync::OnceLock<Arc<RelayStatus>>,
+    /// Whether this instance leads the leader-only work, once [`Telemetry::with_leader`] named it.
+    leader: std::sync::OnceLock<Leadership>,
     /// Store operations that failed outside ingest, by operation name (`list`, `get`, ...).
     store_errors: Mutex<BTreeMap<&'static str, u64>>,
     /// Latest DLQ size per status and when it was counted.
@@ -61,6 +64,7 @@ impl Telemetry {
         let shared = Arc::new(Shared {
             ingest,
             relay: std::sync::OnceLock::new(),
+            leader: std::sync::OnceLock::new(),
             store_errors: Mutex::new(BTreeMap::new()),
             sizes: Mutex::new(None),
             quarantined: Mutex::new(None),
@@ -78,6 +82,13 @@ impl Telemetry {
     /// read zero.
     pub fn with_relay(self, relay: Arc<RelayStatus>) -> Telemetry {
         let _ = self.shared.relay.set(relay);
+        self
+    }
+
+    /// Reports this instance's leadership at each scrape (`redrive_leader`); without it the
+    /// gauge is not exported.
+    pub fn with_leader(self, leader: Leadership) -> Telemetry {
+        let _ = self.shared.leader.set(leader);
         self
     }
 
@@ -327,6 +338,15 @@ impl Collector for Exposition {
         )?;
 
         self.encode_relay(&mut enc)?;
+        if let Some(leader) = self.0.leader.get() {
+            Self::gauge(
+                &mut enc,
+                "redrive_leader",
+                "1 when this instance runs the leader-only work (alerts, retention), else 0. \
+                 Always 1 on SQLite; on PostgreSQL exactly one instance should read 1.",
+                i64::from(leader.is_leader()),
+            )?;
+        }
 
         {
             let c = ConstCounter::new(0u64);

@@ -120,8 +120,11 @@ mod audit;
 mod bulk;
 mod insert;
 mod jobs;
+mod lock;
 mod outbox;
 mod quarantine;
+
+pub use self::lock::{lock_key, AdvisoryLock};
 
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};

@@ -26,6 +26,7 @@ mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
+mod leader;
 mod pages;
 mod replay;
 mod soak;

@@ -187,6 +187,19 @@ impl TestApp {
         (status.code(), self.log())
     }
 
+    /// SIGKILL: the process dies at once, without its shutdown (no lock released, no batch
+    /// finished), as in a crash; waits until it is gone.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("SIGKILL redrive");
+    }
+
+    /// A second `redrive serve` over this app's database, with its own `env` (for tests of
+    /// several instances sharing one PostgreSQL).
+    pub async fn another_instance(&self, env: &[(&str, &str)]) -> TestApp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        TestApp::serve(self.db_url.clone(), self.store.clone(), dir, env).await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
