@@ -56,6 +56,8 @@ pub enum ServeError {
         waited_s: u64,
         cause: StoreError,
     },
+    #[error("{0}")]
+    AlreadyServing(StoreError),
     #[error("cannot listen on {addr}: {cause} (is the port in use? set listen / REDRIVE_LISTEN)")]
     Bind { addr: String, cause: std::io::Error },
     #[error("ingest stopped: {0} (check kafka_brokers, dlq_topics and the [kafka] properties)")]
@@ -143,6 +145,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let Some(store) = open_store(&config, &shutdown).await? else {
         return Ok(());
     };
+    // Held until `serve` returns; the OS releases it however the process ends.
+    let _claim = store
+        .claim_single_server()
+        .map_err(ServeError::AlreadyServing)?;
     tracing::info!(
         backend = store.backend(),
         database = %redact_url(&config.database_url),

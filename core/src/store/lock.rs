@@ -103,3 +103,53 @@ pub fn lock_key(name: &str) -> i64 {
     first.copy_from_slice(&digest[..8]);
     i64::from_be_bytes(first)
 }
+
+/// One `redrive serve` per SQLite file: an exclusive OS lock (`flock`) on `PATH.serve-lock`
+/// beside the database, held for the life of the process and released by the OS when it
+/// ends, however it ends. A second instance on the same file would run a second ingest and
+/// relay outside any leader election, so it is refused instead.
+#[derive(Debug)]
+pub struct ServeClaim {
+    _file: std::fs::File,
+}
+
+impl Store {
+    /// Claims this SQLite store for one serving process; `Ok(None)` for PostgreSQL (several
+    /// instances elect a leader instead) and for in-memory SQLite.
+    ///
+    /// Errors: `Conflict` naming the lock file when another process holds it; `Database`
+    /// when the lock file cannot be created.
+    pub fn claim_single_server(&self) -> Result<Option<ServeClaim>, StoreError> {
+        let Pool::Sqlite(pool) = &self.pool else {
+            return Ok(None);
+        };
+        let db = pool.connect_options().get_filename().to_path_buf();
+        let name = db.to_string_lossy();
+        if name.is_empty() || name.contains(":memory:") || pool.options().get_max_connections() <= 1
+        {
+            return Ok(None);
+        }
+        let mut lock_name = db.clone().into_os_string();
+        lock_name.push(".serve-lock");
+        let path = std::path::PathBuf::from(lock_name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::Database(format!("cannot open {}: {e}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(ServeClaim { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Conflict(format!(
+                "another `redrive serve` is using {} (it holds {}); run one instance per \
+                 SQLite file, or use PostgreSQL for several instances",
+                db.display(),
+                path.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Database(format!(
+                "cannot lock {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+}

@@ -124,7 +124,7 @@ mod lock;
 mod outbox;
 mod quarantine;
 
-pub use self::lock::{lock_key, AdvisoryLock};
+pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};

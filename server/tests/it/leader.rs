@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redrive_testkit::Backend;
 
-use crate::support::{eventually, Auth, TestApp};
+use crate::support::{eventually, run_redrive, Auth, TestApp};
 
 const PUBLIC_METRICS: (&str, &str) = ("REDRIVE_METRICS_PUBLIC", "true");
 
@@ -33,6 +33,34 @@ async fn sqlite_instance_is_its_own_leader() {
     assert_eq!(is_leader(&app).await, Some(true), "{}", app.log());
     let res = app.get("/metrics", Auth::None).await;
     assert_eq!(res.status(), 200);
+}
+
+#[tokio::test]
+async fn sqlite_refuses_a_second_instance_on_the_same_file_until_the_first_is_gone() {
+    let mut first = TestApp::start_on(Backend::Sqlite, &[PUBLIC_METRICS]).await;
+    let env = [
+        ("REDRIVE_DATABASE_URL", first.db_url.as_str()),
+        ("REDRIVE_LISTEN", "127.0.0.1:0"),
+        ("REDRIVE_INGEST_ENABLED", "false"),
+    ];
+    let (code, out, err) = run_redrive(&["serve"], &env, None).await;
+    assert_ne!(
+        code,
+        Some(0),
+        "a second serve on one SQLite file must fail\n{out}\n{err}"
+    );
+    assert!(
+        err.contains("another `redrive serve` is using") && err.contains("PostgreSQL"),
+        "the refusal says why and what to do instead: {err}"
+    );
+    // The CLI's other commands still work beside the server.
+    let (code, _, err) = first.cli(&["user", "list"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+
+    // The OS releases the lock however the holder ends, SIGKILL included.
+    first.kill().await;
+    let second = first.another_instance(&[PUBLIC_METRICS]).await;
+    assert_eq!(is_leader(&second).await, Some(true), "{}", second.log());
 }
 
 #[tokio::test]
