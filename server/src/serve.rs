@@ -183,6 +183,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     tokio::spawn(resume_bulk_actions(store.clone(), shutdown.child_token()));
     // The work that runs once per store, not per instance (alerts, retention) waits for this.
     let leader = Leadership::start(&store, LeaderConfig::default(), shutdown.child_token());
+    tokio::spawn(compact_stats(store.clone(), shutdown.child_token()));
 
     let status = Arc::new(IngestStatus::default());
     let health = IngestHealth {
@@ -321,6 +322,29 @@ async fn resume_bulk_actions(store: Store, shutdown: CancellationToken) {
         }
         tokio::select! {
             _ = tokio::time::sleep(BULK_RESUME_EVERY) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How often `serve` drops arrival buckets beyond their kept windows.
+const STATS_COMPACT_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Drops arrival buckets older than they are kept (`docs/stats.md`, "Compaction"): at
+/// start-up and then every [`STATS_COMPACT_EVERY`]. Small deletes by an index on the bucket
+/// time; the counts themselves are never compacted.
+async fn compact_stats(store: Store, shutdown: CancellationToken) {
+    loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        match store.compact_stats(now).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(removed = n, "stats buckets compacted"),
+            Err(e) => tracing::warn!(error = %e, "cannot compact stats buckets yet"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(STATS_COMPACT_EVERY) => {}
             _ = shutdown.cancelled() => return,
         }
     }

@@ -30,5 +30,6 @@ mod leader;
 mod pages;
 mod replay;
 mod soak;
+mod stats;
 mod store;
 mod ui_actions;
