@@ -2,8 +2,16 @@
 //! Prometheus exposition served at `/metrics`.
 //!
 //! Ingest and the replay relay keep their own counters ([`IngestStatus`], [`RelayStatus`]);
-//! they are read on each scrape rather than mirrored, so there is one source of truth. The DLQ size per status is a `COUNT` per status,
-//! cached for [`SIZE_REFRESH`] so that frequent scrapes cannot load the database.
+//! they are read on each scrape rather than mirrored, so there is one source of truth. The
+//! store-derived series (sizes, ages, ingested totals, jobs, error groups) come from the
+//! maintained aggregates (`Store::stats`, `docs/stats.md`; never a scan of `dead_letters`),
+//! cached for [`SIZE_REFRESH`] so that frequent scrapes cannot load the database. Every
+//! metric is listed in `docs/metrics.md`.
+
+mod aggregates;
+
+use self::aggregates::StoreFigures;
+use self::aggregates::PAIR_CAP;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,7 +27,7 @@ use redrive_core::ingest::IngestStatus;
 use redrive_core::leader::Leadership;
 use redrive_core::replay::RelayStatus;
 use redrive_core::store::{Store, StoreError};
-use redrive_core::{Filter, Status};
+use redrive_core::Status;
 
 /// Content type of the Prometheus text exposition format 0.0.4.
 pub const METRICS_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -40,8 +48,8 @@ pub struct Telemetry {
     refreshing: tokio::sync::Mutex<()>,
 }
 
-/// DLQ size per status, and when it was counted.
-type Sizes = (Instant, Vec<(Status, i64)>);
+/// What the last refresh read from the store, and when.
+type Sizes = (Instant, StoreFigures);
 
 #[derive(Debug)]
 struct Shared {
@@ -52,7 +60,7 @@ struct Shared {
     leader: std::sync::OnceLock<Leadership>,
     /// Store operations that failed outside ingest, by operation name (`list`, `get`, ...).
     store_errors: Mutex<BTreeMap<&'static str, u64>>,
-    /// Latest DLQ size per status and when it was counted.
+    /// Latest store figures (aggregates) and when they were read.
     sizes: Mutex<Option<Sizes>>,
     /// Records in the quarantine table, counted with the sizes.
     quarantined: Mutex<Option<i64>>,
@@ -124,16 +132,15 @@ impl Telemetry {
             return; // another scrape refreshed while we waited
         }
         let count_all = async {
-            let mut sizes = Vec::with_capacity(Status::ALL.len());
-            for status in Status::ALL {
-                let filter = Filter {
-                    status: Some(status),
-                    ..Filter::default()
-                };
-                sizes.push((status, store.count(&filter).await?));
-            }
+            let stats = store.stats(now_ms()).await?;
+            let (arrivals, arrivals_truncated) = store.arrival_totals(PAIR_CAP * 4).await?;
             let quarantined = store.quarantine_count().await?;
-            Ok::<_, StoreError>((sizes, quarantined))
+            let figures = StoreFigures {
+                stats,
+                arrivals,
+                arrivals_truncated,
+            };
+            Ok::<_, StoreError>((figures, quarantined))
         };
         match tokio::time::timeout(SIZE_QUERY_TIMEOUT, count_all).await {
             Ok(Ok((sizes, quarantined))) => {
@@ -153,6 +160,12 @@ impl Telemetry {
     fn sizes_fresh(&self) -> bool {
         matches!(&*lock(&self.shared.sizes), Some((at, _)) if at.elapsed() < SIZE_REFRESH)
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A poisoned lock only means another thread panicked mid-update of a counter; the value is
@@ -370,16 +383,27 @@ impl Collector for Exposition {
             let g = ConstGauge::new(0i64);
             let mut m = enc.encode_descriptor(
                 "redrive_dead_letters",
-                "Dead letters in the store by status (counted at most every 10 s).",
+                "Dead letters in the store by status (from the aggregates, read at most every 10 s).",
                 None,
                 g.metric_type(),
             )?;
-            if let Some((_, sizes)) = &*lock(&self.0.sizes) {
-                for (status, n) in sizes {
-                    ConstGauge::new(*n).encode(m.encode_family(&[("status", status.as_str())])?)?;
+            if let Some((_, figures)) = &*lock(&self.0.sizes) {
+                let totals = figures.stats.totals();
+                for status in Status::ALL {
+                    ConstGauge::new(totals.counts.get(status))
+                        .encode(m.encode_family(&[("status", status.as_str())])?)?;
                 }
             }
         }
+        {
+            let figures = lock(&self.0.sizes).as_ref().map(|(_, f)| f.clone());
+            aggregates::encode(&mut enc, figures.as_ref(), now_ms())?;
+        }
+        aggregates::encode_lag(
+            &mut enc,
+            snap.as_ref()
+                .map_or(&[][..], |s| s.partition_lag.as_slice()),
+        )?;
 
         Ok(())
     }

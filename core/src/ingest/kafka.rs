@@ -32,6 +32,10 @@ pub(crate) const MAX_RECEIVE_BYTES: u32 = 1024 * 1024 * 1024;
 /// (5 minutes) would make a freshly created DLQ topic wait that long.
 pub(crate) const PATTERN_REFRESH_MS: u32 = 30_000;
 
+/// How often librdkafka reports its statistics (consumer lag per partition), ms
+/// (`statistics.interval.ms`; `kafka_properties` may change it, 0 turns the lag off).
+pub(crate) const STATISTICS_INTERVAL_MS: u32 = 5_000;
+
 /// The validated subscription: what goes to `subscribe`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Subscription {
@@ -85,6 +89,7 @@ pub(crate) fn client_config(config: &IngestConfig, sub: &Subscription) -> Client
         .set("fetch.max.bytes", MAX_FETCH_BYTES.to_string())
         .set("receive.message.max.bytes", MAX_RECEIVE_BYTES.to_string())
         .set("enable.partition.eof", "false")
+        .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string())
         .set_log_level(RDKafkaLogLevel::Info);
     if sub.has_patterns {
         cfg.set(
@@ -138,6 +143,29 @@ impl ClientContext for IngestContext {
             }
             RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {log_message}"),
         }
+    }
+
+    /// Consumer lag per assigned partition: high watermark minus committed offset.
+    fn stats(&self, statistics: rdkafka::statistics::Statistics) {
+        let mut lag = Vec::new();
+        for (topic, t) in &statistics.topics {
+            for (partition, p) in &t.partitions {
+                // -1 is librdkafka's internal "unassigned" partition.
+                if *partition < 0 || p.hi_offset < 0 {
+                    continue;
+                }
+                let committed = (p.committed_offset >= 0).then_some(p.committed_offset);
+                let from = committed.unwrap_or(p.lo_offset.max(0));
+                lag.push(super::PartitionLag {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    high_watermark: p.hi_offset,
+                    committed_offset: committed,
+                    lag: (p.hi_offset - from).max(0),
+                });
+            }
+        }
+        self.status.set_lag(lag);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

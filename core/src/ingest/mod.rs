@@ -51,7 +51,7 @@ use tracing::Instrument;
 use crate::store::Store;
 
 pub use retry::retry_quarantined;
-pub use status::{AssignedPartition, IngestSnapshot, IngestStatus};
+pub use status::{AssignedPartition, IngestSnapshot, IngestStatus, PartitionLag};
 
 use batch::Batch;
 use kafka::{IngestContext, Subscription};

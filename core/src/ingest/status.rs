@@ -28,6 +28,8 @@ pub struct IngestStatus {
     records_quarantined: AtomicU64,
     assigned: Mutex<BTreeSet<(String, i32)>>,
     last_error: Mutex<Option<String>>,
+    /// Consumer lag per assigned partition, from librdkafka's latest statistics.
+    lag: Mutex<Vec<PartitionLag>>,
 }
 
 /// A point-in-time copy of [`IngestStatus`], for `/readyz` (JSON) and the metrics.
@@ -68,6 +70,23 @@ pub struct IngestSnapshot {
     pub records_quarantined: u64,
     /// The most recent error, cleared by the next successful store write.
     pub last_error: Option<String>,
+    /// Consumer lag per assigned DLQ partition, from librdkafka's statistics (every
+    /// `statistics.interval.ms`, 5 s by default); empty until the first report.
+    pub partition_lag: Vec<PartitionLag>,
+}
+
+/// How far ingest is behind on one DLQ partition (librdkafka statistics, `docs/metrics.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// The partition's high watermark (offset of the next record to be written).
+    pub high_watermark: i64,
+    /// The group's committed offset (next record to read); `None` before the first commit.
+    pub committed_offset: Option<i64>,
+    /// `high_watermark - committed_offset` (records); before the first commit,
+    /// `high_watermark - low watermark` (everything still to read). Never negative.
+    pub lag: i64,
 }
 
 /// One assigned DLQ partition.
@@ -109,6 +128,10 @@ impl IngestStatus {
             records_reduced: self.records_reduced.load(Ordering::Relaxed),
             records_quarantined: self.records_quarantined.load(Ordering::Relaxed),
             last_error: self.last_error(),
+            partition_lag: match self.lag.lock() {
+                Ok(l) => l.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            },
         }
     }
 
@@ -211,6 +234,18 @@ impl IngestStatus {
     pub(crate) fn record_commit_failure(&self, message: String) {
         self.commit_failures.fetch_add(1, Ordering::Relaxed);
         self.record_error(message);
+    }
+
+    /// Replaces the lag figures with librdkafka's latest report, keeping only partitions
+    /// assigned now.
+    pub(crate) fn set_lag(&self, mut lag: Vec<PartitionLag>) {
+        let assigned: BTreeSet<(String, i32)> = self.assigned_partitions().into_iter().collect();
+        lag.retain(|l| assigned.contains(&(l.topic.clone(), l.partition)));
+        lag.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        match self.lag.lock() {
+            Ok(mut l) => *l = lag,
+            Err(poisoned) => *poisoned.into_inner() = lag,
+        }
     }
 
     pub(crate) fn add_assigned(&self, partitions: impl IntoIterator<Item = (String, i32)>) {

@@ -130,9 +130,9 @@ pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::stats::{
-    ArrivalBucket, ArrivalScope, GroupStats, JobCounts, MatchCount, PerStatus, Resolution,
-    StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS, HOUR_MS,
-    MINUTES_KEPT_MS, MINUTE_MS, STATS_ROW_CAP,
+    ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
+    Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
+    HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, STATS_ROW_CAP,
 };
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.

@@ -456,19 +456,16 @@ impl Store {
     }
 
     /// Drops arrival buckets older than they are kept, relative to `now_ms` (epoch ms):
-    /// minutes beyond [`MINUTES_KEPT_MS`], hours beyond [`HOURS_KEPT_MS`], error-group hours
-    /// beyond [`GROUP_HOURS_KEPT_MS`]; and count rows that reached zero. Counts and
-    /// first/last seen are never dropped. `serve` runs it every few minutes; returns the rows
-    /// removed. Errors: `Unavailable`, `Database`.
+    /// minutes beyond [`MINUTES_KEPT_MS`], error-group hours beyond [`GROUP_HOURS_KEPT_MS`],
+    /// and count rows at zero. Hour buckets beyond [`HOURS_KEPT_MS`] are folded into the
+    /// pair's bucket `hour_ms = 0` (in one transaction), so [`Store::arrival_totals`] stays
+    /// a total ever. Counts and first/last seen are never dropped. `serve` runs it every few
+    /// minutes; returns the rows removed. Errors: `Unavailable`, `Database`.
     pub async fn compact_stats(&self, now_ms: i64) -> Result<u64, StoreError> {
-        let steps: [(&str, i64); 3] = [
+        let steps: [(&str, i64); 2] = [
             (
                 "DELETE FROM dl_stats_minutes WHERE minute_ms < ",
                 now_ms - MINUTES_KEPT_MS,
-            ),
-            (
-                "DELETE FROM dl_stats_hours WHERE hour_ms < ",
-                now_ms - HOURS_KEPT_MS,
             ),
             (
                 "DELETE FROM dl_stats_fingerprint_hours WHERE hour_ms < ",
@@ -484,8 +481,34 @@ impl Store {
             })
             .map_err(store_error)?;
         }
-        // A zero row may be re-incremented by a concurrent writer between our read and the
-        // delete; `n = 0 AND bytes = 0` in the DELETE itself makes that safe.
+        let cut = now_ms - HOURS_KEPT_MS;
+        removed += on_pool!(self, |pool, DB| {
+            async {
+                let mut tx = pool.begin().await?;
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "INSERT INTO dl_stats_hours AS h (dlq_topic, source_topic, hour_ms, n) \
+                     SELECT dlq_topic, source_topic, 0, SUM(n) FROM dl_stats_hours \
+                     WHERE hour_ms <> 0 AND hour_ms < ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(cut)));
+                qb.push(
+                    " GROUP BY dlq_topic, source_topic ORDER BY dlq_topic, source_topic \
+                     ON CONFLICT (dlq_topic, source_topic, hour_ms) DO UPDATE SET n = h.n + excluded.n",
+                );
+                qb.build().execute(&mut *tx).await?;
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "DELETE FROM dl_stats_hours WHERE hour_ms <> 0 AND hour_ms < ",
+                );
+                DB::bind(&mut qb, Val::I64(Some(cut)));
+                let n = qb.build().execute(&mut *tx).await?.rows_affected();
+                tx.commit().await?;
+                Ok::<u64, sqlx::Error>(n)
+            }
+            .await
+        })
+        .map_err(store_error)?;
+        // `n = 0 AND bytes = 0` in the DELETE itself: a row a concurrent writer has just
+        // incremented is not removed.
         removed += on_pool!(self, |pool, _DB| {
             sqlx::query("DELETE FROM dl_stats_counts WHERE n = 0 AND bytes = 0")
                 .execute(pool)
@@ -494,6 +517,38 @@ impl Store {
         })
         .map_err(store_error)?;
         Ok(removed)
+    }
+
+    /// Dead letters ever stored per (DLQ topic, source topic) since the aggregates exist
+    /// (migration 0006; rows stored before it count from their last 35 days): the sum of the
+    /// hour buckets, compaction folding old ones into bucket 0. Never decreases, purges
+    /// included — the `redrive_dead_letters_ingested_by_topic_total` counter. Largest first,
+    /// at most `limit` pairs plus `truncated`. Errors: `Unavailable`, `Database`.
+    pub async fn arrival_totals(
+        &self,
+        limit: u32,
+    ) -> Result<(Vec<ArrivalTotal>, bool), StoreError> {
+        let rows: Vec<PairCountRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT dlq_topic, source_topic, CAST(SUM(n) AS BIGINT) AS n FROM dl_stats_hours \
+                 GROUP BY dlq_topic, source_topic ORDER BY 3 DESC, 1, 2 LIMIT ",
+            );
+            DB::bind(&mut qb, Val::I64(Some(i64::from(limit) + 1)));
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        let truncated = rows.len() > limit as usize;
+        Ok((
+            rows.into_iter()
+                .take(limit as usize)
+                .map(|r| ArrivalTotal {
+                    dlq_topic: r.dlq_topic,
+                    source_topic: source(r.source_topic),
+                    total: r.n,
+                })
+                .collect(),
+            truncated,
+        ))
     }
 }
 

@@ -296,3 +296,12 @@ pub enum MatchCount {
     /// More than this many: the bounded count stopped at the cap.
     MoreThan(i64),
 }
+
+/// Dead letters ever stored through one (DLQ topic, source topic) ([`super::Store::arrival_totals`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ArrivalTotal {
+    pub dlq_topic: String,
+    /// `None` = the dead letters name no source topic.
+    pub source_topic: Option<String>,
+    pub total: i64,
+}
