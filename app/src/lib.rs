@@ -8,6 +8,7 @@
 //! nothing is inserted as HTML.
 
 pub mod actions_api;
+pub mod alerts_api;
 pub mod api;
 pub mod auth_context;
 pub mod components;
@@ -25,7 +26,7 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage, JobsPage,
+    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage, JobsPage,
     NotFound, QuarantinePage, SignInPage,
 };
 
@@ -67,6 +68,7 @@ pub fn App() -> impl IntoView {
                     <a href="/jobs">"Jobs"</a>
                     <a href="/audit">"Audit"</a>
                     <a href="/quarantine">"Quarantine"</a>
+                    <a href="/alerts">"Alerts"</a>
                     <SignOutForm />
                 </nav>
             </header>
@@ -80,6 +82,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
+                    <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />
                 </Routes>
             </main>

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
+use redrive_core::alerts::AlertsConfig;
 use redrive_core::replay::{self, RelayConfig};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -226,6 +227,14 @@ pub struct Config {
     /// throttling and the audit log.
     #[serde(default, deserialize_with = "de::topics")]
     pub trusted_proxies: Vec<String>,
+
+    /// Built-in alerts: the `[alerts]` table of `redrive.toml` with its `[[alerts.rules]]` and
+    /// `[alerts.notifiers.NAME]` (file only: there is no `REDRIVE_ALERTS` variable). Default:
+    /// no rule. Every key, the rule kinds and the notification formats are in `docs/alerts.md`;
+    /// a rule that cannot work stops start-up with a message naming it. Notifier secrets and
+    /// routing keys are redacted by `redrive config`.
+    #[serde(default)]
+    pub alerts: AlertsConfig,
 }
 
 fn default_database_url() -> String {
@@ -337,6 +346,7 @@ impl Default for Config {
             relay_max_parallel_jobs: replay::default_max_parallel_jobs(),
             relay_forward_diagnostic_headers: false,
             trusted_proxies: Vec::new(),
+            alerts: AlertsConfig::default(),
         }
     }
 }
@@ -504,6 +514,9 @@ impl Config {
                 "`trusted_proxies`: `{p}` is not an IP address (ranges are not supported)"
             )));
         }
+        self.alerts
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
         Ok(())
     }
 
@@ -520,6 +533,7 @@ impl Config {
                 *value = REDACTED.to_string();
             }
         }
+        shown.alerts = shown.alerts.redacted(REDACTED);
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
@@ -1027,7 +1041,8 @@ security.protocol = "SASL_SSL"
     #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
-            if name == "kafka" {
+            // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
+            if name == "kafka" || name == "alerts" {
                 continue;
             }
             assert!(

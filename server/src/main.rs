@@ -5,11 +5,13 @@
 //! (records the store refused: list, retry), `demo` (the seed
 //! design's agent pipeline producing real dead letters; see the `redrive-demo` crate).
 
+mod alerts_metrics;
 mod api;
 mod api_actions;
 mod api_quarantine;
 mod auth;
 mod config;
+mod notify;
 mod quarantine_cli;
 mod raw;
 mod router;

@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use redrive_core::alerts::evaluate::{self, EvaluatorInputs, IsLeader};
+use redrive_core::alerts::status::AlertStatus;
+use redrive_core::alerts::AlertsConfig;
 use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
 use redrive_core::leader::{LeaderConfig, Leadership};
 use redrive_core::replay::{self, RelayError};
@@ -34,6 +37,8 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 const INGEST_POOL: u32 = 2;
 /// Connections of the relay's own pool (its claims and marks, and the rows it loads).
 const RELAY_POOL: u32 = 3;
+/// Connections of the alert evaluator's and dispatcher's own pool.
+const ALERTS_POOL: u32 = 2;
 /// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
 const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
 
@@ -180,6 +185,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     };
     let ingest_store = own_pool(INGEST_POOL).await?;
     let relay_store = own_pool(RELAY_POOL).await?;
+    let alerts_store = own_pool(ALERTS_POOL).await?;
     tokio::spawn(resume_bulk_actions(store.clone(), shutdown.child_token()));
     // The work that runs once per store, not per instance (alerts, retention) waits for this.
     let leader = Leadership::start(&store, LeaderConfig::default(), shutdown.child_token());
@@ -193,10 +199,26 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         failure: Arc::new(Mutex::new(None)),
     };
     let relay_health = RelayHealth::default();
+    let alerts_config = Arc::new(config.alerts.clone());
+    let alert_status = Arc::new(
+        AlertStatus::default()
+            .with_rules(config.alerts.rules.iter().map(|r| r.name.as_str()))
+            .with_notifiers(config.alerts.notifiers.keys().map(String::as_str)),
+    );
     let telemetry = Arc::new(
         Telemetry::new(config.ingest_enabled.then(|| status.clone()))
             .with_relay(relay_health.status.clone())
-            .with_leader(leader.clone()),
+            .with_leader(leader.clone())
+            .with_alerts(alert_status.clone()),
+    );
+    start_alerts(
+        &config,
+        alerts_config,
+        alerts_store.clone(),
+        config.ingest_enabled.then(|| status.clone()),
+        alert_status,
+        leader.clone(),
+        &shutdown,
     );
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
@@ -276,7 +298,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             failure = server_outcome(r).err();
             shutdown.cancel();
             return finish(
-                vec![store, ingest_store, relay_store],
+                vec![store, ingest_store, relay_store, alerts_store],
                 ingest_task,
                 relay_task,
                 None,
@@ -297,7 +319,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         }
     }
     finish(
-        vec![store, ingest_store, relay_store],
+        vec![store, ingest_store, relay_store, alerts_store],
         ingest_task,
         relay_task,
         Some(server_task),
@@ -305,6 +327,48 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         config.shutdown_timeout_ms,
     )
     .await
+}
+
+/// Starts the alert evaluator and the notification dispatcher (`docs/alerts.md`). Both run
+/// on the leader only (`leader`: always on SQLite; one instance per PostgreSQL store).
+#[allow(clippy::too_many_arguments)]
+fn start_alerts(
+    config: &Config,
+    alerts: Arc<AlertsConfig>,
+    store: Store,
+    ingest: Option<Arc<IngestStatus>>,
+    status: Arc<AlertStatus>,
+    leader: Leadership,
+    shutdown: &CancellationToken,
+) {
+    let is_leader: IsLeader = Arc::new(move || leader.is_leader());
+    if !alerts.rules.is_empty() {
+        tracing::info!(
+            rules = alerts.rules.len(),
+            notifiers = alerts.notifiers.len(),
+            interval_ms = alerts.interval_ms,
+            "alert rules loaded"
+        );
+    }
+    tokio::spawn(evaluate::run(
+        alerts.clone(),
+        store.clone(),
+        EvaluatorInputs {
+            ingest,
+            group_id: config.group_id.clone(),
+        },
+        status.clone(),
+        is_leader.clone(),
+        shutdown.child_token(),
+    ));
+    tokio::spawn(crate::notify::dispatch::run(
+        alerts,
+        store,
+        status,
+        is_leader,
+        Arc::new(tokio::sync::Notify::new()),
+        shutdown.child_token(),
+    ));
 }
 
 /// Finishes bulk actions whose process died mid-way (`docs/replay.md`, "Bulk actions"): at
@@ -489,5 +553,9 @@ async fn next_signal() -> &'static str {
 /// The UI's router (the Leptos pages, their server functions and the static site), serving
 /// assets from `site_root`.
 fn site_router(store: &Store, config: &Config, addr: SocketAddr) -> Router {
-    site::site_router(store.clone(), site::leptos_options(&config.site_root, addr))
+    site::site_router_with_alerts(
+        store.clone(),
+        site::leptos_options(&config.site_root, addr),
+        Arc::new(config.alerts.redacted("REDACTED")),
+    )
 }

@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
@@ -16,6 +16,7 @@ use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{file_and_error_handler_with_context, generate_route_list, LeptosRoutes};
 use redrive_app::{shell, App};
+use redrive_core::alerts::AlertsConfig;
 use redrive_core::store::Store;
 use tower_http::services::ServeDir;
 
@@ -38,8 +39,20 @@ pub fn leptos_options(site_root: &str, site_addr: SocketAddr) -> LeptosOptions {
 }
 
 /// The complete UI router, state applied: pages, server functions, static files, 404.
-/// The pages' server functions find `store` in their context.
+/// The pages' server functions find `store` in their context. No alert rule.
+/// (The binary uses [`site_router_with_alerts`]; the integration tests use this.)
+#[allow(dead_code)]
 pub fn site_router(store: Store, options: LeptosOptions) -> Router {
+    site_router_with_alerts(store, options, Arc::new(AlertsConfig::default()))
+}
+
+/// [`site_router`] whose `/alerts` page shows `alerts` (pass a redacted copy: the page needs
+/// no secret).
+pub fn site_router_with_alerts(
+    store: Store,
+    options: LeptosOptions,
+    alerts: Arc<AlertsConfig>,
+) -> Router {
     if !Path::new(&*options.site_root)
         .join(PKG_DIR)
         .join(format!("{OUTPUT_NAME}.js"))
@@ -52,7 +65,10 @@ pub fn site_router(store: Store, options: LeptosOptions) -> Router {
         );
     }
     let routes = route_list();
-    let context = move || provide_context(store.clone());
+    let context = move || {
+        provide_context(store.clone());
+        provide_context(alerts.clone());
+    };
     let pkg_dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let pkg = Router::new()
         .nest_service(

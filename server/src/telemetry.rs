@@ -23,6 +23,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+use redrive_core::alerts::status::AlertStatus;
 use redrive_core::ingest::IngestStatus;
 use redrive_core::leader::Leadership;
 use redrive_core::replay::RelayStatus;
@@ -64,6 +65,8 @@ struct Shared {
     sizes: Mutex<Option<Sizes>>,
     /// Records in the quarantine table, counted with the sizes.
     quarantined: Mutex<Option<i64>>,
+    /// The alert evaluator's and dispatcher's counters (`crate::alerts_metrics`).
+    alerts: std::sync::OnceLock<Arc<AlertStatus>>,
 }
 
 impl Telemetry {
@@ -76,6 +79,7 @@ impl Telemetry {
             store_errors: Mutex::new(BTreeMap::new()),
             sizes: Mutex::new(None),
             quarantined: Mutex::new(None),
+            alerts: std::sync::OnceLock::new(),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -97,6 +101,12 @@ impl Telemetry {
     /// gauge is not exported.
     pub fn with_leader(self, leader: Leadership) -> Telemetry {
         let _ = self.shared.leader.set(leader);
+        self
+    }
+
+    /// Reads the alert counters at each scrape (`redrive_alert*`, see `crate::alerts_metrics`).
+    pub fn with_alerts(self, alerts: Arc<AlertStatus>) -> Telemetry {
+        let _ = self.shared.alerts.set(alerts);
         self
     }
 
@@ -360,6 +370,7 @@ impl Collector for Exposition {
                 i64::from(leader.is_leader()),
             )?;
         }
+        crate::alerts_metrics::encode(&mut enc, self.0.alerts.get().map(|a| a.snapshot()))?;
 
         {
             let c = ConstCounter::new(0u64);

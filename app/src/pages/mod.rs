@@ -1,5 +1,6 @@
 //! One module per route.
 
+mod alerts;
 mod audit;
 mod confirm;
 mod dead_letter;
@@ -11,6 +12,7 @@ mod not_found;
 mod quarantine;
 mod sign_in;
 
+pub use alerts::AlertsPage;
 pub use audit::AuditPage;
 pub use confirm::ConfirmPage;
 pub use dead_letter::DeadLetterPage;

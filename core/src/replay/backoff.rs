@@ -5,7 +5,7 @@
 /// Delay before the next attempt after `attempt` failures (1 = the first failed), ms:
 /// uniform in `[0, min(cap_ms, base_ms · 2^(attempt-1))]`. `unit` is a random number in
 /// `[0, 1)`.
-pub(crate) fn full_jitter_ms(attempt: u32, base_ms: u64, cap_ms: u64, unit: f64) -> u64 {
+pub fn full_jitter_ms(attempt: u32, base_ms: u64, cap_ms: u64, unit: f64) -> u64 {
     let exp = attempt.saturating_sub(1).min(62);
     let ceiling = base_ms.saturating_mul(1u64 << exp).min(cap_ms);
     (ceiling as f64 * unit.clamp(0.0, 1.0)) as u64
@@ -13,7 +13,7 @@ pub(crate) fn full_jitter_ms(attempt: u32, base_ms: u64, cap_ms: u64, unit: f64)
 
 /// A random number in `[0, 1)` from the OS generator (via a v4 UUID's random bytes: 48
 /// bits are plenty for jitter, and this needs no generator of our own).
-pub(crate) fn random_unit() -> f64 {
+pub fn random_unit() -> f64 {
     let b = uuid::Uuid::new_v4().into_bytes();
     let bits = b[..6]
         .iter()

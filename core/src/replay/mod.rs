@@ -44,7 +44,7 @@
 //! the process calls `std::process::abort()` right after the N-th successful delivery report
 //! and before marking it. It exists for the crash-safety test; never set it in production.
 
-mod backoff;
+pub mod backoff;
 mod config;
 mod kafka;
 mod record;

@@ -116,6 +116,8 @@ macro_rules! on_pool {
 
 // The actions on dead letters (issue 3). Declared after `on_pool!` so they can use it.
 mod actions;
+mod alert_inputs;
+mod alerts;
 mod audit;
 mod bulk;
 mod insert;
@@ -127,6 +129,8 @@ mod stats;
 
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
+pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
+pub use self::alerts::{AlertCycle, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::stats::{

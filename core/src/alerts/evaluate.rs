@@ -1,0 +1,414 @@
+//! The alert evaluator: every `alerts.interval_ms`, on the leader only, read each rule's input
+//! (see `store::alert_inputs` for what each costs), step every rule × scope through
+//! [`super::state::step`], and write the outcome in one store transaction
+//! ([`Store::apply_alert_cycle`]). Notifications are rows in that transaction; the server's
+//! dispatcher sends them, so a slow or dead receiver never holds up an evaluation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::model::{AlertState, EventKind, ScopeState};
+use super::payload::{self, AlertPayload, SCHEMA_V1};
+use super::rules::{AlertsConfig, GroupBy, RuleConfig, RuleKind};
+use super::state::{step, Reading, Transition};
+use super::status::AlertStatus;
+use crate::actions::NewAuditEntry;
+use crate::ingest::IngestStatus;
+use crate::store::{AlertCycle, AlertFilter, GroupCount, NewAlertEvent, Store, StoreError, ALERTS_ACTOR};
+
+/// Watermark: the largest dead-letter id the arrival and new-group rules have seen.
+pub const DEAD_LETTER_WATERMARK: &str = "dead_letters.id";
+/// Watermark: the latest `finished_at_ms` of replay jobs the `replay_failed` rules have seen.
+pub const JOBS_WATERMARK: &str = "replay_jobs.finished_at_ms";
+
+/// What the evaluator reads besides the store.
+#[derive(Clone)]
+pub struct EvaluatorInputs {
+    /// Ingest's live status; `None` when ingest is disabled (then `ingest_stalled` is inert).
+    pub ingest: Option<Arc<IngestStatus>>,
+    /// The consumer group ingest uses (`group_id`): the scope of `ingest_stalled`.
+    pub group_id: String,
+}
+
+/// Whether this instance may evaluate (the leadership); called before every evaluation.
+pub type IsLeader = Arc<dyn Fn() -> bool + Send + Sync>;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs until `shutdown`: evaluates every `interval_ms` while `is_leader()`, and refreshes the
+/// state counts of the metrics on every instance. Store errors are logged and retried at the
+/// next tick.
+pub async fn run(
+    config: Arc<AlertsConfig>,
+    store: Store,
+    inputs: EvaluatorInputs,
+    status: Arc<AlertStatus>,
+    is_leader: IsLeader,
+    shutdown: CancellationToken,
+) {
+    let every = Duration::from_millis(config.interval_ms);
+    loop {
+        let leader = is_leader();
+        status.set_leader(leader);
+        if leader && !config.rules.is_empty() {
+            let now = now_ms();
+            match evaluate_once(&config, &store, &inputs, now).await {
+                Ok(n) => {
+                    status.evaluated(now);
+                    if n > 0 {
+                        tracing::info!(events = n, "alert events recorded");
+                    }
+                }
+                Err(e) => {
+                    status.evaluation_failed();
+                    tracing::warn!(error = %e, "alert evaluation failed; retrying at the next interval");
+                }
+            }
+        }
+        match store.alert_state_counts().await {
+            Ok(c) => status.set_states(c),
+            Err(e) => tracing::debug!(error = %e, "reading alert state counts failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+fn filter_of(rule: &RuleConfig) -> AlertFilter {
+    AlertFilter {
+        dlq_topic: rule.dlq_topic.clone(),
+        source_topic: rule.source_topic.clone(),
+        fingerprint: rule.fingerprint.clone(),
+        consumer_group: rule.consumer_group.clone(),
+    }
+}
+
+fn scope_of(label: &str, value: Option<&str>) -> String {
+    format!("{label}={}", value.unwrap_or(""))
+}
+
+/// One evaluation of every rule at `now_ms`. Returns how many events it recorded.
+///
+/// Errors: the store's (nothing is written then; the next evaluation reads the same input).
+pub async fn evaluate_once(
+    config: &AlertsConfig,
+    store: &Store,
+    inputs: &EvaluatorInputs,
+    now_ms: i64,
+) -> Result<usize, StoreError> {
+    let mut prev: BTreeMap<(String, String), ScopeState> = BTreeMap::new();
+    for s in store.alert_states().await? {
+        prev.insert((s.rule.clone(), s.scope.clone()), s);
+    }
+    let max_id = store.alert_max_dead_letter_id().await?;
+    // First run: start from now, so a fresh evaluator does not fire for history.
+    let after_id = store
+        .alert_watermark(DEAD_LETTER_WATERMARK)
+        .await?
+        .unwrap_or(max_id)
+        .min(max_id);
+    let jobs_after = store
+        .alert_watermark(JOBS_WATERMARK)
+        .await?
+        .unwrap_or(now_ms);
+
+    let mut live_cache: BTreeMap<(GroupBy, AlertFilter), Vec<GroupCount>> = BTreeMap::new();
+    let mut cycle = AlertCycle {
+        now_ms,
+        watermarks: vec![
+            (DEAD_LETTER_WATERMARK.to_string(), max_id),
+            (JOBS_WATERMARK.to_string(), now_ms.max(jobs_after)),
+        ],
+        prune_before_ms: Some(now_ms.saturating_sub(i64::try_from(config.history_ms).unwrap_or(i64::MAX))),
+        ..AlertCycle::default()
+    };
+
+    for rule in &config.rules {
+        let filter = filter_of(rule);
+        let label = rule.group_by.column();
+        let mut readings: BTreeMap<String, Reading> = BTreeMap::new();
+        let level = |holds: bool, value: i64| Reading {
+            holds,
+            value,
+            last_event_ms: None,
+        };
+        match rule.kind {
+            RuleKind::DlqSize | RuleKind::OldestAge => {
+                let key = (rule.group_by, filter.clone());
+                if !live_cache.contains_key(&key) {
+                    let rows = store.alert_live_by(rule.group_by, &filter).await?;
+                    live_cache.insert(key.clone(), rows);
+                }
+                for g in live_cache.get(&key).map(Vec::as_slice).unwrap_or_default() {
+                    let scope = scope_of(label, g.value.as_deref());
+                    let r = if rule.kind == RuleKind::DlqSize {
+                        let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
+                        level(g.count > t, g.count)
+                    } else {
+                        let age = g.at_ms.map_or(0, |t| now_ms.saturating_sub(t));
+                        let max = i64::try_from(rule.max_age_ms.unwrap_or(0)).unwrap_or(i64::MAX);
+                        level(age > max, age)
+                    };
+                    readings.insert(scope, r);
+                }
+            }
+            RuleKind::DeadLetterRate => {
+                let window = i64::try_from(rule.window()).unwrap_or(i64::MAX);
+                let rate = rule.rate_per_min.map_or(0.0, |r| r.0);
+                let rows = store
+                    .alert_dead_lettered_since(rule.group_by, &filter, now_ms.saturating_sub(window))
+                    .await?;
+                for g in rows {
+                    let per_min = g.count as f64 * 60_000.0 / window as f64;
+                    readings.insert(scope_of(label, g.value.as_deref()), level(per_min > rate, g.count));
+                }
+            }
+            RuleKind::NewArrival => {
+                if max_id > after_id {
+                    for g in store.alert_arrivals(rule.group_by, &filter, after_id, max_id).await? {
+                        readings.insert(
+                            scope_of(label, g.value.as_deref()),
+                            Reading {
+                                holds: true,
+                                value: g.count,
+                                last_event_ms: g.at_ms.or(Some(now_ms)),
+                            },
+                        );
+                    }
+                }
+            }
+            RuleKind::NewErrorGroup => {
+                if max_id > after_id {
+                    for g in store.alert_new_fingerprints(&filter, after_id, max_id).await? {
+                        readings.insert(
+                            scope_of("fingerprint", g.value.as_deref()),
+                            Reading {
+                                holds: true,
+                                value: g.count,
+                                last_event_ms: g.at_ms.or(Some(now_ms)),
+                            },
+                        );
+                    }
+                }
+            }
+            RuleKind::ReplayFailed => {
+                for g in store.alert_failed_jobs(jobs_after, now_ms).await? {
+                    readings.insert(
+                        scope_of("job", g.value.as_deref()),
+                        Reading {
+                            holds: true,
+                            value: g.count,
+                            last_event_ms: g.at_ms.or(Some(now_ms)),
+                        },
+                    );
+                }
+            }
+            RuleKind::Quarantined => {
+                let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
+                for g in store.alert_quarantine_by_topic(rule.dlq_topic.as_deref()).await? {
+                    readings.insert(scope_of("dlq_topic", g.value.as_deref()), level(g.count > t, g.count));
+                }
+            }
+            RuleKind::IngestStalled => {
+                if let Some(ingest) = &inputs.ingest {
+                    let ready = ingest.is_ready();
+                    readings.insert(
+                        scope_of("consumer_group", Some(&inputs.group_id)),
+                        level(!ready, i64::from(!ready)),
+                    );
+                }
+            }
+        }
+
+        // Every scope read now, and every scope the rule had before (absent now = clear).
+        let scopes: BTreeSet<String> = readings
+            .keys()
+            .cloned()
+            .chain(
+                prev.range((rule.name.clone(), String::new())..)
+                    .take_while(|((r, _), _)| r == &rule.name)
+                    .map(|((_, s), _)| s.clone()),
+            )
+            .collect();
+        for scope in scopes {
+            let before = prev.get(&(rule.name.clone(), scope.clone()));
+            let mut reading = readings.get(&scope).copied().unwrap_or(Reading {
+                holds: false,
+                value: 0,
+                last_event_ms: None,
+            });
+            if rule.kind.is_event() {
+                // Holds while the latest event is within the window.
+                let window = i64::try_from(rule.window()).unwrap_or(i64::MAX);
+                let last = reading
+                    .last_event_ms
+                    .max(before.and_then(|b| b.last_event_ms));
+                reading.holds = last.is_some_and(|t| now_ms.saturating_sub(t) < window);
+                if readings.get(&scope).is_none() {
+                    reading.value = before.map_or(0, |b| b.value);
+                }
+            }
+            let (next, transition) =
+                step(&rule.name, &scope, before, reading, now_ms, rule.for_ms, rule.cooldown_ms);
+            if let Some(t) = transition {
+                cycle
+                    .events
+                    .push(event_for(config, rule, &scope, t, reading.value, now_ms, before));
+            }
+            if let Some(n) = next {
+                cycle.states.push(n);
+            }
+        }
+    }
+    let n = cycle.events.len();
+    store.apply_alert_cycle(&cycle).await?;
+    Ok(n)
+}
+
+/// What the value means, for humans.
+fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
+    match rule.kind {
+        RuleKind::DlqSize => format!(
+            "{value} live dead letter(s) in {scope} (threshold {})",
+            rule.threshold_or_zero()
+        ),
+        RuleKind::DeadLetterRate => {
+            let per_min = value as f64 * 60_000.0 / rule.window() as f64;
+            format!(
+                "{per_min:.2} dead letters/min in {scope} over the last {} s (threshold {}/min)",
+                rule.window() / 1000,
+                rule.rate_per_min.map_or(0.0, |r| r.0)
+            )
+        }
+        RuleKind::NewArrival => format!("{value} new dead letter(s) in {scope}"),
+        RuleKind::OldestAge => format!(
+            "the oldest live dead letter in {scope} is {} s old (threshold {} s)",
+            value / 1000,
+            rule.max_age_ms.unwrap_or(0) / 1000
+        ),
+        RuleKind::NewErrorGroup => format!("a new error group appeared: {scope} ({value} dead letter(s))"),
+        RuleKind::IngestStalled => format!("ingest is not running with Kafka and the store reachable ({scope})"),
+        RuleKind::ReplayFailed => format!("replay {scope} finished with {value} failed record(s)"),
+        RuleKind::Quarantined => format!(
+            "{value} record(s) in quarantine for {scope} (threshold {})",
+            rule.threshold_or_zero()
+        ),
+    }
+}
+
+fn event_for(
+    config: &AlertsConfig,
+    rule: &RuleConfig,
+    scope: &str,
+    t: Transition,
+    value: i64,
+    now_ms: i64,
+    before: Option<&ScopeState>,
+) -> NewAlertEvent {
+    let (kind, summary, fired_at) = match t {
+        Transition::Fired => (
+            EventKind::Fired,
+            format!("{}: {}", rule.name, describe(rule, scope, value)),
+            Some(now_ms),
+        ),
+        Transition::Resolved => (
+            EventKind::Resolved,
+            format!("{}: resolved for {scope}", rule.name),
+            before.and_then(|b| b.fired_at_ms),
+        ),
+    };
+    let (unit, threshold) = payload::unit_and_threshold(rule);
+    let doc = AlertPayload {
+        schema: SCHEMA_V1.to_string(),
+        event_id: 0,
+        event: kind,
+        at_ms: now_ms,
+        at: payload::rfc3339(now_ms),
+        rule: rule.name.clone(),
+        kind: rule.kind.as_str().to_string(),
+        severity: rule.severity,
+        scope: scope.to_string(),
+        scope_labels: payload::scope_labels(scope),
+        value,
+        threshold,
+        unit: unit.to_string(),
+        summary: summary.clone(),
+        dedup_key: payload::dedup_key(&rule.name, scope),
+        fired_at_ms: fired_at,
+        links: payload::links(&config.public_url, scope),
+    };
+    NewAlertEvent {
+        rule: rule.name.clone(),
+        scope: scope.to_string(),
+        kind,
+        value,
+        summary,
+        payload: doc,
+        notifiers: rule
+            .notifiers(&config.notifiers)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        audit: NewAuditEntry {
+            actor: ALERTS_ACTOR.to_string(),
+            action: kind.audit_action().to_string(),
+            outcome: "ok".to_string(),
+            ..NewAuditEntry::default()
+        },
+    }
+}
+
+/// The test notification an operator asks for: an event of kind `test` for `notifier` by
+/// `actor` (its audit row names the operator).
+pub fn test_event(
+    config: &AlertsConfig,
+    notifier: &str,
+    audit: NewAuditEntry,
+    now_ms: i64,
+) -> NewAlertEvent {
+    let scope = format!("notifier={notifier}");
+    let summary = format!("redrive test notification to {notifier}: delivery works");
+    NewAlertEvent {
+        rule: "test".to_string(),
+        scope: scope.clone(),
+        kind: EventKind::Test,
+        value: 0,
+        summary: summary.clone(),
+        payload: AlertPayload {
+            schema: SCHEMA_V1.to_string(),
+            event_id: 0,
+            event: EventKind::Test,
+            at_ms: now_ms,
+            at: payload::rfc3339(now_ms),
+            rule: "test".to_string(),
+            kind: "test".to_string(),
+            severity: super::rules::Severity::Info,
+            scope: scope.clone(),
+            scope_labels: payload::scope_labels(&scope),
+            value: 0,
+            threshold: None,
+            unit: "bool".to_string(),
+            summary,
+            dedup_key: payload::dedup_key("test", &format!("{scope}@{now_ms}")),
+            fired_at_ms: Some(now_ms),
+            links: payload::links(&config.public_url, ""),
+        },
+        notifiers: vec![notifier.to_string()],
+        audit,
+    }
+}
+
+/// Whether any state row is firing (used by tests and `/readyz`-style summaries).
+pub fn any_firing(states: &[ScopeState]) -> bool {
+    states.iter().any(|s| s.state == AlertState::Firing)
+}

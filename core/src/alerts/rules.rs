@@ -1,0 +1,627 @@
+//! Alert rules and notifiers as written in `redrive.toml` (`[alerts]`, `[[alerts.rules]]`,
+//! `[alerts.notifiers.NAME]`), and their validation. The user documentation of every key is
+//! `docs/alerts.md`; the rules are checked once at start-up ([`AlertsConfig::validate`]) and a
+//! bad one stops `serve` with a message naming it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// PagerDuty's Events API v2 endpoint (developer.pagerduty.com, "Events API v2 Overview").
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+
+/// Longest rule or notifier name (bytes): names go into URLs, metric labels and dedup keys.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// Most rules one configuration may hold (the `redrive_alerts{rule,state}` series stay bounded).
+pub const MAX_RULES: usize = 200;
+
+/// The `[alerts]` section. Default: no rule, no notifier (nothing is evaluated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// How often the leader evaluates every rule, ms (at least 100). Default 15000.
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+    /// Base URL of this redrive as on-call engineers reach it (`https://redrive.example`),
+    /// for the links in notifications. Default empty: notifications carry no links.
+    #[serde(default)]
+    pub public_url: String,
+    /// How long one notification request may take, ms (at least 100). Default 10000.
+    #[serde(default = "default_notify_timeout_ms")]
+    pub notify_timeout_ms: u64,
+    /// Attempts per notification before it is given up as failed (at least 1). Default 6.
+    #[serde(default = "default_notify_max_attempts")]
+    pub notify_max_attempts: u32,
+    /// First retry delay ceiling, ms; doubles per attempt, full jitter. Default 1000.
+    #[serde(default = "default_notify_backoff_base_ms")]
+    pub notify_backoff_base_ms: u64,
+    /// Largest retry delay ceiling, ms (at least `notify_backoff_base_ms`). Default 60000.
+    #[serde(default = "default_notify_backoff_max_ms")]
+    pub notify_backoff_max_ms: u64,
+    /// Alert events (and their deliveries) older than this are removed, ms. Default 30 days.
+    #[serde(default = "default_history_ms")]
+    pub history_ms: u64,
+    /// Notifiers by name (`[alerts.notifiers.oncall]`).
+    #[serde(default)]
+    pub notifiers: BTreeMap<String, NotifierConfig>,
+    /// The rules (`[[alerts.rules]]`), evaluated in this order.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        AlertsConfig {
+            interval_ms: default_interval_ms(),
+            public_url: String::new(),
+            notify_timeout_ms: default_notify_timeout_ms(),
+            notify_max_attempts: default_notify_max_attempts(),
+            notify_backoff_base_ms: default_notify_backoff_base_ms(),
+            notify_backoff_max_ms: default_notify_backoff_max_ms(),
+            history_ms: default_history_ms(),
+            notifiers: BTreeMap::new(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+fn default_interval_ms() -> u64 {
+    15_000
+}
+fn default_notify_timeout_ms() -> u64 {
+    10_000
+}
+fn default_notify_max_attempts() -> u32 {
+    6
+}
+fn default_notify_backoff_base_ms() -> u64 {
+    1_000
+}
+fn default_notify_backoff_max_ms() -> u64 {
+    60_000
+}
+fn default_history_ms() -> u64 {
+    30 * 24 * 60 * 60 * 1000
+}
+fn default_cooldown_ms() -> u64 {
+    5 * 60 * 1000
+}
+
+/// Where notifications go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifierKind {
+    /// A generic HTTPS endpoint: the JSON event of `docs/alerts.md` ("Webhook schema"), signed
+    /// with HMAC-SHA256.
+    Webhook,
+    /// A Slack incoming webhook (`text` + `blocks`).
+    Slack,
+    /// PagerDuty Events API v2 (trigger / resolve with a stable `dedup_key`).
+    Pagerduty,
+}
+
+impl NotifierKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifierKind::Webhook => "webhook",
+            NotifierKind::Slack => "slack",
+            NotifierKind::Pagerduty => "pagerduty",
+        }
+    }
+}
+
+/// One `[alerts.notifiers.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifierConfig {
+    pub kind: NotifierKind,
+    /// Webhook and Slack: the URL to POST to. PagerDuty: unused (see `events_url`).
+    #[serde(default)]
+    pub url: String,
+    /// Webhook: the HMAC-SHA256 key of the `X-Redrive-Signature-256` header. Required for a
+    /// webhook (an unsigned body cannot be trusted by the receiver). Redacted by `redrive config`.
+    #[serde(default)]
+    pub secret: String,
+    /// PagerDuty: the integration's routing key (32 characters). Redacted by `redrive config`.
+    #[serde(default)]
+    pub routing_key: String,
+    /// PagerDuty: the events endpoint. Default [`PAGERDUTY_EVENTS_URL`].
+    #[serde(default = "default_events_url")]
+    pub events_url: String,
+}
+
+fn default_events_url() -> String {
+    PAGERDUTY_EVENTS_URL.to_string()
+}
+
+/// What a rule watches. See `docs/alerts.md` ("Rule kinds") for each one's condition, scope and
+/// parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    /// Live dead letters (status new, replay_pending, replay_failed) over `threshold`.
+    DlqSize,
+    /// More than `rate_per_min` dead letters per minute on average over `window_ms`.
+    DeadLetterRate,
+    /// Any dead letter arrived; resolves after `window_ms` without one.
+    NewArrival,
+    /// The oldest live dead letter is older than `max_age_ms`.
+    OldestAge,
+    /// An error group (fingerprint) never seen before appeared; resolves after `window_ms`.
+    NewErrorGroup,
+    /// Ingest is not running with Kafka reachable and the store writable.
+    IngestStalled,
+    /// A replay job finished with failed records; resolves after `window_ms`.
+    ReplayFailed,
+    /// Records in quarantine over `threshold` (default 0).
+    Quarantined,
+}
+
+impl RuleKind {
+    pub const ALL: [RuleKind; 8] = [
+        RuleKind::DlqSize,
+        RuleKind::DeadLetterRate,
+        RuleKind::NewArrival,
+        RuleKind::OldestAge,
+        RuleKind::NewErrorGroup,
+        RuleKind::IngestStalled,
+        RuleKind::ReplayFailed,
+        RuleKind::Quarantined,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleKind::DlqSize => "dlq_size",
+            RuleKind::DeadLetterRate => "dead_letter_rate",
+            RuleKind::NewArrival => "new_arrival",
+            RuleKind::OldestAge => "oldest_age",
+            RuleKind::NewErrorGroup => "new_error_group",
+            RuleKind::IngestStalled => "ingest_stalled",
+            RuleKind::ReplayFailed => "replay_failed",
+            RuleKind::Quarantined => "quarantined",
+        }
+    }
+
+    /// True for the kinds that fire on an event (an arrival, a new group, a failed job) and
+    /// resolve `window_ms` after the last one, rather than on a level.
+    pub fn is_event(self) -> bool {
+        matches!(
+            self,
+            RuleKind::NewArrival | RuleKind::NewErrorGroup | RuleKind::ReplayFailed
+        )
+    }
+
+    /// True for the kinds whose scope is a column of the dead letters (`group_by`).
+    pub fn groups_dead_letters(self) -> bool {
+        matches!(
+            self,
+            RuleKind::DlqSize | RuleKind::DeadLetterRate | RuleKind::NewArrival | RuleKind::OldestAge
+        )
+    }
+}
+
+/// The dead-letter column a rule's scopes are taken from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    #[default]
+    DlqTopic,
+    SourceTopic,
+    Fingerprint,
+    ConsumerGroup,
+}
+
+impl GroupBy {
+    /// The column's name, which is also the scope's label (`dlq_topic=orders.DLT`).
+    pub fn column(self) -> &'static str {
+        match self {
+            GroupBy::DlqTopic => "dlq_topic",
+            GroupBy::SourceTopic => "source_topic",
+            GroupBy::Fingerprint => "fingerprint",
+            GroupBy::ConsumerGroup => "consumer_group",
+        }
+    }
+}
+
+/// How loud a rule is: PagerDuty's `payload.severity` values, also sent to the other notifiers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Critical,
+    Error,
+    #[default]
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// A rate in dead letters per minute. A float that compares by its bits, so `Config` stays `Eq`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PerMinute(pub f64);
+
+impl PartialEq for PerMinute {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for PerMinute {}
+
+/// One `[[alerts.rules]]` table. Which parameters a kind needs is in `docs/alerts.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Unique name: letters, digits, `.`, `_`, `-`; at most [`MAX_NAME_BYTES`].
+    pub name: String,
+    pub kind: RuleKind,
+    /// `dlq_size`: live dead letters (records); `quarantined`: records (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<u64>,
+    /// `dead_letter_rate`: dead letters per minute (average over `window_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_min: Option<PerMinute>,
+    /// `oldest_age`: ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ms: Option<u64>,
+    /// `dead_letter_rate`: the averaging window W, ms (default 300000). Event kinds: how long
+    /// after the last event the alert resolves, ms (default 900000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<u64>,
+    /// How long the condition must hold before the alert fires, ms. Default 0.
+    #[serde(default)]
+    pub for_ms: u64,
+    /// After a resolve, the same rule × scope does not fire again for this long, ms.
+    /// Default 300000 (5 min).
+    #[serde(default = "default_cooldown_ms")]
+    pub cooldown_ms: u64,
+    /// Dead-letter kinds: the column whose values are the scopes. Default `dlq_topic`.
+    #[serde(default)]
+    pub group_by: GroupBy,
+    /// Only dead letters (or quarantined records) of this DLQ topic. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq_topic: Option<String>,
+    /// Only dead letters from this source topic. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_topic: Option<String>,
+    /// Only dead letters of this error group. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Only dead letters of this consumer group. Default: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_group: Option<String>,
+    /// Notifier names; empty = every configured notifier.
+    #[serde(default)]
+    pub notify: Vec<String>,
+    #[serde(default)]
+    pub severity: Severity,
+}
+
+/// A rule that cannot work; the message names the rule (or notifier) and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NAME_BYTES
+        && n
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl RuleConfig {
+    /// `window_ms` with the kind's default applied.
+    pub fn window(&self) -> u64 {
+        self.window_ms.unwrap_or(match self.kind {
+            RuleKind::DeadLetterRate => 5 * 60 * 1000,
+            _ => 15 * 60 * 1000,
+        })
+    }
+
+    /// `threshold` with the kind's default (0) applied.
+    pub fn threshold_or_zero(&self) -> u64 {
+        self.threshold.unwrap_or(0)
+    }
+
+    /// The notifiers this rule sends to (every one of `all` when `notify` is empty).
+    pub fn notifiers<'a>(&'a self, all: &'a BTreeMap<String, NotifierConfig>) -> Vec<&'a str> {
+        if self.notify.is_empty() {
+            all.keys().map(String::as_str).collect()
+        } else {
+            self.notify.iter().map(String::as_str).collect()
+        }
+    }
+
+    fn check(&self, notifiers: &BTreeMap<String, NotifierConfig>) -> Result<(), String> {
+        let kind = self.kind.as_str();
+        let need = |what: &str| Err(format!("kind `{kind}` needs `{what}`"));
+        let unused = |what: &str| Err(format!("`{what}` does not apply to kind `{kind}`"));
+        match self.kind {
+            RuleKind::DlqSize if self.threshold.is_none() => return need("threshold"),
+            RuleKind::DeadLetterRate => match self.rate_per_min {
+                None => return need("rate_per_min"),
+                Some(PerMinute(r)) if !(r.is_finite() && r >= 0.0) => {
+                    return Err("`rate_per_min` must be a number of at least 0".into())
+                }
+                _ => {}
+            },
+            RuleKind::OldestAge if self.max_age_ms.is_none() => return need("max_age_ms"),
+            _ => {}
+        }
+        if self.threshold.is_some()
+            && !matches!(self.kind, RuleKind::DlqSize | RuleKind::Quarantined)
+        {
+            return unused("threshold");
+        }
+        if self.rate_per_min.is_some() && self.kind != RuleKind::DeadLetterRate {
+            return unused("rate_per_min");
+        }
+        if self.max_age_ms.is_some() && self.kind != RuleKind::OldestAge {
+            return unused("max_age_ms");
+        }
+        if self.window_ms.is_some() && !(self.kind.is_event() || self.kind == RuleKind::DeadLetterRate)
+        {
+            return unused("window_ms");
+        }
+        if self.window_ms == Some(0) {
+            return Err("`window_ms` must be at least 1".into());
+        }
+        if self.group_by != GroupBy::DlqTopic && !self.kind.groups_dead_letters() {
+            return unused("group_by");
+        }
+        let filters = [
+            ("dlq_topic", &self.dlq_topic),
+            ("source_topic", &self.source_topic),
+            ("fingerprint", &self.fingerprint),
+            ("consumer_group", &self.consumer_group),
+        ];
+        for (name, value) in filters {
+            let Some(v) = value else { continue };
+            if v.trim().is_empty() {
+                return Err(format!("`{name}` is empty (leave it out to match every value)"));
+            }
+            let applies = match self.kind {
+                RuleKind::IngestStalled | RuleKind::ReplayFailed => false,
+                RuleKind::Quarantined => name == "dlq_topic",
+                RuleKind::NewErrorGroup => name != "fingerprint",
+                _ => true,
+            };
+            if !applies {
+                return unused(name);
+            }
+        }
+        for n in &self.notify {
+            if !notifiers.contains_key(n) {
+                return Err(format!(
+                    "`notify` names `{n}`, which is not a notifier (define [alerts.notifiers.{n}])"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NotifierConfig {
+    fn check(&self) -> Result<(), String> {
+        let http = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+        match self.kind {
+            NotifierKind::Webhook | NotifierKind::Slack => {
+                if !http(&self.url) {
+                    return Err("`url` must be an http:// or https:// URL".into());
+                }
+                if self.kind == NotifierKind::Webhook && self.secret.is_empty() {
+                    return Err("a webhook needs `secret` (the HMAC-SHA256 key receivers verify)".into());
+                }
+                if self.kind == NotifierKind::Slack && !self.secret.is_empty() {
+                    return Err("`secret` does not apply to Slack".into());
+                }
+                if !self.routing_key.is_empty() {
+                    return Err("`routing_key` applies to PagerDuty only".into());
+                }
+            }
+            NotifierKind::Pagerduty => {
+                if self.routing_key.trim().is_empty() {
+                    return Err("PagerDuty needs `routing_key` (the integration key)".into());
+                }
+                if !http(&self.events_url) {
+                    return Err("`events_url` must be an http:// or https:// URL".into());
+                }
+                if !self.url.is_empty() || !self.secret.is_empty() {
+                    return Err("PagerDuty takes `routing_key` and `events_url`, not `url`/`secret`".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AlertsConfig {
+    /// Checks every notifier and rule. Errors: the first problem, naming the rule or notifier.
+    pub fn validate(&self) -> Result<(), RuleError> {
+        let bad = |m: String| Err(RuleError(m));
+        if self.interval_ms < 100 {
+            return bad("`alerts.interval_ms` must be at least 100".into());
+        }
+        if self.notify_timeout_ms < 100 {
+            return bad("`alerts.notify_timeout_ms` must be at least 100".into());
+        }
+        if self.notify_max_attempts == 0 {
+            return bad("`alerts.notify_max_attempts` must be at least 1".into());
+        }
+        if self.notify_backoff_max_ms < self.notify_backoff_base_ms {
+            return bad("`alerts.notify_backoff_max_ms` must be at least `notify_backoff_base_ms`".into());
+        }
+        if !self.public_url.is_empty()
+            && !(self.public_url.starts_with("http://") || self.public_url.starts_with("https://"))
+        {
+            return bad("`alerts.public_url` must be an http:// or https:// URL".into());
+        }
+        for (name, n) in &self.notifiers {
+            if !valid_name(name) {
+                return bad(format!(
+                    "alert notifier `{name}`: a name is 1-{MAX_NAME_BYTES} letters, digits, `.`, `_` or `-`"
+                ));
+            }
+            n.check()
+                .or_else(|m| bad(format!("alert notifier `{name}`: {m}")))?;
+        }
+        if self.rules.len() > MAX_RULES {
+            return bad(format!("at most {MAX_RULES} alert rules, {} given", self.rules.len()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            if !valid_name(&r.name) {
+                return bad(format!(
+                    "alert rule #{} (`{}`): a name is 1-{MAX_NAME_BYTES} letters, digits, `.`, `_` or `-`",
+                    i + 1,
+                    r.name
+                ));
+            }
+            if !seen.insert(r.name.as_str()) {
+                return bad(format!("alert rule `{}`: the name is used twice", r.name));
+            }
+            r.check(&self.notifiers)
+                .or_else(|m| bad(format!("alert rule `{}`: {m}", r.name)))?;
+        }
+        Ok(())
+    }
+
+    /// The rule named `name`.
+    pub fn rule(&self, name: &str) -> Option<&RuleConfig> {
+        self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// A copy with notifier secrets and routing keys replaced by `redacted`.
+    pub fn redacted(&self, redacted: &str) -> AlertsConfig {
+        let mut out = self.clone();
+        for n in out.notifiers.values_mut() {
+            if !n.secret.is_empty() {
+                n.secret = redacted.to_string();
+            }
+            if !n.routing_key.is_empty() {
+                n.routing_key = redacted.to_string();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> AlertsConfig {
+        #[derive(Deserialize)]
+        struct Doc {
+            alerts: AlertsConfig,
+        }
+        serde_json::from_value::<Doc>(toml_like(text)).map(|d| d.alerts).unwrap()
+    }
+
+    /// The tests write JSON (core has no TOML parser); the server's tests read real TOML.
+    fn toml_like(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    fn rule(kind: RuleKind) -> RuleConfig {
+        RuleConfig {
+            name: "r".into(),
+            kind,
+            threshold: None,
+            rate_per_min: None,
+            max_age_ms: None,
+            window_ms: None,
+            for_ms: 0,
+            cooldown_ms: 0,
+            group_by: GroupBy::DlqTopic,
+            dlq_topic: None,
+            source_topic: None,
+            fingerprint: None,
+            consumer_group: None,
+            notify: vec![],
+            severity: Severity::Warning,
+        }
+    }
+
+    #[test]
+    fn defaults_and_parse() {
+        let c = parse(r#"{"alerts": {"rules": [{"name": "depth", "kind": "dlq_size", "threshold": 10}],
+            "notifiers": {"hook": {"kind": "webhook", "url": "http://x", "secret": "s"}}}}"#);
+        assert_eq!(c.interval_ms, 15_000);
+        assert_eq!(c.rules[0].cooldown_ms, 300_000);
+        assert_eq!(c.notifiers["hook"].events_url, PAGERDUTY_EVENTS_URL);
+        c.validate().unwrap();
+        assert_eq!(c.rules[0].notifiers(&c.notifiers), vec!["hook"]);
+    }
+
+    #[test]
+    fn bad_rules_name_themselves() {
+        let mut c = AlertsConfig::default();
+        c.rules.push(rule(RuleKind::DlqSize));
+        let e = c.validate().unwrap_err().0;
+        assert!(e.contains("alert rule `r`") && e.contains("threshold"), "{e}");
+
+        let mut r = rule(RuleKind::OldestAge);
+        r.max_age_ms = Some(1);
+        r.threshold = Some(3);
+        c.rules = vec![r];
+        let e = c.validate().unwrap_err().0;
+        assert!(e.contains("`threshold` does not apply"), "{e}");
+
+        let mut r = rule(RuleKind::Quarantined);
+        r.notify = vec!["nope".into()];
+        c.rules = vec![r];
+        assert!(c.validate().unwrap_err().0.contains("`nope`"));
+
+        c.rules = vec![rule(RuleKind::Quarantined), rule(RuleKind::Quarantined)];
+        assert!(c.validate().unwrap_err().0.contains("used twice"));
+
+        let mut r = rule(RuleKind::DeadLetterRate);
+        r.rate_per_min = Some(PerMinute(f64::NAN));
+        c.rules = vec![r];
+        assert!(c.validate().unwrap_err().0.contains("rate_per_min"));
+
+        c.rules = vec![];
+        c.notifiers.insert(
+            "hook".into(),
+            NotifierConfig {
+                kind: NotifierKind::Webhook,
+                url: "http://x".into(),
+                secret: String::new(),
+                routing_key: String::new(),
+                events_url: PAGERDUTY_EVENTS_URL.into(),
+            },
+        );
+        let e = c.validate().unwrap_err().0;
+        assert!(e.contains("alert notifier `hook`") && e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn every_kind_validates_with_its_parameters() {
+        for kind in RuleKind::ALL {
+            let mut r = rule(kind);
+            match kind {
+                RuleKind::DlqSize => r.threshold = Some(1),
+                RuleKind::DeadLetterRate => r.rate_per_min = Some(PerMinute(0.5)),
+                RuleKind::OldestAge => r.max_age_ms = Some(1),
+                _ => {}
+            }
+            let c = AlertsConfig {
+                rules: vec![r],
+                ..AlertsConfig::default()
+            };
+            c.validate().unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        }
+    }
+}

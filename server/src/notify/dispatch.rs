@@ -1,0 +1,139 @@
+//! The notification dispatcher: on the leader, claims due deliveries from the store, sends
+//! each in a task of its own (at most [`MAX_IN_FLIGHT`] at once), and records every attempt:
+//! delivered; failed and retried after exponential backoff with full jitter
+//! (`notify_backoff_base_ms` doubling up to `notify_backoff_max_ms`); or, after
+//! `notify_max_attempts` (or a refusal no retry can fix), given up — a `notification_failed`
+//! alert event, an audit row and `redrive_alert_notifications_failed_total`.
+//!
+//! Bounded time: one attempt takes at most `notify_timeout_ms` per request; a delivery ends
+//! after at most `notify_max_attempts` attempts. A claimed delivery is leased for
+//! [`lease_ms`], so one whose sender died is retried once the lease runs out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redrive_core::alerts::evaluate::IsLeader;
+use redrive_core::alerts::status::{AlertStatus, AttemptOutcome};
+use redrive_core::alerts::AlertsConfig;
+use redrive_core::replay::backoff::{full_jitter_ms, random_unit};
+use redrive_core::store::{DueDelivery, Store};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// Deliveries sent at the same time.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// How often the dispatcher looks for due deliveries when not woken.
+pub const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// The lease of a claimed delivery, ms: two request timeouts (PagerDuty's test sends two
+/// requests) and 5 s to record the outcome.
+pub fn lease_ms(config: &AlertsConfig) -> i64 {
+    i64::try_from(config.notify_timeout_ms.saturating_mul(2).saturating_add(5_000))
+        .unwrap_or(i64::MAX)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs until `shutdown`. `wake` is notified by whoever records a delivery in this process
+/// (a test notification), so it goes out without waiting for the next poll.
+pub async fn run(
+    config: Arc<AlertsConfig>,
+    store: Store,
+    status: Arc<AlertStatus>,
+    is_leader: IsLeader,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let client = super::client(Duration::from_millis(config.notify_timeout_ms));
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.try_join_next().is_some() {}
+        let free = slots.available_permits();
+        if is_leader() && free > 0 {
+            match store
+                .claim_alert_deliveries(now_ms(), lease_ms(&config), free as i64)
+                .await
+            {
+                Ok(due) => {
+                    for d in due {
+                        let Ok(permit) = slots.clone().acquire_owned().await else {
+                            return;
+                        };
+                        let (config, store, status, client) =
+                            (config.clone(), store.clone(), status.clone(), client.clone());
+                        tasks.spawn(async move {
+                            attempt(&config, &store, &status, &client, d).await;
+                            drop(permit);
+                        });
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "claiming alert deliveries failed"),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL_EVERY) => {}
+            _ = wake.notified() => {}
+            _ = shutdown.cancelled() => {
+                // Unfinished sends are retried after their lease, by whoever leads then.
+                tasks.abort_all();
+                return;
+            }
+        }
+    }
+}
+
+/// One attempt of one delivery, recorded.
+async fn attempt(
+    config: &AlertsConfig,
+    store: &Store,
+    status: &AlertStatus,
+    client: &reqwest::Client,
+    due: DueDelivery,
+) {
+    let d = &due.delivery;
+    let attempts = d.attempts.saturating_add(1);
+    let result = match config.notifiers.get(&d.notifier) {
+        Some(n) => super::send(client, n, &due.payload, d.id).await,
+        None => Err(super::SendError::permanent(format!(
+            "notifier `{}` is no longer configured",
+            d.notifier
+        ))),
+    };
+    let now = now_ms();
+    let outcome = match &result {
+        Ok(()) => {
+            status.attempt(&d.notifier, AttemptOutcome::Delivered);
+            tracing::info!(notifier = %d.notifier, rule = %d.rule, scope = %d.scope,
+                event = d.event_kind.as_str(), attempts, "alert notification delivered");
+            Ok(())
+        }
+        Err(e) if e.retryable && (attempts as u32) < config.notify_max_attempts => {
+            status.attempt(&d.notifier, AttemptOutcome::Retried);
+            let delay = full_jitter_ms(
+                attempts as u32,
+                config.notify_backoff_base_ms,
+                config.notify_backoff_max_ms,
+                random_unit(),
+            );
+            tracing::warn!(notifier = %d.notifier, rule = %d.rule, attempts, retry_in_ms = delay,
+                error = %e, "alert notification failed; retrying");
+            Err((e.message.as_str(), Some(now.saturating_add(delay as i64))))
+        }
+        Err(e) => {
+            status.attempt(&d.notifier, AttemptOutcome::GaveUp);
+            tracing::error!(notifier = %d.notifier, rule = %d.rule, scope = %d.scope, attempts,
+                error = %e, "alert notification given up");
+            Err((e.message.as_str(), None))
+        }
+    };
+    if let Err(e) = store.record_alert_attempt(d.id, attempts, outcome, now).await {
+        // The lease runs out and the delivery is tried again: at-least-once.
+        tracing::warn!(error = %e, delivery = d.id, "recording an alert delivery attempt failed");
+    }
+}
