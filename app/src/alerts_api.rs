@@ -139,7 +139,10 @@ mod seam {
                 r.window() / 1000
             ),
             RuleKind::Quarantined => {
-                format!("records in quarantine > {} per dlq_topic", r.threshold_or_zero())
+                format!(
+                    "records in quarantine > {} per dlq_topic",
+                    r.threshold_or_zero()
+                )
             }
         };
         for (k, v) in [
@@ -171,11 +174,24 @@ mod seam {
             .map_err(|e| failed("read the alert states", e))?;
         let mut rules = Vec::with_capacity(config.rules.len());
         for r in &config.rules {
-            let mut scopes: Vec<ScopeState> =
-                states.iter().filter(|s| s.rule == r.name).cloned().collect();
-            scopes.sort_by(|a, b| b.state.cmp(&a.state).then(b.updated_at_ms.cmp(&a.updated_at_ms)));
-            let firing = scopes.iter().filter(|s| s.state == AlertState::Firing).count();
-            let pending = scopes.iter().filter(|s| s.state == AlertState::Pending).count();
+            let mut scopes: Vec<ScopeState> = states
+                .iter()
+                .filter(|s| s.rule == r.name)
+                .cloned()
+                .collect();
+            scopes.sort_by(|a, b| {
+                b.state
+                    .cmp(&a.state)
+                    .then(b.updated_at_ms.cmp(&a.updated_at_ms))
+            });
+            let firing = scopes
+                .iter()
+                .filter(|s| s.state == AlertState::Firing)
+                .count();
+            let pending = scopes
+                .iter()
+                .filter(|s| s.state == AlertState::Pending)
+                .count();
             let state = scopes.first().map_or(AlertState::Ok, |s| s.state);
             let last_fired_ms = scopes.iter().filter_map(|s| s.fired_at_ms).max();
             let last_resolved_ms = scopes.iter().filter_map(|s| s.resolved_at_ms).max();
@@ -192,7 +208,11 @@ mod seam {
                 condition: condition(r),
                 for_ms: r.for_ms,
                 cooldown_ms: r.cooldown_ms,
-                notify: r.notifiers(&config.notifiers).into_iter().map(str::to_string).collect(),
+                notify: r
+                    .notifiers(&config.notifiers)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
                 state,
                 firing,
                 pending,

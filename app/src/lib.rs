@@ -26,8 +26,8 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage, JobsPage,
-    NotFound, QuarantinePage, SignInPage,
+    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage,
+    JobsPage, NotFound, QuarantinePage, SignInPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.

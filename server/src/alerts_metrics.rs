@@ -8,6 +8,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use redrive_core::alerts::status::AlertStatusSnapshot;
 use redrive_core::alerts::AlertState;
 
+/// Picks one of a notifier's (delivered, retried, failed) counts.
+type Pick = fn(&(u64, u64, u64)) -> u64;
+
 /// Writes the alert series; `None` (no alerts wired) writes zeros for the unlabelled ones.
 pub fn encode(
     enc: &mut DescriptorEncoder,
@@ -30,12 +33,13 @@ pub fn encode(
                     .filter(|(r, s, _)| r == rule && s == state.as_str())
                     .map(|(_, _, n)| *n)
                     .sum::<i64>();
-                ConstGauge::new(n)
-                    .encode(m.encode_family(&[("rule", rule.as_str()), ("state", state.as_str())])?)?;
+                ConstGauge::new(n).encode(
+                    m.encode_family(&[("rule", rule.as_str()), ("state", state.as_str())])?,
+                )?;
             }
         }
     }
-    let counters: [(&str, &str, fn(&(u64, u64, u64)) -> u64); 3] = [
+    let counters: [(&str, &str, Pick); 3] = [
         (
             "redrive_alert_notifications_delivered",
             "Alert notifications delivered (2xx), by notifier.",
@@ -56,7 +60,8 @@ pub fn encode(
         let c = ConstCounter::new(0u64);
         let mut m = enc.encode_descriptor(name, help, None, c.metric_type())?;
         for (notifier, counts) in &snap.notifications {
-            ConstCounter::new(pick(counts)).encode(m.encode_family(&[("notifier", notifier.as_str())])?)?;
+            ConstCounter::new(pick(counts))
+                .encode(m.encode_family(&[("notifier", notifier.as_str())])?)?;
         }
     }
     let c = ConstCounter::new(snap.evaluations);

@@ -17,7 +17,9 @@ use super::state::{step, Reading, Transition};
 use super::status::AlertStatus;
 use crate::actions::NewAuditEntry;
 use crate::ingest::IngestStatus;
-use crate::store::{AlertCycle, AlertFilter, GroupCount, NewAlertEvent, Store, StoreError, ALERTS_ACTOR};
+use crate::store::{
+    AlertCycle, AlertFilter, GroupCount, NewAlertEvent, Store, StoreError, ALERTS_ACTOR,
+};
 
 /// Watermark: the largest dead-letter id the arrival and new-group rules have seen.
 pub const DEAD_LETTER_WATERMARK: &str = "dead_letters.id";
@@ -129,7 +131,9 @@ pub async fn evaluate_once(
             (DEAD_LETTER_WATERMARK.to_string(), max_id),
             (JOBS_WATERMARK.to_string(), now_ms.max(jobs_after)),
         ],
-        prune_before_ms: Some(now_ms.saturating_sub(i64::try_from(config.history_ms).unwrap_or(i64::MAX))),
+        prune_before_ms: Some(
+            now_ms.saturating_sub(i64::try_from(config.history_ms).unwrap_or(i64::MAX)),
+        ),
         ..AlertCycle::default()
     };
 
@@ -166,16 +170,26 @@ pub async fn evaluate_once(
                 let window = i64::try_from(rule.window()).unwrap_or(i64::MAX);
                 let rate = rule.rate_per_min.map_or(0.0, |r| r.0);
                 let rows = store
-                    .alert_dead_lettered_since(rule.group_by, &filter, now_ms.saturating_sub(window))
+                    .alert_dead_lettered_since(
+                        rule.group_by,
+                        &filter,
+                        now_ms.saturating_sub(window),
+                    )
                     .await?;
                 for g in rows {
                     let per_min = g.count as f64 * 60_000.0 / window as f64;
-                    readings.insert(scope_of(label, g.value.as_deref()), level(per_min > rate, g.count));
+                    readings.insert(
+                        scope_of(label, g.value.as_deref()),
+                        level(per_min > rate, g.count),
+                    );
                 }
             }
             RuleKind::NewArrival => {
                 if max_id > after_id {
-                    for g in store.alert_arrivals(rule.group_by, &filter, after_id, max_id).await? {
+                    for g in store
+                        .alert_arrivals(rule.group_by, &filter, after_id, max_id)
+                        .await?
+                    {
                         readings.insert(
                             scope_of(label, g.value.as_deref()),
                             Reading {
@@ -189,7 +203,10 @@ pub async fn evaluate_once(
             }
             RuleKind::NewErrorGroup => {
                 if max_id > after_id {
-                    for g in store.alert_new_fingerprints(&filter, after_id, max_id).await? {
+                    for g in store
+                        .alert_new_fingerprints(&filter, after_id, max_id)
+                        .await?
+                    {
                         readings.insert(
                             scope_of("fingerprint", g.value.as_deref()),
                             Reading {
@@ -215,8 +232,14 @@ pub async fn evaluate_once(
             }
             RuleKind::Quarantined => {
                 let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
-                for g in store.alert_quarantine_by_topic(rule.dlq_topic.as_deref()).await? {
-                    readings.insert(scope_of("dlq_topic", g.value.as_deref()), level(g.count > t, g.count));
+                for g in store
+                    .alert_quarantine_by_topic(rule.dlq_topic.as_deref())
+                    .await?
+                {
+                    readings.insert(
+                        scope_of("dlq_topic", g.value.as_deref()),
+                        level(g.count > t, g.count),
+                    );
                 }
             }
             RuleKind::IngestStalled => {
@@ -254,16 +277,29 @@ pub async fn evaluate_once(
                     .last_event_ms
                     .max(before.and_then(|b| b.last_event_ms));
                 reading.holds = last.is_some_and(|t| now_ms.saturating_sub(t) < window);
-                if readings.get(&scope).is_none() {
+                if !readings.contains_key(&scope) {
                     reading.value = before.map_or(0, |b| b.value);
                 }
             }
-            let (next, transition) =
-                step(&rule.name, &scope, before, reading, now_ms, rule.for_ms, rule.cooldown_ms);
+            let (next, transition) = step(
+                &rule.name,
+                &scope,
+                before,
+                reading,
+                now_ms,
+                rule.for_ms,
+                rule.cooldown_ms,
+            );
             if let Some(t) = transition {
-                cycle
-                    .events
-                    .push(event_for(config, rule, &scope, t, reading.value, now_ms, before));
+                cycle.events.push(event_for(
+                    config,
+                    rule,
+                    &scope,
+                    t,
+                    reading.value,
+                    now_ms,
+                    before,
+                ));
             }
             if let Some(n) = next {
                 cycle.states.push(n);
@@ -296,8 +332,12 @@ fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
             value / 1000,
             rule.max_age_ms.unwrap_or(0) / 1000
         ),
-        RuleKind::NewErrorGroup => format!("a new error group appeared: {scope} ({value} dead letter(s))"),
-        RuleKind::IngestStalled => format!("ingest is not running with Kafka and the store reachable ({scope})"),
+        RuleKind::NewErrorGroup => {
+            format!("a new error group appeared: {scope} ({value} dead letter(s))")
+        }
+        RuleKind::IngestStalled => {
+            format!("ingest is not running with Kafka and the store reachable ({scope})")
+        }
         RuleKind::ReplayFailed => format!("replay {scope} finished with {value} failed record(s)"),
         RuleKind::Quarantined => format!(
             "{value} record(s) in quarantine for {scope} (threshold {})",

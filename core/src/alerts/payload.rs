@@ -105,7 +105,10 @@ pub fn links(public_url: &str, scope: &str) -> Vec<Link> {
         text: "Alerts in redrive".into(),
     }];
     if let Some((k, v)) = scope.split_once('=') {
-        if matches!(k, "dlq_topic" | "source_topic" | "fingerprint" | "consumer_group") {
+        if matches!(
+            k,
+            "dlq_topic" | "source_topic" | "fingerprint" | "consumer_group"
+        ) {
             let v: String = v
                 .bytes()
                 .map(|b| match b {

@@ -196,13 +196,18 @@ impl RuleKind {
     pub fn groups_dead_letters(self) -> bool {
         matches!(
             self,
-            RuleKind::DlqSize | RuleKind::DeadLetterRate | RuleKind::NewArrival | RuleKind::OldestAge
+            RuleKind::DlqSize
+                | RuleKind::DeadLetterRate
+                | RuleKind::NewArrival
+                | RuleKind::OldestAge
         )
     }
 }
 
 /// The dead-letter column a rule's scopes are taken from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     #[default]
@@ -315,8 +320,7 @@ pub struct RuleError(pub String);
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= MAX_NAME_BYTES
-        && n
-            .bytes()
+        && n.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
@@ -370,7 +374,8 @@ impl RuleConfig {
         if self.max_age_ms.is_some() && self.kind != RuleKind::OldestAge {
             return unused("max_age_ms");
         }
-        if self.window_ms.is_some() && !(self.kind.is_event() || self.kind == RuleKind::DeadLetterRate)
+        if self.window_ms.is_some()
+            && !(self.kind.is_event() || self.kind == RuleKind::DeadLetterRate)
         {
             return unused("window_ms");
         }
@@ -389,7 +394,9 @@ impl RuleConfig {
         for (name, value) in filters {
             let Some(v) = value else { continue };
             if v.trim().is_empty() {
-                return Err(format!("`{name}` is empty (leave it out to match every value)"));
+                return Err(format!(
+                    "`{name}` is empty (leave it out to match every value)"
+                ));
             }
             let applies = match self.kind {
                 RuleKind::IngestStalled | RuleKind::ReplayFailed => false,
@@ -421,7 +428,9 @@ impl NotifierConfig {
                     return Err("`url` must be an http:// or https:// URL".into());
                 }
                 if self.kind == NotifierKind::Webhook && self.secret.is_empty() {
-                    return Err("a webhook needs `secret` (the HMAC-SHA256 key receivers verify)".into());
+                    return Err(
+                        "a webhook needs `secret` (the HMAC-SHA256 key receivers verify)".into(),
+                    );
                 }
                 if self.kind == NotifierKind::Slack && !self.secret.is_empty() {
                     return Err("`secret` does not apply to Slack".into());
@@ -438,7 +447,9 @@ impl NotifierConfig {
                     return Err("`events_url` must be an http:// or https:// URL".into());
                 }
                 if !self.url.is_empty() || !self.secret.is_empty() {
-                    return Err("PagerDuty takes `routing_key` and `events_url`, not `url`/`secret`".into());
+                    return Err(
+                        "PagerDuty takes `routing_key` and `events_url`, not `url`/`secret`".into(),
+                    );
                 }
             }
         }
@@ -460,11 +471,12 @@ impl AlertsConfig {
             return bad("`alerts.notify_max_attempts` must be at least 1".into());
         }
         if self.notify_backoff_max_ms < self.notify_backoff_base_ms {
-            return bad("`alerts.notify_backoff_max_ms` must be at least `notify_backoff_base_ms`".into());
+            return bad(
+                "`alerts.notify_backoff_max_ms` must be at least `notify_backoff_base_ms`".into(),
+            );
         }
-        if !self.public_url.is_empty()
-            && !(self.public_url.starts_with("http://") || self.public_url.starts_with("https://"))
-        {
+        let url = &self.public_url;
+        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
             return bad("`alerts.public_url` must be an http:// or https:// URL".into());
         }
         for (name, n) in &self.notifiers {
@@ -477,7 +489,10 @@ impl AlertsConfig {
                 .or_else(|m| bad(format!("alert notifier `{name}`: {m}")))?;
         }
         if self.rules.len() > MAX_RULES {
-            return bad(format!("at most {MAX_RULES} alert rules, {} given", self.rules.len()));
+            return bad(format!(
+                "at most {MAX_RULES} alert rules, {} given",
+                self.rules.len()
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, r) in self.rules.iter().enumerate() {
@@ -526,7 +541,9 @@ mod tests {
         struct Doc {
             alerts: AlertsConfig,
         }
-        serde_json::from_value::<Doc>(toml_like(text)).map(|d| d.alerts).unwrap()
+        serde_json::from_value::<Doc>(toml_like(text))
+            .map(|d| d.alerts)
+            .unwrap()
     }
 
     /// The tests write JSON (core has no TOML parser); the server's tests read real TOML.
@@ -556,8 +573,10 @@ mod tests {
 
     #[test]
     fn defaults_and_parse() {
-        let c = parse(r#"{"alerts": {"rules": [{"name": "depth", "kind": "dlq_size", "threshold": 10}],
-            "notifiers": {"hook": {"kind": "webhook", "url": "http://x", "secret": "s"}}}}"#);
+        let c = parse(
+            r#"{"alerts": {"rules": [{"name": "depth", "kind": "dlq_size", "threshold": 10}],
+            "notifiers": {"hook": {"kind": "webhook", "url": "http://x", "secret": "s"}}}}"#,
+        );
         assert_eq!(c.interval_ms, 15_000);
         assert_eq!(c.rules[0].cooldown_ms, 300_000);
         assert_eq!(c.notifiers["hook"].events_url, PAGERDUTY_EVENTS_URL);
@@ -570,7 +589,10 @@ mod tests {
         let mut c = AlertsConfig::default();
         c.rules.push(rule(RuleKind::DlqSize));
         let e = c.validate().unwrap_err().0;
-        assert!(e.contains("alert rule `r`") && e.contains("threshold"), "{e}");
+        assert!(
+            e.contains("alert rule `r`") && e.contains("threshold"),
+            "{e}"
+        );
 
         let mut r = rule(RuleKind::OldestAge);
         r.max_age_ms = Some(1);
@@ -604,7 +626,10 @@ mod tests {
             },
         );
         let e = c.validate().unwrap_err().0;
-        assert!(e.contains("alert notifier `hook`") && e.contains("secret"), "{e}");
+        assert!(
+            e.contains("alert notifier `hook`") && e.contains("secret"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub fn step(
         }
         if next.state == AlertState::Firing {
             // De-duplicated: already notified. Write only when the value moved.
-            let changed = prev.is_none_or(|p| p.value != next.value || p.last_event_ms != next.last_event_ms);
+            let changed =
+                prev.is_none_or(|p| p.value != next.value || p.last_event_ms != next.last_event_ms);
             return (changed.then_some(next), None);
         }
         let held_long_enough = now_ms.saturating_sub(next.since_ms) >= for_ms;
@@ -155,7 +156,10 @@ mod tests {
         let s = s.unwrap();
         assert_eq!((s.state, t), (AlertState::Pending, None));
         let (s, t) = step("r", "s", Some(&s), holds(1), 10_100, 0, 10_000);
-        assert_eq!((s.unwrap().state, t), (AlertState::Firing, Some(Transition::Fired)));
+        assert_eq!(
+            (s.unwrap().state, t),
+            (AlertState::Firing, Some(Transition::Fired))
+        );
     }
 
     #[test]

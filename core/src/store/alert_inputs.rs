@@ -169,7 +169,9 @@ impl Store {
         .map_err(store_error)?;
         let mut out = Vec::new();
         for g in arrived {
-            let Some(fp) = g.value.as_deref() else { continue };
+            let Some(fp) = g.value.as_deref() else {
+                continue;
+            };
             let seen: Option<i64> = on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<'_, DB> =
                     QueryBuilder::new("SELECT id FROM dead_letters WHERE fingerprint = ");

@@ -157,7 +157,10 @@ const DELIVERY_COLUMNS: &str = "d.id, d.event_id, d.notifier, d.status, d.attemp
      d.last_error, d.next_attempt_at_ms, d.created_at_ms, d.finished_at_ms, e.rule, e.scope, e.kind";
 
 fn cut(s: &str, max: usize) -> String {
-    s.chars().take(max).collect::<String>().replace('\0', "\u{FFFD}")
+    s.chars()
+        .take(max)
+        .collect::<String>()
+        .replace('\0', "\u{FFFD}")
 }
 
 /// Inserts event `$e` (its payload carrying the new id), its deliveries and its audit row in
@@ -286,8 +289,9 @@ impl Store {
                 .await
                 .map_err(store_error)?;
             for s in &cycle.states {
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new(format!("INSERT INTO alert_state ({STATE_COLUMNS}) VALUES ("));
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
+                    "INSERT INTO alert_state ({STATE_COLUMNS}) VALUES ("
+                ));
                 let vals = [
                     Val::Text(Some(&s.rule)),
                     Val::Text(Some(&s.scope)),
@@ -339,8 +343,9 @@ impl Store {
                     QueryBuilder::new("DELETE FROM alert_events WHERE at_ms < ");
                 DB::bind(&mut qb, Val::I64(Some(before)));
                 qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("DELETE FROM alert_state WHERE state = 'ok' AND updated_at_ms < ");
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "DELETE FROM alert_state WHERE state = 'ok' AND updated_at_ms < ",
+                );
                 DB::bind(&mut qb, Val::I64(Some(before)));
                 qb.build().execute(&mut *tx).await.map_err(store_error)?;
             }
@@ -462,7 +467,10 @@ impl Store {
                 }
                 Err((error, next)) => {
                     qb.push(", last_error = ");
-                    DB::bind(&mut qb, Val::OwnedText(Some(cut(error, MAX_DELIVERY_ERROR_CHARS))));
+                    DB::bind(
+                        &mut qb,
+                        Val::OwnedText(Some(cut(error, MAX_DELIVERY_ERROR_CHARS))),
+                    );
                     match next {
                         Some(at) => {
                             qb.push(", next_attempt_at_ms = ");

@@ -28,8 +28,13 @@ pub const POLL_EVERY: Duration = Duration::from_millis(250);
 /// The lease of a claimed delivery, ms: two request timeouts (PagerDuty's test sends two
 /// requests) and 5 s to record the outcome.
 pub fn lease_ms(config: &AlertsConfig) -> i64 {
-    i64::try_from(config.notify_timeout_ms.saturating_mul(2).saturating_add(5_000))
-        .unwrap_or(i64::MAX)
+    i64::try_from(
+        config
+            .notify_timeout_ms
+            .saturating_mul(2)
+            .saturating_add(5_000),
+    )
+    .unwrap_or(i64::MAX)
 }
 
 fn now_ms() -> i64 {
@@ -65,8 +70,12 @@ pub async fn run(
                         let Ok(permit) = slots.clone().acquire_owned().await else {
                             return;
                         };
-                        let (config, store, status, client) =
-                            (config.clone(), store.clone(), status.clone(), client.clone());
+                        let (config, store, status, client) = (
+                            config.clone(),
+                            store.clone(),
+                            status.clone(),
+                            client.clone(),
+                        );
                         tasks.spawn(async move {
                             attempt(&config, &store, &status, &client, d).await;
                             drop(permit);
@@ -132,7 +141,10 @@ async fn attempt(
             Err((e.message.as_str(), None))
         }
     };
-    if let Err(e) = store.record_alert_attempt(d.id, attempts, outcome, now).await {
+    if let Err(e) = store
+        .record_alert_attempt(d.id, attempts, outcome, now)
+        .await
+    {
         // The lease runs out and the delivery is tried again: at-least-once.
         tracing::warn!(error = %e, delivery = d.id, "recording an alert delivery attempt failed");
     }

@@ -59,7 +59,10 @@ pub async fn send(
     let bodies = match p.event {
         EventKind::Fired => vec![trigger(&notifier.routing_key, p)],
         EventKind::Resolved => vec![resolve(&notifier.routing_key, p)],
-        EventKind::Test => vec![trigger(&notifier.routing_key, p), resolve(&notifier.routing_key, p)],
+        EventKind::Test => vec![
+            trigger(&notifier.routing_key, p),
+            resolve(&notifier.routing_key, p),
+        ],
         EventKind::NotificationFailed => return Ok(()),
     };
     for b in bodies {

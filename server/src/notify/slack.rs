@@ -10,7 +10,9 @@ use super::{post, SendError};
 
 /// Slack's `mrkdwn` control characters escaped (api.slack.com, "Formatting text": `&`, `<`, `>`).
 pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The message body for `p`.
@@ -22,7 +24,12 @@ pub fn body(p: &AlertPayload) -> Value {
         EventKind::NotificationFailed => ":warning: NOTIFICATION FAILED".to_string(),
     };
     let text = format!("{head} {}", p.summary);
-    let mut context = format!("rule `{}` · {} · {}", escape(&p.rule), escape(&p.scope), p.at);
+    let mut context = format!(
+        "rule `{}` · {} · {}",
+        escape(&p.rule),
+        escape(&p.scope),
+        p.at
+    );
     for l in &p.links {
         context.push_str(&format!(" · <{}|{}>", escape(&l.href), escape(&l.text)));
     }

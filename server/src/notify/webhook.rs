@@ -39,7 +39,10 @@ pub async fn send(
     delivery_id: i64,
 ) -> Result<(), SendError> {
     let headers = [
-        (SIGNATURE_HEADER, signature(notifier.secret.as_bytes(), body.as_bytes())),
+        (
+            SIGNATURE_HEADER,
+            signature(notifier.secret.as_bytes(), body.as_bytes()),
+        ),
         ("X-Redrive-Event", payload.event.as_str().to_string()),
         ("X-Redrive-Event-Id", payload.event_id.to_string()),
         ("X-Redrive-Delivery", delivery_id.to_string()),

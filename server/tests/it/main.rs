@@ -14,6 +14,7 @@ mod support;
 mod site;
 
 mod actions;
+mod alerts;
 mod api;
 mod auth;
 mod authz_matrix;

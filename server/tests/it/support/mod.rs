@@ -4,6 +4,7 @@
 //! [`redrive_command`] and [`run_redrive`] run the binary's other subcommands.
 
 mod in_process;
+pub mod receiver;
 
 pub use in_process::InProcessSite;
 
@@ -198,6 +199,28 @@ impl TestApp {
     pub async fn another_instance(&self, env: &[(&str, &str)]) -> TestApp {
         let dir = tempfile::tempdir().expect("tempdir");
         TestApp::serve(self.db_url.clone(), self.store.clone(), dir, env).await
+    }
+
+    /// Stops the binary (SIGTERM) and starts it again over the same database with `env`.
+    pub async fn restart(mut self, env: &[(&str, &str)]) -> TestApp {
+        let pid = self.child.id().expect("running child").to_string();
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -TERM {pid} failed");
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("redrive did not stop on SIGTERM\n{}", self.log()))
+            .expect("wait");
+        let TestApp {
+            db_url,
+            store,
+            _dir,
+            ..
+        } = self;
+        TestApp::serve(db_url, store, _dir, env).await
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,114 @@
+//! A real HTTP receiver for notification tests: an axum server on a loopback port that records
+//! every request (path, headers, exact body) and answers as told — 200 `ok` (Slack's answer),
+//! 202 with PagerDuty's JSON under `/pd`, or a forced status for failure tests.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{} sent a body that is not JSON: {e}", self.path))
+    }
+
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    requests: Arc<Mutex<Vec<Received>>>,
+    /// Forced answer for every path, when set.
+    forced: Arc<Mutex<Option<u16>>>,
+}
+
+/// The receiver; stops when dropped (its task is aborted).
+pub struct Receiver {
+    pub base: String,
+    shared: Shared,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn record(State(s): State<Shared>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_string();
+    s.requests.lock().unwrap().push(Received {
+        path: path.clone(),
+        headers,
+        body,
+    });
+    if let Some(code) = *s.forced.lock().unwrap() {
+        return (StatusCode::from_u16(code).unwrap(), "forced failure").into_response();
+    }
+    if path.starts_with("/pd") {
+        (
+            StatusCode::ACCEPTED,
+            r#"{"status":"success","message":"Event processed"}"#,
+        )
+            .into_response()
+    } else {
+        (StatusCode::OK, "ok").into_response()
+    }
+}
+
+impl Receiver {
+    /// Listens on 127.0.0.1 (a free port).
+    pub async fn start() -> Receiver {
+        let shared = Shared::default();
+        let app = Router::new().fallback(record).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { base, shared, task }
+    }
+
+    /// From now on every request is answered `code`.
+    pub fn answer_with(&self, code: u16) {
+        *self.shared.forced.lock().unwrap() = Some(code);
+    }
+
+    /// Requests to `path` so far, in arrival order.
+    pub fn requests(&self, path: &str) -> Vec<Received> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A loopback URL nothing listens on (connection refused): a port that was just free.
+pub fn refused_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("http://127.0.0.1:{port}/hook")
+}
