@@ -35,7 +35,7 @@ pub struct AlertPayload {
     /// The measured value (unit in `unit`) and the rule's threshold in the same unit, if any.
     pub value: i64,
     pub threshold: Option<f64>,
-    /// `records`, `ms`, `records_per_min`, `bool`.
+    /// `records`, `ms`, `records_in_window` (`dead_letter_rate`), `bool`.
     pub unit: String,
     /// One line for humans.
     pub summary: String,
@@ -80,7 +80,11 @@ pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
     use super::rules::RuleKind::*;
     match rule.kind {
         DlqSize | Quarantined => ("records", Some(rule.threshold_or_zero() as f64)),
-        DeadLetterRate => ("records_per_min", rule.rate_per_min.map(|r| r.0)),
+        // The value is the count in the window; the threshold is the rate scaled to it.
+        DeadLetterRate => (
+            "records_in_window",
+            rule.rate_per_min.map(|r| r.0 * rule.window() as f64 / 60_000.0),
+        ),
         OldestAge => ("ms", rule.max_age_ms.map(|a| a as f64)),
         NewArrival | NewErrorGroup | ReplayFailed => ("records", None),
         IngestStalled => ("bool", None),
