@@ -83,7 +83,8 @@ pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
         // The value is the count in the window; the threshold is the rate scaled to it.
         DeadLetterRate => (
             "records_in_window",
-            rule.rate_per_min.map(|r| r.0 * rule.window() as f64 / 60_000.0),
+            rule.rate_per_min
+                .map(|r| r.0 * rule.window() as f64 / 60_000.0),
         ),
         OldestAge => ("ms", rule.max_age_ms.map(|a| a as f64)),
         NewArrival | NewErrorGroup | ReplayFailed => ("records", None),
