@@ -28,6 +28,7 @@ mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
 mod leader;
+mod monitoring;
 mod pages;
 mod replay;
 mod soak;
