@@ -67,6 +67,7 @@ fn routes() -> Vec<Route> {
         r("cancel job", Api, |c| format!("/api/v1/replays/{}/cancel", c.job_id), |_| json!({}), Operator, 200, Changes),
         r("delete", Api, |_| "/api/v1/dead-letters/delete".into(), |c| json!({"ids": [c.to_delete], "reason": "matrix"}), Operator, 200, Changes),
         r("restore", Api, |_| "/api/v1/dead-letters/restore".into(), |c| json!({"ids": [c.to_restore]}), Operator, 200, Changes),
+        r("retry quarantined", Api, |_| "/api/v1/quarantine/retry".into(), |c| json!({"ids": [c.quarantined]}), Operator, 200, Changes),
         r("sign out", Form, |_| "/auth/sign-out".into(), |_| json!({}), Viewer, 303, Changes),
         r("ui replay selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "replay", "ids[]": c.to_replay, "back": "/"}), Operator, 302, Changes),
         r("ui delete selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "delete", "ids[]": c.to_delete, "back": "/"}), Operator, 302, Changes),
@@ -134,13 +135,17 @@ struct Cell {
     to_restore: i64,
     pending: i64,
     job_id: String,
+    /// A quarantine row (with its payload, so a retry can store it).
+    quarantined: i64,
 }
 
-/// What a route may change: the cell's dead letters' statuses, its job, the caller's session.
+/// What a route may change: the cell's dead letters' statuses, its job, whether its record is
+/// still in quarantine, the caller's session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Snapshot {
     statuses: Vec<(i64, String)>,
     job: String,
+    in_quarantine: bool,
     session_alive: Option<bool>,
 }
 
@@ -199,7 +204,23 @@ async fn new_cell(app: &TestApp) -> Cell {
         )
         .await
         .expect("replay");
+    let mut held = record(&topic, 100).record;
+    held.dlq_partition = 1;
+    app.store
+        .quarantine_record(&held, "matrix: refused once", true, 1_796_104_800_000)
+        .await
+        .expect("quarantine");
+    let quarantined = app
+        .store
+        .list_quarantine(500, None)
+        .await
+        .expect("list quarantine")
+        .into_iter()
+        .find(|q| q.dlq_topic == topic)
+        .expect("the quarantined record")
+        .id;
     Cell {
+        quarantined,
         topic,
         to_replay: ids[0],
         to_delete: ids[1],
@@ -247,9 +268,16 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         }
         None => None,
     };
+    let in_quarantine = app
+        .store
+        .quarantined(cell.quarantined)
+        .await
+        .expect("quarantined")
+        .is_some();
     Snapshot {
         statuses,
         job,
+        in_quarantine,
         session_alive,
     }
 }
