@@ -14,6 +14,7 @@ pub mod auth_context;
 pub mod components;
 pub mod display;
 pub mod http_status;
+pub mod overview_api;
 pub mod pages;
 pub mod quarantine_api;
 pub mod query;
@@ -27,7 +28,7 @@ use leptos_router::{path, SsrMode};
 use auth_context::SignOutForm;
 use pages::{
     AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage,
-    JobsPage, NotFound, QuarantinePage, SignInPage,
+    JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
@@ -63,6 +64,7 @@ pub fn App() -> impl IntoView {
                     "redrive"
                 </a>
                 <nav>
+                    <a href="/overview">"Overview"</a>
                     <a href="/">"Dead letters"</a>
                     <a href="/groups">"Error groups"</a>
                     <a href="/jobs">"Jobs"</a>
@@ -75,6 +77,7 @@ pub fn App() -> impl IntoView {
             <main>
                 <Routes fallback=|| view! { <NotFound /> }>
                     <Route path=path!("/") view=DeadLettersPage ssr=SsrMode::Async />
+                    <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
                     <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
                     <Route path=path!("/confirm") view=ConfirmPage ssr=SsrMode::Async />

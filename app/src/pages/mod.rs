@@ -9,6 +9,7 @@ mod error_groups;
 mod job;
 mod jobs;
 mod not_found;
+mod overview;
 mod quarantine;
 mod sign_in;
 
@@ -21,6 +22,7 @@ pub use error_groups::ErrorGroupsPage;
 pub use job::JobPage;
 pub use jobs::JobsPage;
 pub use not_found::NotFound;
+pub use overview::OverviewPage;
 pub use quarantine::QuarantinePage;
 pub use sign_in::SignInPage;
 

@@ -219,7 +219,8 @@ async fn sign_in(
         })
         .into_response()
     } else {
-        redirect_303(next)
+        // No particular page asked for: the overview is the first page after sign-in.
+        redirect_303(if next == "/" { "/overview" } else { next })
     };
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         res.headers_mut().append(header::SET_COOKIE, v);

@@ -153,7 +153,7 @@ async fn sign_in_sets_a_hardened_cookie_and_goes_to_next() {
         "/\\evil.example",
     ] {
         let res = app.sign_in_form(ADMIN, ADMIN_PW, evil).await;
-        assert_eq!(location(&res), "/", "next={evil}");
+        assert_eq!(location(&res), "/overview", "next={evil}");
     }
     // A form posted from another site is refused (login CSRF).
     let res = reqwest::Client::builder()

@@ -29,6 +29,7 @@ mod ingest_hostile;
 mod ingest_quarantine;
 mod leader;
 mod monitoring;
+mod overview;
 mod pages;
 mod replay;
 mod soak;

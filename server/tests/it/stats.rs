@@ -25,7 +25,7 @@ fn operator() -> Actor {
 
 /// (dlq_topic, source_topic or '', status) -> (count, key + value bytes), counted from
 /// `dead_letters` itself.
-type Truth = BTreeMap<(String, String, String), (i64, i64)>;
+pub(crate) type Truth = BTreeMap<(String, String, String), (i64, i64)>;
 
 pub(crate) async fn truth_counts(backend: Backend, url: &str) -> Truth {
     let len = match backend {

@@ -1,0 +1,146 @@
+//! Server-rendered SVG bar charts: the overview's dead-letter rate and the error groups'
+//! trend sparklines. Plain `<rect>`s, each with a `<title>` (the browser shows it on hover,
+//! no JavaScript needed) and, for the rate chart, a link into the list filtered to its bucket.
+//!
+//! Drawn as Leptos SVG elements rather than with a plotting crate: `plotters`' SVG backend
+//! writes bare shapes, without the per-bar `<title>` and `<a>` that make the chart readable
+//! and navigable without JavaScript, and the same view renders on the server and hydrates in
+//! the browser with no extra wasm. The markup is bounded by the series' length (360 minute
+//! bars or 168 hour bars at most).
+
+use leptos::prelude::*;
+
+use crate::display::format_time;
+
+/// Chart width and height in SVG user units (the element scales to its container).
+const WIDTH: f64 = 720.0;
+const HEIGHT: f64 = 160.0;
+/// Room for the y-axis labels on the left and the x-axis labels below.
+const LEFT: f64 = 44.0;
+const BOTTOM: f64 = 18.0;
+
+/// A bar chart of `series` (`(bucket start ms, count)`, oldest first, equal buckets of
+/// `bucket_ms`). `href` gives each bar's link (the list filtered to its bucket), `None` for
+/// no links. `label` names the chart for screen readers.
+#[component]
+pub fn RateChart(
+    series: Vec<(i64, i64)>,
+    bucket_ms: i64,
+    label: String,
+    #[prop(optional)] href: Option<Callback<(i64, i64), String>>,
+) -> impl IntoView {
+    let max = series.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let n = series.len().max(1) as f64;
+    let plot_w = WIDTH - LEFT;
+    let plot_h = HEIGHT - BOTTOM;
+    let bar_w = plot_w / n;
+    let unit = if bucket_ms >= 3_600_000 {
+        "hour"
+    } else {
+        "minute"
+    };
+    let total: i64 = series.iter().map(|(_, c)| *c).sum();
+    let first = series.first().map(|(t, _)| *t);
+    let last = series.last().map(|(t, _)| *t + bucket_ms);
+    let bars = series
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, c))| *c > 0)
+        .map(|(i, (t, c))| {
+            let h = (c as f64 / max as f64) * (plot_h - 4.0);
+            let x = LEFT + i as f64 * bar_w;
+            let y = plot_h - h;
+            let title = format!("{} UTC: {c} dead letters", format_time(t));
+            let rect = view! {
+                <rect
+                    class="bar"
+                    x=format!("{x:.2}")
+                    y=format!("{y:.2}")
+                    width=format!("{:.2}", (bar_w - 0.4).max(0.6))
+                    height=format!("{h:.2}")
+                >
+                    <title>{title}</title>
+                </rect>
+            };
+            match &href {
+                Some(f) => view! { <a href=f.run((t, t + bucket_ms))>{rect}</a> }.into_any(),
+                None => rect.into_any(),
+            }
+        })
+        .collect_view();
+    let start_label = first.map(format_time).unwrap_or_default();
+    let end_label = last.map(format_time).unwrap_or_default();
+    view! {
+        <figure class="chart">
+            <svg
+                viewBox=format!("0 0 {WIDTH} {HEIGHT}")
+                role="img"
+                aria-label=format!("{label}: {total} dead letters, per {unit}, peak {max}")
+                preserveAspectRatio="none"
+            >
+                <line class="axis" x1=LEFT y1=plot_h x2=WIDTH y2=plot_h />
+                <line class="axis" x1=LEFT y1="0" x2=LEFT y2=plot_h />
+                <text class="tick" x=LEFT - 4.0 y="10" text-anchor="end">
+                    {max.to_string()}
+                </text>
+                <text class="tick" x=LEFT - 4.0 y=plot_h text-anchor="end">
+                    "0"
+                </text>
+                <text class="tick" x=LEFT y=HEIGHT - 4.0 text-anchor="start">
+                    {start_label}
+                </text>
+                <text class="tick" x=WIDTH y=HEIGHT - 4.0 text-anchor="end">
+                    {end_label}
+                </text>
+                {bars}
+            </svg>
+            <figcaption class="dim">
+                {format!("{label}: {total} dead letters per {unit}, peak {max}; times UTC.")}
+            </figcaption>
+        </figure>
+    }
+}
+
+/// A small bar sparkline of `series` (`(bucket start ms, count)`), each bar with a `<title>`.
+#[component]
+pub fn Sparkline(series: Vec<(i64, i64)>) -> impl IntoView {
+    let max = series.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let n = series.len().max(1) as f64;
+    let (w, h) = (96.0_f64, 20.0_f64);
+    let bar_w = w / n;
+    let total: i64 = series.iter().map(|(_, c)| *c).sum();
+    let bars = series
+        .into_iter()
+        .enumerate()
+        .map(|(i, (t, c))| {
+            let bh = if c > 0 {
+                ((c as f64 / max as f64) * (h - 1.0)).max(1.0)
+            } else {
+                0.0
+            };
+            view! {
+                <rect
+                    class="bar"
+                    x=format!("{:.2}", i as f64 * bar_w)
+                    y=format!("{:.2}", h - bh)
+                    width=format!("{:.2}", (bar_w - 0.5).max(0.5))
+                    height=format!("{bh:.2}")
+                >
+                    <title>{format!("{} UTC: {c}", format_time(t))}</title>
+                </rect>
+            }
+        })
+        .collect_view();
+    view! {
+        <svg
+            class="sparkline"
+            width="96"
+            height="20"
+            viewBox="0 0 96 20"
+            role="img"
+            aria-label=format!("{total} in the last 24 h, per hour")
+        >
+            {bars}
+        </svg>
+    }
+}
