@@ -115,10 +115,22 @@ pub async fn list_dead_letters(
     }))
 }
 
+/// The groups page's data: the groups, and per group its hourly arrivals over the last 24 h
+/// (the sparkline) and whether it was first seen in the last 24 h (the "new" badge), both
+/// from the maintained aggregates (`docs/stats.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupsView {
+    pub groups: Vec<ErrorGroup>,
+    /// Same order as `groups`: `(hour start ms, dead letters)`, 24 hours, oldest first.
+    pub trends: Vec<Vec<(i64, i64)>>,
+    /// Same order as `groups`: first seen (ever, not only under this filter) in the last 24 h.
+    pub new: Vec<bool>,
+}
+
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
-/// bounds the number of groups; a `cursor` is accepted and has no effect).
+/// bounds the number of groups; a `cursor` is accepted and has no effect), with their trends.
 #[server(input = leptos::server_fn::codec::GetUrl)]
-pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>, ServerFnError> {
+pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, ServerFnError> {
     let store = seam::store()?;
     let q = match seam::list_query(&query) {
         Ok(q) => q,
@@ -128,12 +140,36 @@ pub async fn list_error_groups(query: String) -> Result<Listing<Vec<ErrorGroup>>
         .error_groups(&q.filter, q.limit)
         .await
         .map_err(|e| seam::store_failed("list error groups", e))?;
-    Ok(Listing::Found(
-        groups
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let day_ago = now - 24 * 3_600_000;
+    let fingerprints: Vec<String> = groups.iter().map(|g| g.fingerprint.clone()).collect();
+    let mut trends = store
+        .error_group_trends(&fingerprints, day_ago + 3_600_000, now)
+        .await
+        .map_err(|e| seam::store_failed("read the error group trends", e))?;
+    let first_seen: std::collections::HashMap<String, i64> = store
+        .error_group_stats(&fingerprints)
+        .await
+        .map_err(|e| seam::store_failed("read the error group trends", e))?
+        .into_iter()
+        .map(|g| (g.fingerprint, g.first_seen_ms))
+        .collect();
+    Ok(Listing::Found(GroupsView {
+        trends: fingerprints
+            .iter()
+            .map(|f| trends.remove(f).unwrap_or_default())
+            .collect(),
+        new: fingerprints
+            .iter()
+            .map(|f| first_seen.get(f).is_some_and(|t| *t >= day_ago))
+            .collect(),
+        groups: groups
             .iter()
             .map(crate::display::record::group_row)
             .collect(),
-    ))
+    }))
 }
 
 /// Values present in the store, offered as suggestions by the filter bar.

@@ -230,3 +230,60 @@ mod seam {
         })
     }
 }
+
+/// Most rows the list's "how many match" counts when the aggregates cannot answer the filter
+/// (any filter beyond DLQ topic, source topic and status): above it the page says "more than".
+pub const MATCH_COUNT_CAP: i64 = 100_000;
+
+/// How many dead letters match the list's filter (`Store::count_matching`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MatchShown {
+    Exact(i64),
+    MoreThan(i64),
+}
+
+impl MatchShown {
+    /// "1 dead letter matches", "12,345 dead letters match", "more than 100,000 dead letters match".
+    pub fn text(self) -> String {
+        fn grouped(n: i64) -> String {
+            let s = n.to_string();
+            let mut out = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i).is_multiple_of(3) && c != '-' {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        }
+        match self {
+            MatchShown::Exact(1) => "1 dead letter matches".into(),
+            MatchShown::Exact(n) => format!("{} dead letters match", grouped(n)),
+            MatchShown::MoreThan(n) => format!("more than {} dead letters match", grouped(n)),
+        }
+    }
+}
+
+/// How many dead letters match the raw list query `query` (cursor and limit ignored); `None`
+/// for a query the list refuses (the list says why). Exact from the aggregates for DLQ
+/// topic / source topic / status filters, else a count stopped at [`MATCH_COUNT_CAP`].
+#[server(input = leptos::server_fn::codec::GetUrl)]
+pub async fn count_dead_letters(query: String) -> Result<Option<MatchShown>, ServerFnError> {
+    use redrive_core::store::{MatchCount, Store};
+    let store = use_context::<Store>()
+        .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))?;
+    let pairs = crate::query::parse(&query);
+    let Ok(q) =
+        redrive_core::ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    else {
+        return Ok(None);
+    };
+    match store.count_matching(&q.filter, MATCH_COUNT_CAP).await {
+        Ok(MatchCount::Exact(n)) => Ok(Some(MatchShown::Exact(n))),
+        Ok(MatchCount::MoreThan(n)) => Ok(Some(MatchShown::MoreThan(n))),
+        Err(e) => {
+            tracing::error!(error = %e, "counting matching dead letters failed");
+            Ok(None)
+        }
+    }
+}

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 mod bulk_load;
 mod detail_page;
+mod overview_page;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -58,6 +59,9 @@ async fn main() -> Result<()> {
     let records = env_usize("BENCH_RECORDS", 200_000);
     let rows = env_usize("BENCH_ROWS", 1_000_000);
     let queries = env_usize("BENCH_QUERIES", 200);
+    if std::env::var("BENCH_OVERVIEW").unwrap_or_default() == "only" {
+        return print_overview_figures(records, rows).await;
+    }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
     let topic = kit::unique("bench_orders.DLT");
@@ -200,6 +204,65 @@ async fn main() -> Result<()> {
     }
     if detail != "0" {
         print_detail_figures().await?;
+    }
+    if std::env::var("BENCH_OVERVIEW").unwrap_or_default() != "0" {
+        print_overview_figures(records, rows).await?;
+    }
+    Ok(())
+}
+
+/// The aggregates' cost at ingest (with and without the migration 0006 triggers) and the
+/// overview page / `/metrics` latency at `rows` ([`overview_page`]). `BENCH_OVERVIEW=only`
+/// runs just this; `0` skips it.
+async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
+    let topic = kit::unique("bench_overview.DLT");
+    kit::create_topic(&topic, 4, &[]).await?;
+    produce_spring_records(&topic, records).await?;
+    let mut ingest = Vec::new();
+    for backend in Backend::ALL {
+        let with = ingest_rate(&topic, records, backend, Variant::Default).await?;
+        let without = ingest_rate(&topic, records, backend, Variant::NoAggregates).await?;
+        ingest.push((with, without));
+    }
+    let mut pages = Vec::new();
+    if rows > 0 {
+        for backend in Backend::ALL {
+            pages.push(Some(
+                overview_page::figures(backend, rows, 1_796_104_800_000).await?,
+            ));
+        }
+    } else {
+        pages = vec![None, None];
+    }
+    println!();
+    println!("| aggregates (migration 0006) | SQLite | PostgreSQL |");
+    println!("|---|---|---|");
+    println!(
+        "| ingest rate, {records} x 1 KiB Spring records, with / without the aggregate triggers | {:.0} / {:.0} msgs/s ({:.0} % cost) | {:.0} / {:.0} msgs/s ({:.0} % cost) |",
+        ingest[0].0,
+        ingest[0].1,
+        (1.0 - ingest[0].0 / ingest[0].1) * 100.0,
+        ingest[1].0,
+        ingest[1].1,
+        (1.0 - ingest[1].0 / ingest[1].1) * 100.0
+    );
+    if let (Some(a), Some(b)) = (&pages[0], &pages[1]) {
+        println!(
+            "| store filled by the database (triggers on), {rows} rows | {:.1} s | {:.1} s |",
+            a.fill_s, b.fill_s
+        );
+        println!(
+            "| GET /overview, {rows} rows (release binary, loopback) | p50 {:.1} ms, p99 {:.1} ms | p50 {:.1} ms, p99 {:.1} ms |",
+            a.overview.0, a.overview.1, b.overview.0, b.overview.1
+        );
+        println!(
+            "| GET /metrics, {rows} rows: first (reads the aggregates) / cached p50, p99 | {:.1} ms / p50 {:.1} ms, p99 {:.1} ms | {:.1} ms / p50 {:.1} ms, p99 {:.1} ms |",
+            a.metrics_first, a.metrics.0, a.metrics.1, b.metrics_first, b.metrics.0, b.metrics.1
+        );
+        println!(
+            "| Store::stats + arrival_totals in process (one /metrics refresh), {rows} rows | {:.1} ms | {:.1} ms |",
+            a.stats_ms, b.stats_ms
+        );
     }
     Ok(())
 }
@@ -365,6 +428,9 @@ enum Variant {
     Default,
     /// SQLite with `synchronous=NORMAL`.
     SqliteNormal,
+    /// Without the aggregate triggers of migration 0006 (dropped after migrating): what the
+    /// maintained aggregates cost ingest.
+    NoAggregates,
     /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
     /// splits each out, tries its reduced form (refused too) and quarantines it.
     RefuseHostile,
@@ -391,6 +457,29 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
     };
     let store = Store::connect_with(&url, durability).await?;
     store.migrate().await?;
+    if variant == Variant::NoAggregates {
+        let drops = [
+            "DROP TRIGGER dl_stats_insert",
+            "DROP TRIGGER dl_stats_update",
+            "DROP TRIGGER dl_stats_delete",
+        ];
+        match backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&url).await?;
+                for q in drops {
+                    sqlx::query(q).execute(&mut c).await?;
+                }
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&url).await?;
+                for q in drops {
+                    sqlx::query(&format!("{q} ON dead_letters"))
+                        .execute(&mut c)
+                        .await?;
+                }
+            }
+        }
+    }
     if variant == Variant::RefuseHostile {
         match backend {
             Backend::Sqlite => {

@@ -1,6 +1,7 @@
 use leptos::prelude::*;
 use redrive_core::ErrorGroup;
 
+use crate::components::Sparkline;
 use crate::display::{format_time, shorten};
 use crate::query;
 
@@ -8,16 +9,25 @@ use crate::query;
 const MESSAGE_CHARS: usize = 160;
 
 /// Error groups, largest first; each links to the list narrowed to its fingerprint (keeping
-/// the rest of the current filter, given as `filter`).
+/// the rest of the current filter, given as `filter`). `trends` (hourly arrivals over 24 h)
+/// and `new` (first seen in the last 24 h) are in the same order as `groups`.
 #[component]
-pub fn ErrorGroupTable(groups: Vec<ErrorGroup>, filter: Vec<(String, String)>) -> impl IntoView {
+pub fn ErrorGroupTable(
+    groups: Vec<ErrorGroup>,
+    #[prop(optional)] trends: Vec<Vec<(i64, i64)>>,
+    #[prop(optional)] new: Vec<bool>,
+    filter: Vec<(String, String)>,
+) -> impl IntoView {
     if groups.is_empty() {
         return view! { <p class="empty-state">"No error groups match this filter."</p> }
             .into_any();
     }
     let rows = groups
         .into_iter()
-        .map(|g| {
+        .enumerate()
+        .map(|(i, g)| {
+            let trend = trends.get(i).cloned().unwrap_or_default();
+            let is_new = new.get(i).copied().unwrap_or(false);
             let mut pairs: Vec<(&str, &str)> = query::filter_only(&filter)
                 .into_iter()
                 .filter(|(k, _)| *k != "fingerprint")
@@ -34,8 +44,12 @@ pub fn ErrorGroupTable(groups: Vec<ErrorGroup>, filter: Vec<(String, String)>) -
                 <tr>
                     <td class="num mono count">{g.count}</td>
                     <td class="error-cell">
+                        {is_new.then(|| view! { <span class="badge new" title="first seen in the last 24 h">"new"</span> " " })}
                         <a class="mono error-class" href=href.clone()>{class}</a>
                         <div class="message" title=example_full>{example}</div>
+                    </td>
+                    <td>
+                        <Sparkline series=trend />
                     </td>
                     <td class="mono nowrap">{format_time(g.first_seen_ms)}</td>
                     <td class="mono nowrap">{format_time(g.last_seen_ms)}</td>
@@ -52,6 +66,7 @@ pub fn ErrorGroupTable(groups: Vec<ErrorGroup>, filter: Vec<(String, String)>) -
                 <tr>
                     <th class="num">"Count"</th>
                     <th>"Error"</th>
+                    <th>"Last 24 h"</th>
                     <th>"First seen (UTC)"</th>
                     <th>"Last seen (UTC)"</th>
                     <th>"Fingerprint"</th>

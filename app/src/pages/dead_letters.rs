@@ -10,6 +10,7 @@ use crate::components::{
     ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, Pager, Picked,
 };
 use crate::http_status::HttpStatus;
+use crate::overview_api::count_dead_letters;
 use crate::query;
 use crate::wire;
 
@@ -22,6 +23,7 @@ pub fn DeadLettersPage() -> impl IntoView {
     // The notice and a plain form's error travel in the URL too; the filter is the rest.
     let list_search = Memo::new(move |_| without_page_params(&search.get()));
     let listing = wire::resource(move || list_search.get(), list_dead_letters);
+    let matching = wire::resource(move || list_search.get(), count_dead_letters);
     let choices = wire::resource(|| (), |_| get_filter_choices());
     let session = use_session();
     let act = ServerAction::<ActOnSelected>::new();
@@ -86,8 +88,11 @@ pub fn DeadLettersPage() -> impl IntoView {
                             view! { <LoadError error=error /> }.into_any()
                         }
                     };
+                    // A count that failed is left out; the list still shows.
+                    let count = matching.await.ok().flatten();
                     view! {
                         <FilterBar action="/" pairs=pairs choices=choices />
+                        {count.map(|c| view! { <p class="match-count dim">{c.text()}</p> })}
                         {body}
                     }
                 })

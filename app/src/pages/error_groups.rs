@@ -27,8 +27,15 @@ pub fn ErrorGroupsPage() -> impl IntoView {
                 Suspend::new(async move {
                     let choices = choices.await.unwrap_or_default();
                     let body = match groups.await {
-                        Ok(Listing::Found(groups)) => {
-                            view! { <ErrorGroupTable groups=groups filter=pairs.clone() /> }
+                        Ok(Listing::Found(view)) => {
+                            view! {
+                                <ErrorGroupTable
+                                    groups=view.groups
+                                    trends=view.trends
+                                    new=view.new
+                                    filter=pairs.clone()
+                                />
+                            }
                                 .into_any()
                         }
                         Ok(Listing::BadQuery(message)) => {

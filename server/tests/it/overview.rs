@@ -211,6 +211,35 @@ async fn overview_and_metrics_match_the_store_after_a_real_ingest() {
         );
         assert!(html.contains("class=\"badge new\""), "{html}");
 
+        // The list says how many match: from the aggregates, or a bounded count.
+        for (path, want) in [
+            (format!("/?dlq_topic={a}"), "50 dead letters match"),
+            (
+                "/?error_class=com.example.OutOfStock".to_string(),
+                "30 dead letters match",
+            ),
+        ] {
+            let html = app
+                .get(&path, Auth::Bearer(&token))
+                .await
+                .text()
+                .await
+                .unwrap();
+            assert!(
+                html.contains(want),
+                "{backend:?} {path}: lacks {want}:\n{html}"
+            );
+        }
+        // The groups page: a trend sparkline and a "new" badge per group.
+        let html = app
+            .get("/groups", Auth::Bearer(&token))
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(html.matches("class=\"sparkline\"").count(), 3, "{html}");
+        assert_eq!(html.matches("class=\"badge new\"").count(), 3, "{html}");
+        assert!(html.contains(": 30</title>"), "an hour bar of 30: {html}");
         assert_metrics(&app, &token, backend, &[&a, &b], "ingest").await;
         let text = app
             .get("/metrics", Auth::Bearer(&token))
