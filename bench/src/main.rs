@@ -506,6 +506,7 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
         batch_size: env_usize("BENCH_BATCH", 500),
         linger_ms: 50,
         kafka_properties: vec![],
+        backpressure: None,
     };
     let shutdown = CancellationToken::new();
     let t = Instant::now();

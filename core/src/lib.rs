@@ -18,11 +18,15 @@ pub mod model;
 pub mod quarantine;
 
 #[cfg(feature = "server")]
+pub mod archive;
+#[cfg(feature = "server")]
 pub mod ingest;
 #[cfg(feature = "server")]
 pub mod leader;
 #[cfg(feature = "server")]
 pub mod replay;
+#[cfg(feature = "server")]
+pub mod retention;
 #[cfg(feature = "server")]
 pub mod store;
 

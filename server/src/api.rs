@@ -37,6 +37,8 @@ pub struct AppState {
     pub relay: RelayHealth,
     /// Sessions, tokens, throttling (`auth`): handlers check roles with it.
     pub auth: crate::auth::AuthState,
+    /// Retention: backpressure (paused DLQ topics), counters, the archive settings.
+    pub retention: crate::api_archive::RetentionHealth,
 }
 
 /// What `/readyz` knows about ingest.
@@ -436,6 +438,9 @@ pub struct Readiness {
     pub store: StoreReadiness,
     pub ingest: IngestReadiness,
     pub relay: RelayReadiness,
+    /// DLQ topics whose ingest is paused at a retention limit (`docs/retention.md`). A paused
+    /// topic does not make redrive unready: it is working as configured.
+    pub retention: crate::api_archive::RetentionReadiness,
 }
 
 /// Replay relay part of `/readyz`: its live counters, and why it stopped if it did. Kafka
@@ -543,6 +548,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             stopped: relay_stopped,
             status: relay,
         },
+        retention: state.retention.readiness(),
     };
     let status = if ready {
         StatusCode::OK

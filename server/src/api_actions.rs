@@ -197,7 +197,7 @@ fn selection(
 
 /// The filter object through the list's own parser: strings as given, numbers and booleans
 /// as their text, `null` as "not set".
-fn filter_from_json(
+pub(crate) fn filter_from_json(
     obj: &serde_json::Map<String, Value>,
 ) -> Result<redrive_core::Filter, ActionError> {
     let mut pairs: Vec<(String, String)> = Vec::with_capacity(obj.len());

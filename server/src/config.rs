@@ -235,6 +235,11 @@ pub struct Config {
     /// routing keys are redacted by `redrive config`.
     #[serde(default)]
     pub alerts: AlertsConfig,
+    /// Retention and the archive: the `[retention]` table of `redrive.toml` (file only; see
+    /// `docs/retention.md` for every key). Default: deleted and replayed dead letters are
+    /// purged 30 days after the delete or replay; live ones are kept; no archive.
+    #[serde(default)]
+    pub retention: redrive_core::retention::RetentionConfig,
 }
 
 fn default_database_url() -> String {
@@ -347,6 +352,7 @@ impl Default for Config {
             relay_forward_diagnostic_headers: false,
             trusted_proxies: Vec::new(),
             alerts: AlertsConfig::default(),
+            retention: redrive_core::retention::RetentionConfig::default(),
         }
     }
 }
@@ -505,6 +511,9 @@ impl Config {
                 "{e} (the `relay_*` settings, and `kafka_brokers`)"
             )));
         }
+        if let Err(e) = self.retention.check() {
+            return Err(ConfigError::Invalid(e));
+        }
         if let Some(p) = self
             .trusted_proxies
             .iter()
@@ -525,6 +534,7 @@ impl Config {
     pub fn to_redacted_toml(&self) -> Result<String, ConfigError> {
         let mut shown = self.clone();
         shown.database_url = redact_url(&shown.database_url);
+        shown.retention = shown.retention.redacted(REDACTED);
         if !shown.admin_password.is_empty() {
             shown.admin_password = REDACTED.to_string();
         }
@@ -1042,7 +1052,7 @@ security.protocol = "SASL_SSL"
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if name == "kafka" || name == "alerts" {
+            if name == "kafka" || name == "alerts" || name == "retention" {
                 continue;
             }
             assert!(

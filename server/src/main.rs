@@ -8,7 +8,9 @@
 mod alerts_metrics;
 mod api;
 mod api_actions;
+mod api_archive;
 mod api_quarantine;
+mod archive_cli;
 mod auth;
 mod config;
 mod notify;
@@ -18,6 +20,7 @@ mod router;
 mod serve;
 mod site;
 mod telemetry;
+mod telemetry_retention;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -67,6 +70,11 @@ enum Command {
     /// `quarantine retry ID... | --all` (store them again, e.g. after an upgrade).
     #[command(subcommand)]
     Quarantine(quarantine_cli::QuarantineCommand),
+    /// The archive (docs/retention.md): `archive create [--filter QUERY] [--location L]`
+    /// writes matching dead letters out; `archive restore LOCATION` stores an archived run
+    /// again (idempotent, checksums verified, audited).
+    #[command(subcommand)]
+    Archive(archive_cli::ArchiveCommand),
     /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
     // Boxed: its many options would make every `Command` value large.
@@ -151,6 +159,7 @@ fn run(command: Command, config: Config) -> anyhow::Result<()> {
         Command::User(cmd) => auth::cli::run_user(cmd, &config)?,
         Command::Token(cmd) => auth::cli::run_token(cmd, &config)?,
         Command::Quarantine(cmd) => quarantine_cli::run(cmd, &config)?,
+        Command::Archive(cmd) => archive_cli::run(cmd, &config)?,
         Command::Serve => block_on(serve::serve(config))??,
         Command::Migrate => block_on(serve::migrate(&config))??,
         Command::Demo(args) => {

@@ -56,7 +56,8 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
     api_router(state.clone())
         .merge(crate::auth::router(auth.clone()))
         .merge(crate::api_actions::router(state.clone()))
-        .merge(crate::api_quarantine::router(state))
+        .merge(crate::api_quarantine::router(state.clone()))
+        .merge(crate::api_archive::router(state))
         .merge(site)
         // Inside the layers below (so refusals are traced and timed out like the rest): every
         // route is authenticated, and session POSTs are CSRF-checked, in this one place.

@@ -39,6 +39,8 @@ const INGEST_POOL: u32 = 2;
 const RELAY_POOL: u32 = 3;
 /// Connections of the alert evaluator's and dispatcher's own pool.
 const ALERTS_POOL: u32 = 2;
+/// Connections of retention's own pool (its counts, candidate reads and purge chunks).
+const RETENTION_POOL: u32 = 2;
 /// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
 const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
 
@@ -205,11 +207,24 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             .with_rules(config.alerts.rules.iter().map(|r| r.name.as_str()))
             .with_notifiers(config.alerts.notifiers.keys().map(String::as_str)),
     );
+    // Retention (docs/retention.md): usage checks and backpressure on every instance, purges
+    // on the leader only.
+    let retention = crate::api_archive::RetentionHealth {
+        config: config.retention.clone(),
+        backpressure: Arc::new(redrive_core::retention::Backpressure::new(
+            &config.retention,
+        )),
+        status: Arc::default(),
+    };
     let telemetry = Arc::new(
         Telemetry::new(config.ingest_enabled.then(|| status.clone()))
             .with_relay(relay_health.status.clone())
             .with_leader(leader.clone())
-            .with_alerts(alert_status.clone()),
+            .with_alerts(alert_status.clone())
+            .with_retention(crate::telemetry_retention::RetentionMetrics {
+                status: retention.status.clone(),
+                backpressure: retention.backpressure.clone(),
+            }),
     );
     start_alerts(
         &config,
@@ -220,6 +235,18 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         leader.clone(),
         &shutdown,
     );
+    let retention_store = own_pool(RETENTION_POOL).await?;
+    tokio::spawn(redrive_core::retention::run(
+        config.retention.clone(),
+        retention_store.clone(),
+        retention.backpressure.clone(),
+        retention.status.clone(),
+        {
+            let leader = leader.clone();
+            move || leader.is_leader()
+        },
+        shutdown.child_token(),
+    ));
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
         .map_err(ServeError::Bootstrap)?;
@@ -229,6 +256,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         telemetry,
         ingest: health.clone(),
         relay: relay_health.clone(),
+        retention: retention.clone(),
     };
     let app = router::app(
         state,
@@ -244,6 +272,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             batch_size: config.ingest_batch_size,
             linger_ms: config.ingest_linger_ms,
             kafka_properties: config.kafka_properties(),
+            backpressure: Some(retention.backpressure.clone()),
         };
         Some(tokio::spawn(ingest::run(
             ingest_config,
@@ -298,7 +327,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             failure = server_outcome(r).err();
             shutdown.cancel();
             return finish(
-                vec![store, ingest_store, relay_store, alerts_store],
+                vec![store, ingest_store, relay_store, alerts_store, retention_store],
                 ingest_task,
                 relay_task,
                 None,
@@ -319,7 +348,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         }
     }
     finish(
-        vec![store, ingest_store, relay_store, alerts_store],
+        vec![
+            store,
+            ingest_store,
+            relay_store,
+            alerts_store,
+            retention_store,
+        ],
         ingest_task,
         relay_task,
         Some(server_task),

@@ -67,6 +67,8 @@ struct Shared {
     quarantined: Mutex<Option<i64>>,
     /// The alert evaluator's and dispatcher's counters (`crate::alerts_metrics`).
     alerts: std::sync::OnceLock<Arc<AlertStatus>>,
+    /// Retention's counters and backpressure, once [`Telemetry::with_retention`] named them.
+    retention: std::sync::OnceLock<crate::telemetry_retention::RetentionMetrics>,
 }
 
 impl Telemetry {
@@ -80,6 +82,7 @@ impl Telemetry {
             sizes: Mutex::new(None),
             quarantined: Mutex::new(None),
             alerts: std::sync::OnceLock::new(),
+            retention: std::sync::OnceLock::new(),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -107,6 +110,15 @@ impl Telemetry {
     /// Reads the alert counters at each scrape (`redrive_alert*`, see `crate::alerts_metrics`).
     pub fn with_alerts(self, alerts: Arc<AlertStatus>) -> Telemetry {
         let _ = self.shared.alerts.set(alerts);
+        self
+    }
+
+    /// Reads retention's counters and backpressure at each scrape (`redrive_retention_*`).
+    pub fn with_retention(
+        self,
+        metrics: crate::telemetry_retention::RetentionMetrics,
+    ) -> Telemetry {
+        let _ = self.shared.retention.set(metrics);
         self
     }
 
@@ -371,6 +383,7 @@ impl Collector for Exposition {
             )?;
         }
         crate::alerts_metrics::encode(&mut enc, self.0.alerts.get().map(|a| a.snapshot()))?;
+        crate::telemetry_retention::encode(&mut enc, self.0.retention.get())?;
 
         {
             let c = ConstCounter::new(0u64);

@@ -29,6 +29,7 @@ pub fn ingest_config(topics: &[&str], group: &str) -> IngestConfig {
         batch_size: 500,
         linger_ms: 50,
         kafka_properties: vec![],
+        backpressure: None,
     }
 }
 

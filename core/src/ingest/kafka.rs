@@ -110,13 +110,22 @@ pub(crate) struct IngestContext {
     /// True while the store is failing: a partition assigned meanwhile is paused at once, so
     /// the batch in hand does not keep growing.
     pub(crate) paused: AtomicBool,
+    /// Retention backpressure: a partition of a paused DLQ topic is paused as it is assigned.
+    pub(crate) backpressure: Option<Arc<crate::retention::Backpressure>>,
+    /// The DLQ topics whose partitions backpressure paused (see `backpressure.rs`).
+    pub(crate) bp_applied: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl IngestContext {
-    pub(crate) fn new(status: Arc<IngestStatus>) -> IngestContext {
+    pub(crate) fn new(
+        status: Arc<IngestStatus>,
+        backpressure: Option<Arc<crate::retention::Backpressure>>,
+    ) -> IngestContext {
         IngestContext {
             status,
             paused: AtomicBool::new(false),
+            backpressure,
+            bp_applied: std::sync::Mutex::new(Default::default()),
         }
     }
 }
@@ -189,6 +198,25 @@ impl ConsumerContext for IngestContext {
                 if self.paused.load(Ordering::SeqCst) {
                     if let Err(e) = consumer.pause(tpl) {
                         tracing::warn!(target: "redrive::ingest", error = %e, "could not pause newly assigned partitions");
+                    }
+                } else if let Some(bp) = &self.backpressure {
+                    // A rebalance must not lift backpressure: pause the new partitions of a
+                    // paused DLQ topic before anything is fetched from them.
+                    let mut held = TopicPartitionList::new();
+                    for e in tpl.elements() {
+                        if bp.is_paused(e.topic()) {
+                            held.add_partition(e.topic(), e.partition());
+                        }
+                    }
+                    if held.count() > 0 {
+                        tracing::info!(target: "redrive::ingest", partitions = ?partitions(&held), "newly assigned partitions of a DLQ topic at its retention limit stay paused");
+                        if let Err(e) = consumer.pause(&held) {
+                            tracing::warn!(target: "redrive::ingest", error = %e, "could not pause newly assigned partitions");
+                        }
+                        let mut applied = self.bp_applied.lock().unwrap_or_else(|p| p.into_inner());
+                        for e in held.elements() {
+                            applied.insert(e.topic().to_string());
+                        }
                     }
                 }
             }

@@ -28,6 +28,7 @@
 //!   [`SHUTDOWN_GRACE`] and then returns without committing those records (they are re-read
 //!   at the next start).
 
+mod backpressure;
 mod batch;
 mod kafka;
 mod record;
@@ -85,6 +86,8 @@ pub struct IngestConfig {
     pub linger_ms: u64,
     /// Extra librdkafka properties (SASL/SSL, ...), applied last.
     pub kafka_properties: Vec<(String, String)>,
+    /// Retention backpressure to follow (`docs/retention.md`); `None` = never paused by it.
+    pub backpressure: Option<Arc<crate::retention::Backpressure>>,
 }
 
 /// Default [`IngestConfig::brokers`].
@@ -118,6 +121,7 @@ impl Default for IngestConfig {
             batch_size: default_batch_size(),
             linger_ms: default_linger_ms(),
             kafka_properties: Vec::new(),
+            backpressure: None,
         }
     }
 }
@@ -149,9 +153,11 @@ pub async fn run(
 ) -> Result<(), IngestError> {
     let sub = Subscription::parse(&config.topics)?;
     let client_config = kafka::client_config(&config, &sub);
-    let consumer: IngestConsumer =
-        StreamConsumer::from_config_and_context(&client_config, IngestContext::new(status.clone()))
-            .map_err(|e| IngestError::Kafka(e.to_string()))?;
+    let consumer: IngestConsumer = StreamConsumer::from_config_and_context(
+        &client_config,
+        IngestContext::new(status.clone(), config.backpressure.clone()),
+    )
+    .map_err(|e| IngestError::Kafka(e.to_string()))?;
     let topics: Vec<&str> = sub.entries.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
@@ -175,6 +181,9 @@ pub async fn run(
         batch: Batch::default(),
         uncommitted: BTreeMap::new(),
         shutdown_deadline: None,
+        bp_changes: config.backpressure.as_ref().map(|b| b.subscribe()),
+        backpressure: config.backpressure.clone(),
+        bp_seen: std::sync::atomic::AtomicU64::new(0),
     };
     ingest.probe_store().await;
     ingest.probe_kafka().await;
@@ -208,6 +217,11 @@ struct IngestLoop {
     uncommitted: BTreeMap<(String, i32), i64>,
     /// Set when shutdown was requested while the store was failing: give up retrying then.
     shutdown_deadline: Option<Instant>,
+    /// Retention backpressure (see `backpressure.rs`), its change notifications, and the
+    /// generation last applied.
+    backpressure: Option<Arc<crate::retention::Backpressure>>,
+    bp_changes: Option<tokio::sync::watch::Receiver<u64>>,
+    bp_seen: std::sync::atomic::AtomicU64,
 }
 
 /// Why [`IngestLoop::wait_serving`] returned.
@@ -244,7 +258,16 @@ impl IngestLoop {
                         }
                     }
                 }
+                _ = bp_changed(&mut self.bp_changes) => {
+                    if let Some(bp) = &self.backpressure {
+                        if bp.is_changed_for(&self.bp_seen) {
+                            self.apply_backpressure();
+                        }
+                    }
+                }
                 _ = tick.tick() => {
+                    // Also covers any race between a rebalance and a backpressure change.
+                    self.apply_backpressure();
                     self.commit_uncommitted().await;
                     if !self.status.kafka_connected() {
                         self.probe_kafka().await;
@@ -352,6 +375,7 @@ impl IngestLoop {
                         tracing::info!(attempts = attempt, "store is back; resuming consumption");
                     }
                     self.resume();
+                    self.record_backpressure(self.batch.records());
                     let stored: Vec<_> = self.batch.next_offsets().collect();
                     self.batch.clear();
                     self.commit_stored(stored).await;
@@ -499,6 +523,14 @@ impl IngestLoop {
             }
             Err(e) => tracing::warn!(error = %e, "could not read the assignment to resume it"),
         }
+        // Resuming after a store failure must not lift retention backpressure.
+        self.consumer
+            .context()
+            .bp_applied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.apply_backpressure();
     }
 
     /// Pings the store (the start-up check, and while idle after a failure).
@@ -526,6 +558,19 @@ impl IngestLoop {
             }
             Err(e) => tracing::warn!(error = %e, "Kafka probe task failed"),
         }
+    }
+}
+
+/// Resolves when backpressure changed; pending forever without backpressure.
+async fn bp_changed(rx: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    match rx {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                // The sender is gone (shutdown): stop listening.
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -126,13 +126,20 @@ mod lock;
 mod outbox;
 mod quarantine;
 mod stats;
+// Retention and the archive (issue 8).
+mod archive;
+mod retention;
 
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
 pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
 pub use self::alerts::{AlertCycle, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS};
+pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub use self::retention::{
+    Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
+};
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,

@@ -651,6 +651,7 @@ async fn demo_dead_letters_ingest_as_the_seed_convention() {
             batch_size: 100,
             linger_ms: 50,
             kafka_properties: Vec::new(),
+            backpressure: None,
         },
         store.clone(),
         Arc::new(IngestStatus::default()),

@@ -32,6 +32,7 @@ mod monitoring;
 mod overview;
 mod pages;
 mod replay;
+mod retention;
 mod soak;
 mod stats;
 mod store;
