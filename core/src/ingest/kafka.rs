@@ -29,8 +29,15 @@ pub(crate) const MAX_FETCH_BYTES: u32 = 64 * 1024 * 1024;
 pub(crate) const MAX_RECEIVE_BYTES: u32 = 1024 * 1024 * 1024;
 
 /// How often a regex subscription looks for new matching topics, ms. librdkafka's default
-/// (5 minutes) would make a freshly created DLQ topic wait that long.
+/// (5 minutes) would make a freshly created DLQ topic wait that long. A pattern refresh reads
+/// the whole cluster's metadata, so it is kept at 30 s.
 pub(crate) const PATTERN_REFRESH_MS: u32 = 30_000;
+
+/// How often a subscription to exact topic names refreshes their metadata, ms. A DLQ topic is
+/// often created only when its first record is dead-lettered (Spring Kafka's DLT, for one),
+/// after redrive subscribed to its name; librdkafka notices it only at a refresh. Only the
+/// subscribed topics are asked for, so 10 s is cheap.
+pub(crate) const EXACT_REFRESH_MS: u32 = 10_000;
 
 /// How often librdkafka reports its statistics (consumer lag per partition), ms
 /// (`statistics.interval.ms`; `kafka_properties` may change it, 0 turns the lag off).
@@ -91,12 +98,12 @@ pub(crate) fn client_config(config: &IngestConfig, sub: &Subscription) -> Client
         .set("enable.partition.eof", "false")
         .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string())
         .set_log_level(RDKafkaLogLevel::Info);
-    if sub.has_patterns {
-        cfg.set(
-            "topic.metadata.refresh.interval.ms",
-            PATTERN_REFRESH_MS.to_string(),
-        );
-    }
+    let refresh = if sub.has_patterns {
+        PATTERN_REFRESH_MS
+    } else {
+        EXACT_REFRESH_MS
+    };
+    cfg.set("topic.metadata.refresh.interval.ms", refresh.to_string());
     for (k, v) in &config.kafka_properties {
         cfg.set(k, v);
     }

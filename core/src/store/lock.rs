@@ -129,6 +129,9 @@ impl Store {
         {
             return Ok(None);
         }
+        // The file itself, not the spelling of its path: a symlink or `..` must find the same
+        // lock. (A hard link under another name still would not; docs/deployment.md.)
+        let db = std::fs::canonicalize(&db).unwrap_or(db);
         let mut lock_name = db.clone().into_os_string();
         lock_name.push(".serve-lock");
         let path = std::path::PathBuf::from(lock_name);

@@ -250,6 +250,27 @@ async fn regex_subscription_picks_up_two_topics() {
     ingest.stop().await.unwrap();
 }
 
+/// A DLQ topic named exactly in the configuration but created only after ingest subscribed
+/// (Spring Kafka creates its DLT with the first dead letter) is picked up at the next metadata
+/// refresh (10 s), not librdkafka's default 5 minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_topic_created_after_start_is_picked_up() {
+    let topic = unique("late.DLT");
+    let (store, _dir) = fresh_store(Backend::Sqlite).await.unwrap();
+    let ingest = start_ingest(&store, ingest_config(&[&topic], &unique("group")));
+    wait_for("ingest to run", Duration::from_secs(30), || async {
+        ingest.status.snapshot().ready.then_some(())
+    })
+    .await
+    .unwrap();
+    create_topic(&topic, 1, &[]).await.unwrap();
+    produce(&topic, &[plain("late")]).await.unwrap();
+    wait_for_count(&store, &topic, 1, Duration::from_secs(45))
+        .await
+        .unwrap();
+    ingest.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_regex_is_a_configuration_error() {
     let (store, _dir) = fresh_store(Backend::Sqlite).await.unwrap();

@@ -53,6 +53,19 @@ async fn sqlite_refuses_a_second_instance_on_the_same_file_until_the_first_is_go
         err.contains("another `redrive serve` is using") && err.contains("PostgreSQL"),
         "the refusal says why and what to do instead: {err}"
     );
+    // Nor through a symlink to the same file.
+    let path = first.db_url.trim_start_matches("sqlite:").to_string();
+    let link = format!("{path}.link");
+    std::os::unix::fs::symlink(&path, &link).expect("symlink");
+    let via_link = format!("sqlite:{link}");
+    let env = [
+        ("REDRIVE_DATABASE_URL", via_link.as_str()),
+        ("REDRIVE_LISTEN", "127.0.0.1:0"),
+        ("REDRIVE_INGEST_ENABLED", "false"),
+    ];
+    let (code, _, err) = run_redrive(&["serve"], &env, None).await;
+    assert_ne!(code, Some(0), "a symlink must not bypass the lock\n{err}");
+    assert!(err.contains("another `redrive serve` is using"), "{err}");
     // The CLI's other commands still work beside the server.
     let (code, _, err) = first.cli(&["user", "list"], None).await;
     assert_eq!(code, Some(0), "{err}");
