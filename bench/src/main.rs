@@ -18,6 +18,9 @@
 //!    release binary ([`detail_page`]); `BENCH_DETAIL=0` skips it, `BENCH_DETAIL=only` runs
 //!    only it.
 //!
+//! 5. Retention purge throughput (rows/s) without and with the archive, at `BENCH_PURGE`
+//!    (default `BENCH_ROWS`) rows ([`purge`]); `BENCH_PURGE_ONLY=1` runs only it.
+//!
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
 //! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
 
@@ -38,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 mod bulk_load;
 mod detail_page;
 mod overview_page;
+mod purge;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -61,6 +65,12 @@ async fn main() -> Result<()> {
     let queries = env_usize("BENCH_QUERIES", 200);
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() == "only" {
         return print_overview_figures(records, rows).await;
+    }
+    let purge_rows = env_usize("BENCH_PURGE", rows);
+    if std::env::var("BENCH_PURGE_ONLY").unwrap_or_default() == "1" {
+        println!("| measure | SQLite | PostgreSQL |");
+        println!("|---|---|---|");
+        return purge::print_purge_figures(purge_rows).await;
     }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
@@ -201,6 +211,9 @@ async fn main() -> Result<()> {
         println!(
             "| bulk delete of {bulk_n} rows by filter, in {chunks} chunks: total / longest write-lock hold | {total_s:.1} s / {longest_ms:.1} ms | not measured |"
         );
+    }
+    if purge_rows > 0 {
+        purge::print_purge_figures(purge_rows).await?;
     }
     if detail != "0" {
         print_detail_figures().await?;
