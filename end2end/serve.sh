@@ -13,6 +13,30 @@ topic="e2e_$(date +%s)_$$.DLT"
 export REDRIVE_DATABASE_URL="sqlite:$state/e2e.db" REDRIVE_KAFKA_BROKERS="$brokers" \
   REDRIVE_DLQ_TOPICS="$topic" REDRIVE_GROUP_ID="e2e-$$" REDRIVE_LISTEN="127.0.0.1:$port" \
   REDRIVE_SITE_ROOT="$root/target/site"
+# Alert rules for tests/alerts.spec.ts: its webhook receiver listens on port + 1.
+cat >"$state/redrive.toml" <<TOML
+[alerts]
+interval_ms = 500
+notify_max_attempts = 10
+notify_backoff_base_ms = 200
+notify_backoff_max_ms = 2000
+
+[alerts.notifiers.e2e-hook]
+kind = "webhook"
+url = "http://127.0.0.1:$((port + 1))/hook"
+secret = "e2e-webhook-secret"
+
+[[alerts.rules]]
+name = "e2e-depth"
+kind = "dlq_size"
+threshold = 0
+dlq_topic = "$topic"
+
+[[alerts.rules]]
+name = "e2e-quarantine"
+kind = "quarantined"
+TOML
+export REDRIVE_CONFIG="$state/redrive.toml"
 # The users exist before the server starts, so no test can race their creation. (With users
 # in the store, a REDRIVE_ADMIN_USER would be ignored: the admin is added here too.)
 add_user() { printf '%s' "$3" | "$redrive" user add "$1" --role "$2" --password-stdin >/dev/null; }

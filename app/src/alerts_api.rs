@@ -134,6 +134,10 @@ mod seam {
             RuleKind::IngestStalled => {
                 "ingest not running with Kafka and the store reachable".to_string()
             }
+            RuleKind::IngestLag => format!(
+                "consumer lag > {} records per dlq_topic",
+                r.threshold_or_zero()
+            ),
             RuleKind::ReplayFailed => format!(
                 "a replay job finished with failed records; resolves after {} s",
                 r.window() / 1000

@@ -18,7 +18,7 @@ use super::status::AlertStatus;
 use crate::actions::NewAuditEntry;
 use crate::ingest::IngestStatus;
 use crate::store::{
-    AlertCycle, AlertFilter, GroupCount, NewAlertEvent, Store, StoreError, ALERTS_ACTOR,
+    AlertCycle, AlertFilter, GroupCount, NewAlertEvent, Store, StoreError, TopicStats, ALERTS_ACTOR,
 };
 
 /// Watermark: the largest dead-letter id the arrival and new-group rules have seen.
@@ -125,6 +125,8 @@ pub async fn evaluate_once(
         .unwrap_or(now_ms);
 
     let mut live_cache: BTreeMap<(GroupBy, AlertFilter), Vec<GroupCount>> = BTreeMap::new();
+    // The maintained aggregates (migration 0006), read at most once per evaluation.
+    let mut stats: Option<crate::store::StatsSnapshot> = None;
     let mut cycle = AlertCycle {
         now_ms,
         watermarks: vec![
@@ -150,7 +152,21 @@ pub async fn evaluate_once(
             RuleKind::DlqSize | RuleKind::OldestAge => {
                 let key = (rule.group_by, filter.clone());
                 if !live_cache.contains_key(&key) {
-                    let rows = store.alert_live_by(rule.group_by, &filter).await?;
+                    let rows = match from_stats(rule, &filter) {
+                        Some(by) => {
+                            if stats.is_none() {
+                                stats = Some(store.stats(now_ms).await?);
+                            }
+                            let snap = stats
+                                .as_ref()
+                                .map(|s| s.pairs.as_slice())
+                                .unwrap_or_default();
+                            live_from_pairs(snap, by, &filter)
+                        }
+                        // Grouping or filtering by fingerprint or consumer group: the
+                        // aggregates do not have it; read the matching live dead letters.
+                        None => store.alert_live_by(rule.group_by, &filter).await?,
+                    };
                     live_cache.insert(key.clone(), rows);
                 }
                 for g in live_cache.get(&key).map(Vec::as_slice).unwrap_or_default() {
@@ -242,6 +258,20 @@ pub async fn evaluate_once(
                     );
                 }
             }
+            RuleKind::IngestLag => {
+                if let Some(ingest) = &inputs.ingest {
+                    let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
+                    let mut by_topic: BTreeMap<String, i64> = BTreeMap::new();
+                    for p in ingest.snapshot().partition_lag {
+                        if rule.dlq_topic.as_ref().is_none_or(|d| d == &p.topic) {
+                            *by_topic.entry(p.topic).or_default() += p.lag;
+                        }
+                    }
+                    for (topic, lag) in by_topic {
+                        readings.insert(scope_of("dlq_topic", Some(&topic)), level(lag > t, lag));
+                    }
+                }
+            }
             RuleKind::IngestStalled => {
                 if let Some(ingest) = &inputs.ingest {
                     let ready = ingest.is_ready();
@@ -311,6 +341,58 @@ pub async fn evaluate_once(
     Ok(n)
 }
 
+/// The grouping to read from the maintained aggregates (`docs/stats.md`) when `rule` groups
+/// and filters by DLQ topic and source topic only; `None` when it needs the dead letters.
+fn from_stats(rule: &RuleConfig, filter: &AlertFilter) -> Option<GroupBy> {
+    let by = matches!(rule.group_by, GroupBy::DlqTopic | GroupBy::SourceTopic);
+    (by && filter.fingerprint.is_none() && filter.consumer_group.is_none()).then_some(rule.group_by)
+}
+
+/// Live dead letters (`new`, `replay_pending`, `replay_failed`: not yet dealt with) and the
+/// oldest one's `dead_lettered_at_ms`, per DLQ topic or source topic, from the aggregates'
+/// (DLQ topic, source topic) pairs matching `filter`. A NULL source topic is `None`.
+fn live_from_pairs(pairs: &[TopicStats], by: GroupBy, filter: &AlertFilter) -> Vec<GroupCount> {
+    let mut out: BTreeMap<Option<String>, GroupCount> = BTreeMap::new();
+    for p in pairs {
+        let matches = |want: &Option<String>, have: &Option<String>| {
+            want.as_ref()
+                .is_none_or(|w| have.as_deref() == Some(w.as_str()))
+        };
+        if !matches(&filter.dlq_topic, &p.dlq_topic)
+            || !matches(&filter.source_topic, &p.source_topic)
+        {
+            continue;
+        }
+        let live = p.counts.new + p.counts.replay_pending + p.counts.replay_failed;
+        if live == 0 {
+            continue;
+        }
+        let oldest = [
+            p.oldest_ms.new,
+            p.oldest_ms.replay_pending,
+            p.oldest_ms.replay_failed,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let key = match by {
+            GroupBy::SourceTopic => p.source_topic.clone(),
+            _ => p.dlq_topic.clone(),
+        };
+        let e = out.entry(key.clone()).or_insert(GroupCount {
+            value: key,
+            count: 0,
+            at_ms: None,
+        });
+        e.count += live;
+        e.at_ms = match (e.at_ms, oldest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    out.into_values().collect()
+}
+
 /// What the value means, for humans.
 fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
     match rule.kind {
@@ -339,6 +421,10 @@ fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
             format!("ingest is not running with Kafka and the store reachable ({scope})")
         }
         RuleKind::ReplayFailed => format!("replay {scope} finished with {value} failed record(s)"),
+        RuleKind::IngestLag => format!(
+            "ingest is {value} record(s) behind in {scope} (threshold {})",
+            rule.threshold_or_zero()
+        ),
         RuleKind::Quarantined => format!(
             "{value} record(s) in quarantine for {scope} (threshold {})",
             rule.threshold_or_zero()
@@ -451,4 +537,52 @@ pub fn test_event(
 /// Whether any state row is firing (used by tests and `/readyz`-style summaries).
 pub fn any_firing(states: &[ScopeState]) -> bool {
     states.iter().any(|s| s.state == AlertState::Firing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::PerStatus;
+
+    fn pair(dlq: &str, src: Option<&str>, new: i64, failed: i64, replayed: i64) -> TopicStats {
+        TopicStats {
+            dlq_topic: Some(dlq.into()),
+            source_topic: src.map(str::to_string),
+            counts: PerStatus {
+                new,
+                replay_failed: failed,
+                replayed,
+                ..PerStatus::default()
+            },
+            oldest_ms: PerStatus {
+                new: (new > 0).then_some(100),
+                replay_failed: (failed > 0).then_some(50),
+                replayed: (replayed > 0).then_some(1),
+                ..PerStatus::default()
+            },
+            ..TopicStats::default()
+        }
+    }
+
+    #[test]
+    fn live_from_the_aggregates_counts_what_is_not_dealt_with() {
+        let pairs = [
+            pair("a.DLT", Some("a"), 2, 1, 7),
+            pair("a.DLT", None, 1, 0, 0),
+            pair("b.DLT", Some("b"), 0, 0, 9),
+        ];
+        let by_dlq = live_from_pairs(&pairs, GroupBy::DlqTopic, &AlertFilter::default());
+        assert_eq!(by_dlq.len(), 1, "replayed ones are not live backlog");
+        assert_eq!((by_dlq[0].count, by_dlq[0].at_ms), (4, Some(50)));
+        let f = AlertFilter {
+            source_topic: Some("a".into()),
+            ..AlertFilter::default()
+        };
+        let by_src = live_from_pairs(&pairs, GroupBy::SourceTopic, &f);
+        assert_eq!(by_src.len(), 1);
+        assert_eq!(
+            (by_src[0].value.as_deref(), by_src[0].count),
+            (Some("a"), 3)
+        );
+    }
 }

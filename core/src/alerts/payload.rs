@@ -79,7 +79,7 @@ pub fn scope_labels(scope: &str) -> serde_json::Map<String, serde_json::Value> {
 pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
     use super::rules::RuleKind::*;
     match rule.kind {
-        DlqSize | Quarantined => ("records", Some(rule.threshold_or_zero() as f64)),
+        DlqSize | Quarantined | IngestLag => ("records", Some(rule.threshold_or_zero() as f64)),
         // The value is the count in the window; the threshold is the rate scaled to it.
         DeadLetterRate => (
             "records_in_window",

@@ -152,6 +152,9 @@ pub enum RuleKind {
     NewErrorGroup,
     /// Ingest is not running with Kafka reachable and the store writable.
     IngestStalled,
+    /// Consumer lag (high watermark − committed offset, summed over a DLQ topic's partitions
+    /// assigned to the evaluating instance) over `threshold` records.
+    IngestLag,
     /// A replay job finished with failed records; resolves after `window_ms`.
     ReplayFailed,
     /// Records in quarantine over `threshold` (default 0).
@@ -159,13 +162,14 @@ pub enum RuleKind {
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 8] = [
+    pub const ALL: [RuleKind; 9] = [
         RuleKind::DlqSize,
         RuleKind::DeadLetterRate,
         RuleKind::NewArrival,
         RuleKind::OldestAge,
         RuleKind::NewErrorGroup,
         RuleKind::IngestStalled,
+        RuleKind::IngestLag,
         RuleKind::ReplayFailed,
         RuleKind::Quarantined,
     ];
@@ -178,6 +182,7 @@ impl RuleKind {
             RuleKind::OldestAge => "oldest_age",
             RuleKind::NewErrorGroup => "new_error_group",
             RuleKind::IngestStalled => "ingest_stalled",
+            RuleKind::IngestLag => "ingest_lag",
             RuleKind::ReplayFailed => "replay_failed",
             RuleKind::Quarantined => "quarantined",
         }
@@ -270,7 +275,8 @@ pub struct RuleConfig {
     /// Unique name: letters, digits, `.`, `_`, `-`; at most [`MAX_NAME_BYTES`].
     pub name: String,
     pub kind: RuleKind,
-    /// `dlq_size`: live dead letters (records); `quarantined`: records (default 0).
+    /// `dlq_size`: live dead letters (records); `ingest_lag`: records behind;
+    /// `quarantined`: records (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<u64>,
     /// `dead_letter_rate`: dead letters per minute (average over `window_ms`).
@@ -352,7 +358,9 @@ impl RuleConfig {
         let need = |what: &str| Err(format!("kind `{kind}` needs `{what}`"));
         let unused = |what: &str| Err(format!("`{what}` does not apply to kind `{kind}`"));
         match self.kind {
-            RuleKind::DlqSize if self.threshold.is_none() => return need("threshold"),
+            RuleKind::DlqSize | RuleKind::IngestLag if self.threshold.is_none() => {
+                return need("threshold")
+            }
             RuleKind::DeadLetterRate => match self.rate_per_min {
                 None => return need("rate_per_min"),
                 Some(PerMinute(r)) if !(r.is_finite() && r >= 0.0) => {
@@ -364,7 +372,10 @@ impl RuleConfig {
             _ => {}
         }
         if self.threshold.is_some()
-            && !matches!(self.kind, RuleKind::DlqSize | RuleKind::Quarantined)
+            && !matches!(
+                self.kind,
+                RuleKind::DlqSize | RuleKind::Quarantined | RuleKind::IngestLag
+            )
         {
             return unused("threshold");
         }
@@ -400,7 +411,7 @@ impl RuleConfig {
             }
             let applies = match self.kind {
                 RuleKind::IngestStalled | RuleKind::ReplayFailed => false,
-                RuleKind::Quarantined => name == "dlq_topic",
+                RuleKind::Quarantined | RuleKind::IngestLag => name == "dlq_topic",
                 RuleKind::NewErrorGroup => name != "fingerprint",
                 _ => true,
             };
@@ -637,7 +648,7 @@ mod tests {
         for kind in RuleKind::ALL {
             let mut r = rule(kind);
             match kind {
-                RuleKind::DlqSize => r.threshold = Some(1),
+                RuleKind::DlqSize | RuleKind::IngestLag => r.threshold = Some(1),
                 RuleKind::DeadLetterRate => r.rate_per_min = Some(PerMinute(0.5)),
                 RuleKind::OldestAge => r.max_age_ms = Some(1),
                 _ => {}

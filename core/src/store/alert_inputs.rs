@@ -5,11 +5,12 @@
 //! watermark, plus one index probe per new fingerprint); the rate reads the index range of the
 //! last window (`dead_letters_by_time`); the quarantine and replay jobs are small tables.
 //!
-//! INTERIM: [`Store::alert_live_by`] (live size and oldest age per scope) aggregates every live
-//! dead letter on each call — O(rows), seconds at 10M rows. It is to be replaced by the
-//! maintained aggregates of migration 0006 (the "overview" work) when they land; until then
-//! the evaluator calls it at most once per evaluation for all `dlq_size`/`oldest_age` rules
-//! with the same grouping and filters.
+//! Live size and oldest age (`dlq_size`, `oldest_age`) come from the maintained aggregates of
+//! migration 0006 (`Store::stats`, `docs/stats.md`) when a rule groups and filters by DLQ
+//! topic and source topic only. Only a rule grouping or filtering by fingerprint or consumer
+//! group falls back to [`Store::alert_live_by`], which aggregates the matching live dead
+//! letters — O(matching rows), seconds at 10M rows without a narrowing filter; the evaluator
+//! calls it at most once per evaluation for all rules with the same grouping and filters.
 
 use sqlx::QueryBuilder;
 
@@ -69,8 +70,9 @@ impl Store {
         .map_err(store_error)
     }
 
-    /// INTERIM (see the module doc): live dead letters per `by` value matching `filter`, with
-    /// the oldest one's `dead_lettered_at_ms`.
+    /// Live dead letters per `by` value matching `filter`, with the oldest one's
+    /// `dead_lettered_at_ms`, counted from the dead letters themselves (see the module doc for
+    /// when the evaluator uses this instead of the aggregates).
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn alert_live_by(
