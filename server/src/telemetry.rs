@@ -155,12 +155,12 @@ impl Telemetry {
         }
         let count_all = async {
             let stats = store.stats(now_ms()).await?;
-            let (arrivals, arrivals_truncated) = store.arrival_totals(PAIR_CAP * 4).await?;
+            let (arrivals, arrivals_rest) = store.arrival_totals(PAIR_CAP).await?;
             let quarantined = store.quarantine_count().await?;
             let figures = StoreFigures {
                 stats,
                 arrivals,
-                arrivals_truncated,
+                arrivals_rest,
             };
             Ok::<_, StoreError>((figures, quarantined))
         };

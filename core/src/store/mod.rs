@@ -143,7 +143,7 @@ pub use self::retention::{
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
-    HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, STATS_ROW_CAP,
+    HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.

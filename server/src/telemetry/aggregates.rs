@@ -3,7 +3,7 @@
 //! `dead_letters` — and from ingest's librdkafka statistics (consumer lag). Every label set is
 //! capped (`docs/metrics.md`): at most [`TOPIC_CAP`] DLQ topics, [`PAIR_CAP`] (DLQ topic,
 //! source topic) pairs and [`PARTITION_CAP`] partitions get series of their own, largest
-//! first; the rest are summed into the label value `other`.
+//! first; the rest are summed into the label value `(other)`.
 
 use std::collections::BTreeMap;
 
@@ -14,14 +14,15 @@ use redrive_core::ingest::PartitionLag;
 use redrive_core::store::{ArrivalTotal, StatsSnapshot, TopicStats};
 use redrive_core::Status;
 
-/// Most DLQ topics with series of their own; the rest are `dlq_topic="other"`.
+/// Most DLQ topics with series of their own; the rest are `dlq_topic="(other)"`.
 pub const TOPIC_CAP: usize = 50;
 /// Most (DLQ topic, source topic) pairs with series of their own (ingested totals).
 pub const PAIR_CAP: u32 = 100;
 /// Most DLQ partitions with a consumer-lag series of their own.
 pub const PARTITION_CAP: usize = 500;
-/// The label value the series beyond a cap are summed into.
-pub const OTHER: &str = "other";
+/// The label value the series beyond a cap are summed into. Parentheses cannot occur in a
+/// Kafka topic name, so it never collides with a real DLQ topic's series.
+pub const OTHER: &str = "(other)";
 /// The `source_topic` label of dead letters that name no source topic.
 pub const NO_SOURCE: &str = "";
 
@@ -30,7 +31,8 @@ pub const NO_SOURCE: &str = "";
 pub struct StoreFigures {
     pub stats: StatsSnapshot,
     pub arrivals: Vec<ArrivalTotal>,
-    pub arrivals_truncated: bool,
+    /// Arrivals of the pairs beyond those in `arrivals`, exactly (`None`: there are none).
+    pub arrivals_rest: Option<i64>,
 }
 
 /// Per DLQ topic, capped: the first [`TOPIC_CAP`] by live count, then one `other` entry.
@@ -89,7 +91,7 @@ pub fn encode(
         let mut m = enc.encode_descriptor(
             "redrive_dead_letters_by_topic",
             "Dead letters in the store by DLQ topic and status (at most 50 topics, the rest \
-             as dlq_topic=\"other\").",
+             as dlq_topic=\"(other)\").",
             None,
             g.metric_type(),
         )?;
@@ -143,7 +145,7 @@ pub fn encode(
             "redrive_dead_letters_ingested_by_topic",
             "Dead letters stored by DLQ topic and source topic (source_topic=\"\" when none is \
              named), from the store's arrival history: across instances and restarts, purges \
-             do not lower it. At most 100 pairs, the rest as \"other\".",
+             do not lower it. At most 100 pairs, the rest as \"(other)\".",
             None,
             c.metric_type(),
         )?;
@@ -160,7 +162,8 @@ pub fn encode(
                     other += a.total;
                 }
             }
-            if other > 0 || f.arrivals_truncated {
+            other += f.arrivals_rest.unwrap_or(0);
+            if other > 0 || f.arrivals_rest.is_some() {
                 ConstCounter::new(other.max(0) as u64)
                     .encode(m.encode_family(&[("dlq_topic", OTHER), ("source_topic", OTHER)])?)?;
             }

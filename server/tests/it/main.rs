@@ -35,5 +35,6 @@ mod replay;
 mod retention;
 mod soak;
 mod stats;
+mod stats_caps;
 mod store;
 mod ui_actions;

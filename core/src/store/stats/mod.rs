@@ -125,13 +125,14 @@ impl Store {
 
         let mut pairs: BTreeMap<(String, String), TopicStats> = BTreeMap::new();
         for r in rows.into_iter().take(STATS_ROW_CAP as usize) {
-            let status = Status::parse(&r.status).ok_or_else(|| {
-                StoreError::Corrupt(format!("unknown status `{}` in dl_stats_counts", r.status))
-            })?;
+            let status = parse_status(&r.status)?;
             let e = pair_entry(&mut pairs, r.dlq_topic, r.source_topic);
             *e.counts.get_mut(status) = r.n;
             *e.bytes.get_mut(status) = r.bytes;
             *e.oldest_ms.get_mut(status) = r.oldest_ms;
+        }
+        if truncated {
+            self.fold_remainder(&mut pairs).await?;
         }
 
         let windows: Vec<WindowRow> = on_pool!(self, |pool, DB| {
@@ -523,11 +524,12 @@ impl Store {
     /// (migration 0006; rows stored before it count from their last 35 days): the sum of the
     /// hour buckets, compaction folding old ones into bucket 0. Never decreases, purges
     /// included — the `redrive_dead_letters_ingested_by_topic_total` counter. Largest first,
-    /// at most `limit` pairs plus `truncated`. Errors: `Unavailable`, `Database`.
+    /// at most `limit` pairs, and — when more pairs exist — the exact sum of all the others
+    /// (`Some(rest)`). Errors: `Unavailable`, `Database`.
     pub async fn arrival_totals(
         &self,
         limit: u32,
-    ) -> Result<(Vec<ArrivalTotal>, bool), StoreError> {
+    ) -> Result<(Vec<ArrivalTotal>, Option<i64>), StoreError> {
         let rows: Vec<PairCountRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT dlq_topic, source_topic, CAST(SUM(n) AS BIGINT) AS n FROM dl_stats_hours \
@@ -538,19 +540,100 @@ impl Store {
         })
         .map_err(store_error)?;
         let truncated = rows.len() > limit as usize;
-        Ok((
-            rows.into_iter()
-                .take(limit as usize)
-                .map(|r| ArrivalTotal {
-                    dlq_topic: r.dlq_topic,
-                    source_topic: source(r.source_topic),
-                    total: r.n,
-                })
-                .collect(),
-            truncated,
-        ))
+        let top: Vec<ArrivalTotal> = rows
+            .into_iter()
+            .take(limit as usize)
+            .map(|r| ArrivalTotal {
+                dlq_topic: r.dlq_topic,
+                source_topic: source(r.source_topic),
+                total: r.n,
+            })
+            .collect();
+        // What the cut left out, exactly: the grand total minus the pairs returned.
+        let rest = if truncated {
+            let all: Option<i64> = on_pool!(self, |pool, DB| {
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_hours");
+                qb.build_query_scalar().fetch_one(pool).await
+            })
+            .map_err(store_error)?;
+            Some(all.unwrap_or(0) - top.iter().map(|a| a.total).sum::<i64>())
+        } else {
+            None
+        };
+        Ok((top, rest))
     }
 }
+
+fn parse_status(s: &str) -> Result<Status, StoreError> {
+    Status::parse(s)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown status `{s}` in dl_stats_counts")))
+}
+
+#[derive(sqlx::FromRow)]
+struct TopicStatusRow {
+    dlq_topic: String,
+    status: String,
+    n: i64,
+    bytes: i64,
+}
+
+impl Store {
+    /// When [`STATS_ROW_CAP`] cut the (DLQ topic, source topic, status) rows, adds what was
+    /// cut back per DLQ topic and status, under the source topic [`OTHER_SOURCES`]: the
+    /// per-DLQ-topic figures and the totals stay exact however many source topics exist.
+    /// Reads `dl_stats_counts` grouped by (DLQ topic, status) — a result bounded by the DLQ
+    /// topics — and, per remainder, the oldest row through the `(dlq_topic, dead_lettered_at_ms)`
+    /// index.
+    async fn fold_remainder(
+        &self,
+        pairs: &mut BTreeMap<(String, String), TopicStats>,
+    ) -> Result<(), StoreError> {
+        let exact: Vec<TopicStatusRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT dlq_topic, status, CAST(SUM(n) AS BIGINT) AS n, \
+                 CAST(SUM(bytes) AS BIGINT) AS bytes FROM dl_stats_counts WHERE n > 0 \
+                 GROUP BY dlq_topic, status",
+            );
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        for r in exact {
+            let status = parse_status(&r.status)?;
+            let (mut n, mut bytes) = (0i64, 0i64);
+            for ((dlq, _), p) in pairs.iter() {
+                if *dlq == r.dlq_topic {
+                    n += p.counts.get(status);
+                    bytes += p.bytes.get(status);
+                }
+            }
+            if r.n <= n {
+                continue;
+            }
+            let oldest: Option<i64> = on_pool!(self, |pool, DB| {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT MIN(dead_lettered_at_ms) FROM dead_letters WHERE dlq_topic = ",
+                );
+                DB::bind(&mut qb, Val::Text(Some(r.dlq_topic.as_str())));
+                qb.push(" AND status = ");
+                DB::bind(&mut qb, Val::Text(Some(r.status.as_str())));
+                qb.build_query_scalar().fetch_one(pool).await
+            })
+            .map_err(store_error)?;
+            let e = pair_entry(pairs, r.dlq_topic, OTHER_SOURCES.to_string());
+            *e.counts.get_mut(status) = r.n - n;
+            *e.bytes.get_mut(status) = r.bytes - bytes;
+            *e.oldest_ms.get_mut(status) = oldest;
+        }
+        Ok(())
+    }
+}
+
+/// The source topic under which [`Store::stats`] reports, per DLQ topic, the dead letters of
+/// the source topics beyond [`STATS_ROW_CAP`]. Parentheses cannot occur in a Kafka topic
+/// name, so it never stands for a real one (a header could still spell it; it is shown as
+/// what it is).
+pub const OTHER_SOURCES: &str = "(other source topics)";
 
 fn pair_entry(
     pairs: &mut BTreeMap<(String, String), TopicStats>,
