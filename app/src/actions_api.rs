@@ -28,17 +28,28 @@ pub enum Op {
     Replay,
     Delete,
     Restore,
+    /// Add the form's `label` to the dead letters (their own labels).
+    LabelAdd,
+    /// Remove the form's `label` from the dead letters.
+    LabelRemove,
 }
 
 impl Op {
-    /// Parses `replay`, `delete` or `restore`.
+    /// Parses `replay`, `delete`, `restore`, `label_add` or `label_remove`.
     pub fn parse(s: &str) -> Option<Op> {
         match s {
             "replay" => Some(Op::Replay),
             "delete" => Some(Op::Delete),
             "restore" => Some(Op::Restore),
+            "label_add" => Some(Op::LabelAdd),
+            "label_remove" => Some(Op::LabelRemove),
             _ => None,
         }
+    }
+
+    /// True for the label changes (they need a `label`).
+    pub fn is_label(self) -> bool {
+        matches!(self, Op::LabelAdd | Op::LabelRemove)
     }
 
     /// The form value and audit action name.
@@ -47,6 +58,8 @@ impl Op {
             Op::Replay => "replay",
             Op::Delete => "delete",
             Op::Restore => "restore",
+            Op::LabelAdd => "label_add",
+            Op::LabelRemove => "label_remove",
         }
     }
 
@@ -56,6 +69,8 @@ impl Op {
             Op::Replay => "Replay",
             Op::Delete => "Delete",
             Op::Restore => "Restore",
+            Op::LabelAdd => "Label",
+            Op::LabelRemove => "Unlabel",
         }
     }
 }
@@ -81,6 +96,9 @@ pub struct Preview {
     pub target_topic: Option<String>,
     /// A replay's dry run (`None` for delete and restore).
     pub dry_run: Option<DryRun>,
+    /// The label to add or remove (label changes only), normalised.
+    #[serde(default)]
+    pub label: Option<String>,
     /// How many dead letters the action would change now.
     pub count: i64,
 }
@@ -109,6 +127,8 @@ impl Notice {
         let op = match code {
             "deleted" => Op::Delete,
             "restored" => Op::Restore,
+            "labelled" => Op::LabelAdd,
+            "unlabelled" => Op::LabelRemove,
             _ => return None,
         };
         Some(Notice {
@@ -123,6 +143,8 @@ impl Notice {
             Op::Delete => "deleted",
             Op::Restore => "restored",
             Op::Replay => "replayed",
+            Op::LabelAdd => "labelled",
+            Op::LabelRemove => "unlabelled",
         };
         format!("{word}-{count}")
     }
@@ -148,6 +170,14 @@ impl Notice {
                 .to_string(),
             (Op::Restore, _) => format!("Restored {n} {things} to the status they had before."),
             (Op::Replay, _) => format!("Queued {n} {things} for replay."),
+            (Op::LabelAdd, 0) => "No label was added: the selected dead letters already have \
+                                  it (or have the most labels allowed)."
+                .to_string(),
+            (Op::LabelAdd, _) => format!("Labelled {n} {things}."),
+            (Op::LabelRemove, 0) => {
+                "No label was removed: none of the selected dead letters had it.".to_string()
+            }
+            (Op::LabelRemove, _) => format!("Removed the label from {n} {things}."),
         }
     }
 }
@@ -247,7 +277,9 @@ mod seam {
     /// The form's `op`.
     pub fn op(op: &str) -> Result<Op, ServerFnError> {
         Op::parse(op).ok_or_else(|| {
-            ServerFnError::new("Unknown action: use the Replay, Delete or Restore button.")
+            ServerFnError::new(
+                "Unknown action: use the Replay, Delete, Restore or label buttons.",
+            )
         })
     }
 
@@ -289,18 +321,43 @@ mod seam {
 
     /// Runs `op` on `selection` and redirects: to the job after a replay, else to `back` with
     /// the notice.
+    #[allow(clippy::too_many_arguments)]
     pub async fn act(
         op: Op,
         selection: Selection,
         target_topic: &str,
         rate_per_sec: &str,
         reason: &str,
+        label: &str,
         back: &str,
     ) -> Result<ActionDone, ServerFnError> {
         let store = store()?;
         let actor = operator(op.as_str()).await?;
         let reason = text(reason);
         match op {
+            Op::LabelAdd | Op::LabelRemove => {
+                let label_op = if op == Op::LabelAdd {
+                    redrive_core::labels::LabelOp::Add
+                } else {
+                    redrive_core::labels::LabelOp::Remove
+                };
+                if label.trim().is_empty() {
+                    return Err(ServerFnError::new(
+                        "Type the label to add or remove (e.g. needs-fix) first.",
+                    ));
+                }
+                let o = store
+                    .label_selection(&actor, &selection, label, label_op)
+                    .await
+                    .map_err(|e| failed("change the labels", e))?;
+                let n = u64::try_from(o.changed).unwrap_or(0);
+                leptos_axum::redirect(&super::with_notice(back, &Notice::code(op, n)));
+                Ok(ActionDone {
+                    op,
+                    affected: o.changed,
+                    job_id: None,
+                })
+            }
             Op::Replay => {
                 let req = redrive_core::actions::ReplayRequest {
                     selection,
@@ -352,6 +409,7 @@ mod seam {
 /// or the one dead letter of a detail page). `op` is `replay`, `delete` or `restore`; empty
 /// text fields mean "not given". After a replay the browser goes to the job's page; after a
 /// delete or restore back to `back` (a path on this site) with a notice.
+#[allow(clippy::too_many_arguments)]
 #[server(endpoint = "ui/act")]
 pub async fn act_on_selected(
     /// The session's CSRF token; checked by the middleware before this runs.
@@ -361,12 +419,22 @@ pub async fn act_on_selected(
     #[server(default)] reason: String,
     #[server(default)] target_topic: String,
     #[server(default)] rate_per_sec: String,
+    #[server(default)] label: String,
     #[server(default)] back: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
     let selection = seam::ids(ids)?;
-    seam::act(op, selection, &target_topic, &rate_per_sec, &reason, &back).await
+    seam::act(
+        op,
+        selection,
+        &target_topic,
+        &rate_per_sec,
+        &reason,
+        &label,
+        &back,
+    )
+    .await
 }
 
 /// Replays, deletes or restores everything matching `filter` (the list's query parameters,
@@ -381,6 +449,7 @@ pub async fn act_on_filter(
     #[server(default)] reason: String,
     #[server(default)] target_topic: String,
     #[server(default)] rate_per_sec: String,
+    #[server(default)] label: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
@@ -394,7 +463,16 @@ pub async fn act_on_filter(
     .map_err(|e| ServerFnError::new(format!("This filter cannot be used: {e}.")))?;
     let back = crate::query::href("/", crate::query::filter_only(&pairs));
     let selection = redrive_core::actions::Selection::Filter(q.filter);
-    seam::act(op, selection, &target_topic, &rate_per_sec, &reason, &back).await
+    seam::act(
+        op,
+        selection,
+        &target_topic,
+        &rate_per_sec,
+        &reason,
+        &label,
+        &back,
+    )
+    .await
 }
 
 /// Cancels a running or waiting replay job: rows not yet published are released (their dead
@@ -428,14 +506,18 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
     let pairs = crate::query::parse(&query);
     let Some(op) = Op::parse(crate::query::value(&pairs, "op")) else {
         return Ok(Listing::BadQuery(
-            "say what to do: `op` must be replay, delete or restore".to_string(),
+            "say what to do: `op` must be replay, delete, restore, label_add or label_remove"
+                .to_string(),
         ));
     };
     let target_topic = seam::text(crate::query::value(&pairs, "target_topic"));
     let filter_pairs: Vec<(&str, &str)> = pairs
         .iter()
         .filter(|(k, _)| {
-            !matches!(k.as_str(), "op" | "target_topic" | "limit" | "cursor")
+            !matches!(
+                k.as_str(),
+                "op" | "target_topic" | "limit" | "cursor" | "op_label"
+            )
                 && !PAGE_PARAMS.contains(&k.as_str())
         })
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -450,8 +532,29 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+    // The label of a label change travels as `op_label` (`label` is the filter's).
+    let label = if op.is_label() {
+        match redrive_core::labels::parse_label(crate::query::value(&pairs, "op_label")) {
+            Ok(l) => Some(l),
+            Err(e) => return Ok(Listing::BadQuery(format!("`op_label`: {e}"))),
+        }
+    } else {
+        None
+    };
     let selection = Selection::Filter(q.filter);
     let (dry_run, count) = match op {
+        Op::LabelAdd | Op::LabelRemove => {
+            let Selection::Filter(f) = &selection else {
+                return Ok(Listing::BadQuery("a label change needs a filter".into()));
+            };
+            (
+                None,
+                store
+                    .count(f)
+                    .await
+                    .map_err(|e| seam::failed("count the dead letters", e))?,
+            )
+        }
         Op::Replay => match store.dry_run(&selection, target_topic.as_deref()).await {
             Ok(d) => {
                 let n = d.queued();
@@ -481,6 +584,7 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         target_topic,
         dry_run,
         count,
+        label,
     }))
 }
 

@@ -7,7 +7,7 @@
 //! (`application/x-www-form-urlencoded`, what a GET `<form>` produces).
 
 /// Names a link may carry over from the current page's query: the filter, not the position.
-const FILTER_NAMES: [&str; 9] = [
+const FILTER_NAMES: [&str; 11] = [
     "fingerprint",
     "error_class",
     "q",
@@ -17,6 +17,8 @@ const FILTER_NAMES: [&str; 9] = [
     "status",
     "from",
     "to",
+    "label",
+    "unlabelled",
 ];
 
 /// Decodes a raw query string (with or without the leading `?`) into ordered name/value pairs.

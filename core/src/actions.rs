@@ -188,7 +188,8 @@ pub struct AuditEntry {
     /// User name, or `-` for an anonymous failed sign-in.
     pub actor: String,
     /// e.g. `replay`, `delete`, `restore`, `cancel_job`, `sign_in`, `sign_in_failed`,
-    /// `sign_out`, `user_add`, `token_create`, `token_revoke`.
+    /// `sign_out`, `user_add`, `token_create`, `token_revoke`, `label_add`, `label_remove`,
+    /// `note_set`, `export`.
     pub action: String,
     /// How many dead letters it touched (0 for non-dead-letter actions).
     pub count: i64,
@@ -206,6 +207,11 @@ pub struct AuditEntry {
     /// The API token's id when the actor used a Bearer token.
     #[serde(default)]
     pub via_token: Option<i64>,
+    /// What the change was beyond its selection, JSON text: a label change's
+    /// `{"target", "label", "before", "after"}`, a note's `{"target", "before", "after"}`, an
+    /// export's `{"rows"}` (migration 0009). `None` for other actions.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 /// An audit row to append with `Store::record_audit` (sign-ins, user and token changes, denied
@@ -229,6 +235,8 @@ pub struct NewAuditEntry {
     pub user_agent: Option<String>,
     pub job_id: Option<String>,
     pub via_token: Option<i64>,
+    /// JSON text: what changed, before and after (see [`AuditEntry::detail`]).
+    pub detail: Option<String>,
 }
 
 impl NewAuditEntry {

@@ -18,7 +18,7 @@ pub const DEFAULT_LIMIT: u32 = 50;
 ///
 /// Query-string names (the page URL, `GET /api/v1/dead-letters`, and JSON bodies) are the field
 /// names: `fingerprint`, `error_class`, `q`, `source_topic`, `dlq_topic`, `consumer_group`,
-/// `status`, `from`, `to`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
+/// `status`, `from`, `to`, `label`, `unlabelled`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
 /// `datetime-local` value (`2026-12-01T06:00`, taken as UTC), a date (`2026-12-01`) or epoch ms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Filter {
@@ -37,6 +37,14 @@ pub struct Filter {
     pub from_ms: Option<i64>,
     /// Exclusive upper bound on `dead_lettered_at`, epoch ms.
     pub to_ms: Option<i64>,
+    /// Has this triage label, on the dead letter itself or on its error group (exact match,
+    /// normalised by [`crate::labels::parse_label`]).
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Has no label at all: none of its own and none on its error group (query value
+    /// `true`, `1`, `yes` or `on`, as a checkbox sends it).
+    #[serde(default)]
+    pub unlabelled: bool,
 }
 
 /// A list request: the filter plus pagination (`limit` ≤ [`MAX_LIMIT`], `cursor`).
@@ -58,7 +66,7 @@ pub struct Cursor {
 /// Why a filter or list request was refused; the message is meant for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
-    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, limit, cursor")]
+    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, label, unlabelled, limit, cursor")]
     UnknownParameter(String),
     #[error("parameter `{0}` is given more than once")]
     Repeated(String),
@@ -74,6 +82,12 @@ pub enum FilterError {
     BadCursor,
     #[error("`from` must be before `to`")]
     EmptyRange,
+    #[error("`label`: {0}")]
+    BadLabel(crate::labels::LabelError),
+    #[error("`unlabelled` must be true or false (got `{0}`)")]
+    BadFlag(String),
+    #[error("`label` and `unlabelled` contradict each other: give one of them")]
+    LabelConflict,
 }
 
 impl Cursor {
@@ -166,6 +180,19 @@ impl Filter {
             }
             "from" => self.from_ms = v.map(|s| parse_time(name, &s)).transpose()?,
             "to" => self.to_ms = v.map(|s| parse_time(name, &s)).transpose()?,
+            "label" => {
+                self.label = v
+                    .map(|s| crate::labels::parse_label(&s))
+                    .transpose()
+                    .map_err(FilterError::BadLabel)?
+            }
+            "unlabelled" => {
+                self.unlabelled = match v.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                    None | Some("false" | "0" | "no" | "off") => false,
+                    Some("true" | "1" | "yes" | "on") => true,
+                    Some(_) => return Err(FilterError::BadFlag(value.to_string())),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -189,10 +216,17 @@ impl Filter {
         push("status", &self.status.map(|s| s.as_str().to_string()));
         push("from", &self.from_ms.map(|v| v.to_string()));
         push("to", &self.to_ms.map(|v| v.to_string()));
+        push("label", &self.label);
+        if self.unlabelled {
+            out.push(("unlabelled", "true".to_string()));
+        }
         out
     }
 
     fn check(&self) -> Result<(), FilterError> {
+        if self.unlabelled && self.label.is_some() {
+            return Err(FilterError::LabelConflict);
+        }
         match (self.from_ms, self.to_ms) {
             (Some(a), Some(b)) if a >= b => Err(FilterError::EmptyRange),
             _ => Ok(()),
@@ -255,8 +289,10 @@ mod tests {
             ("to", "1796108400000"),
             ("limit", "10"),
             ("dlq_topic", ""),
+            ("label", " known:  INC-1 "),
         ])
         .unwrap();
+        assert_eq!(q.filter.label.as_deref(), Some("known: INC-1"));
         assert_eq!(q.limit, 10);
         assert_eq!(q.filter.q.as_deref(), Some("timeout"));
         assert_eq!(q.filter.dlq_topic, None);
@@ -301,6 +337,23 @@ mod tests {
             ListQuery::from_pairs([("from", "2"), ("to", "1")]),
             Err(FilterError::EmptyRange)
         ));
+        assert!(matches!(
+            ListQuery::from_pairs([("label", "<b>")]),
+            Err(FilterError::BadLabel(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("unlabelled", "maybe")]),
+            Err(FilterError::BadFlag(_))
+        ));
+        assert!(matches!(
+            ListQuery::from_pairs([("unlabelled", "on"), ("label", "x")]),
+            Err(FilterError::LabelConflict)
+        ));
+        let q = ListQuery::from_pairs([("unlabelled", "on")]).unwrap();
+        assert!(q.filter.unlabelled);
+        let pairs = q.filter.to_pairs();
+        let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+        assert_eq!(back.filter, q.filter);
     }
 
     #[test]

@@ -13,12 +13,15 @@ pub mod conventions;
 pub mod corpus;
 pub mod filter;
 pub mod fingerprint;
+pub mod labels;
 pub mod limits;
 pub mod model;
 pub mod quarantine;
 
 #[cfg(feature = "server")]
 pub mod archive;
+#[cfg(feature = "server")]
+pub mod export;
 #[cfg(feature = "server")]
 pub mod ingest;
 #[cfg(feature = "server")]

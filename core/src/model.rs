@@ -207,6 +207,12 @@ pub struct DeadLetterSummary {
     pub dead_lettered_at_ms: i64,
     /// True when decoding met a problem (see `decode_warnings` on the full record).
     pub malformed: bool,
+    /// Its own triage labels, sorted (see [`crate::labels`]).
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Its error group's triage labels, sorted.
+    #[serde(default)]
+    pub group_labels: Vec<String>,
 }
 
 /// A whole dead letter: the raw record, byte-exact, plus everything normalised.
@@ -242,6 +248,12 @@ pub struct ErrorGroup {
     pub count: i64,
     pub first_seen_ms: i64,
     pub last_seen_ms: i64,
+    /// The group's triage labels, sorted (see [`crate::labels`]).
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// The group's triage note, whole (pages shorten it).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// One page of a keyset-paginated list.

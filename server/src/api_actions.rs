@@ -115,7 +115,7 @@ impl ActionError {
 impl AppState {
     /// Maps a store error of `operation`: the request's own faults keep their message, the
     /// store's failures are counted, logged and become 503.
-    fn action_failed(&self, operation: &'static str, e: StoreError) -> ActionError {
+    pub(crate) fn action_failed(&self, operation: &'static str, e: StoreError) -> ActionError {
         match e {
             StoreError::Invalid(m) => ActionError::Unprocessable(m),
             StoreError::NotFound(m) => ActionError::NotFound(m),
@@ -155,7 +155,7 @@ pub struct ChangeBody {
 }
 
 /// Parses a JSON body: 400 if it is not JSON, 422 if it does not fit `T`.
-fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ActionError> {
+pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ActionError> {
     serde_json::from_slice(body).map_err(|e| {
         use serde_json::error::Category;
         match e.classify() {
@@ -169,7 +169,7 @@ fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ActionErr
 }
 
 /// Exactly one of `ids` (non-empty, at most [`MAX_IDS`]) and `filter` (the list's names).
-fn selection(
+pub(crate) fn selection(
     ids: Option<Vec<i64>>,
     filter: Option<serde_json::Map<String, Value>>,
 ) -> Result<Selection, ActionError> {

@@ -56,6 +56,8 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
     api_router(state.clone())
         .merge(crate::auth::router(auth.clone()))
         .merge(crate::api_actions::router(state.clone()))
+        .merge(crate::api_labels::router(state.clone()))
+        .merge(crate::export::router(state.clone()))
         .merge(crate::api_quarantine::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)

@@ -51,6 +51,9 @@ pub fn summary_row(s: &DeadLetterSummary) -> DeadLetterSummary {
         fingerprint: name(&s.fingerprint, NAME_BYTES),
         dead_lettered_at_ms: s.dead_lettered_at_ms,
         malformed: s.malformed,
+        // Bounded by the label rules (at most 20 of at most 64 characters each).
+        labels: s.labels.clone(),
+        group_labels: s.group_labels.clone(),
     }
 }
 
@@ -66,6 +69,8 @@ pub fn group_row(g: &ErrorGroup) -> ErrorGroup {
         count: g.count,
         first_seen_ms: g.first_seen_ms,
         last_seen_ms: g.last_seen_ms,
+        labels: g.labels.clone(),
+        note: g.note.as_deref().map(|m| message(m, ROW_MESSAGE_BYTES)),
     }
 }
 

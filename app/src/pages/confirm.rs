@@ -20,7 +20,8 @@ fn dead_letters(n: i64) -> String {
     }
 }
 
-/// `/confirm?op=replay|delete|restore&<filter>[&target_topic=T]`: what "… all matching"
+/// `/confirm?op=replay|delete|restore|label_add|label_remove&<filter>[&target_topic=T]
+/// [&op_label=L]`: what "… all matching"
 /// would do — the exact count, and for a replay the breakdown per target topic and what it
 /// would skip (a dry run) — and the "Confirm" form that acts. Nothing changes before Confirm.
 #[component]
@@ -72,7 +73,9 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         target_topic,
         dry_run,
         count,
+        label,
     } = preview;
+    let label = label.unwrap_or_default();
     let pairs: Vec<(&str, &str)> = filter
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -83,9 +86,13 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         .trim_start_matches('?')
         .to_string();
     let heading = match op {
-        Op::Replay => "Replay all matching this filter?",
-        Op::Delete => "Delete all matching this filter?",
-        Op::Restore => "Restore all matching this filter?",
+        Op::Replay => "Replay all matching this filter?".to_string(),
+        Op::Delete => "Delete all matching this filter?".to_string(),
+        Op::Restore => "Restore all matching this filter?".to_string(),
+        Op::LabelAdd => format!("Add the label \u{201c}{label}\u{201d} to all matching this filter?"),
+        Op::LabelRemove => {
+            format!("Remove the label \u{201c}{label}\u{201d} from all matching this filter?")
+        }
     };
     let filter_view = if filter.is_empty() {
         view! {
@@ -190,6 +197,18 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
             }
             .into_any()
         }
+        (Op::LabelAdd | Op::LabelRemove, _) => view! {
+            <p class="confirm-count">
+                <strong class="count">{count}</strong>
+                {if count == 1 { " dead letter matches" } else { " dead letters match" }}
+                {if op == Op::LabelAdd {
+                    "; those without the label get it (a dead letter at the most labels allowed is skipped)."
+                } else {
+                    "; the label is removed from those that have it (their error group's labels stay)."
+                }}
+            </p>
+        }
+        .into_any(),
         (Op::Delete, _) => view! {
             <p class="confirm-count">
                 <strong class="count">{count}</strong>
@@ -255,6 +274,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                 <CsrfField />
                 <input type="hidden" name="op" value=op.as_str() />
                 <input type="hidden" name="filter" value=filter_field />
+                {op.is_label().then(|| view! { <input type="hidden" name="label" value=label.clone() /> })}
                 {(op == Op::Replay).then(|| view! {
                     <p class="target">
                         "Replaying to: "
@@ -269,10 +289,12 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
                     </label>
                 })}
-                <label class="wide">
-                    <span>"Reason (optional, audited)"</span>
-                    <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 fixed" />
-                </label>
+                {(!op.is_label()).then(|| view! {
+                    <label class="wide">
+                        <span>"Reason (optional, audited)"</span>
+                        <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 fixed" />
+                    </label>
+                })}
                 <div class="filter-actions">
                     <button type="submit" class:danger=danger>{confirm_label}</button>
                     <a class="button secondary" href=cancel_href>"Cancel"</a>

@@ -16,7 +16,7 @@ use crate::actions::{
 use crate::model::Page;
 
 const AUDIT_COLUMNS: &str = "id, at_ms, actor, action, count, ids, filter, reason, client_ip, \
-     user_agent, outcome, job_id, via_token";
+     user_agent, outcome, job_id, via_token, detail";
 
 /// `INSERT` of one audit row at `at_ms`. Free text has U+0000 replaced (PostgreSQL text
 /// cannot hold it).
@@ -44,6 +44,7 @@ pub(crate) fn insert_audit<'a, DB: Dialect>(e: &NewAuditEntry, at_ms: i64) -> Qu
         Val::OwnedText(Some(clean_text(&e.outcome))),
         text(&e.job_id),
         Val::I64(e.via_token),
+        text(&e.detail),
     ];
     for (i, v) in values.into_iter().enumerate() {
         if i > 0 {
@@ -70,6 +71,7 @@ struct AuditRow {
     outcome: String,
     job_id: Option<String>,
     via_token: Option<i64>,
+    detail: Option<String>,
 }
 
 impl From<AuditRow> for AuditEntry {
@@ -88,6 +90,7 @@ impl From<AuditRow> for AuditEntry {
             outcome: r.outcome,
             job_id: r.job_id,
             via_token: r.via_token,
+            detail: r.detail,
         }
     }
 }
@@ -104,6 +107,7 @@ struct EventRow {
 #[derive(Debug, sqlx::FromRow)]
 struct IngestRow {
     ingested_at_ms: i64,
+    fingerprint: String,
     dlq_topic: String,
     dlq_partition: i32,
     dlq_offset: i64,
@@ -135,6 +139,9 @@ fn audit_query<'a, DB: Dialect>(q: &'a AuditQuery, fetch: i64) -> QueryBuilder<'
     DB::bind(&mut qb, Val::I64(Some(fetch)));
     qb
 }
+
+/// Most of an error group's events (labels, note) shown in each of its dead letters' history.
+const GROUP_EVENTS_IN_HISTORY: i64 = 200;
 
 impl Store {
     /// Appends one audit row (sign-ins, failed sign-ins, sign-outs, user and token changes,
@@ -179,13 +186,15 @@ impl Store {
     /// A dead letter's history, oldest first: `ingested` (from its `ingested_at_ms`, with the
     /// DLQ position as detail), then every event the actions and the relay recorded
     /// (`replay_requested`, `published`, `replay_failed`, `replay_cancelled`, `deleted`,
-    /// `restored`) in the order they happened.
+    /// `restored`, `label_added`, `label_removed`, `note_set`, `note_cleared`) and the newest
+    /// 200 triage events of its error group (the same kinds prefixed `group_`), in the order
+    /// they happened.
     ///
     /// Errors: `NotFound` (no such dead letter), `Unavailable`, `Database`.
     pub async fn history(&self, dead_letter_id: i64) -> Result<Vec<HistoryEvent>, StoreError> {
-        let (ingest, events) = on_pool!(self, |pool, DB| {
+        let (ingest, events, group) = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT ingested_at_ms, dlq_topic, dlq_partition, dlq_offset \
+                "SELECT ingested_at_ms, fingerprint, dlq_topic, dlq_partition, dlq_offset \
                  FROM dead_letters WHERE id = ",
             );
             DB::bind(&mut qb, Val::I64(Some(dead_letter_id)));
@@ -205,7 +214,27 @@ impl Store {
                 .fetch_all(pool)
                 .await
                 .map_err(store_error)?;
-            Ok::<_, StoreError>((ingest, events))
+            // Its error group's triage events (labels, note), the newest few, oldest first.
+            let group: Vec<EventRow> = match &ingest {
+                None => Vec::new(),
+                Some(i) => {
+                    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                        "SELECT at_ms, kind, actor, detail, CAST(NULL AS TEXT) AS job_id FROM group_events \
+                         WHERE fingerprint = ",
+                    );
+                    DB::bind(&mut qb, Val::Text(Some(i.fingerprint.as_str())));
+                    qb.push(" ORDER BY id DESC LIMIT ");
+                    DB::bind(&mut qb, Val::I64(Some(GROUP_EVENTS_IN_HISTORY)));
+                    let mut rows: Vec<EventRow> = qb
+                        .build_query_as()
+                        .fetch_all(pool)
+                        .await
+                        .map_err(store_error)?;
+                    rows.reverse();
+                    rows
+                }
+            };
+            Ok::<_, StoreError>((ingest, events, group))
         })?;
         let ingest =
             ingest.ok_or_else(|| StoreError::NotFound(format!("dead letter {dead_letter_id}")))?;
@@ -227,6 +256,15 @@ impl Store {
             detail: e.detail,
             job_id: e.job_id,
         }));
+        out.extend(group.into_iter().map(|e| HistoryEvent {
+            at_ms: e.at_ms,
+            kind: format!("group_{}", e.kind),
+            actor: e.actor,
+            detail: e.detail,
+            job_id: None,
+        }));
+        // Stable: at the same ms the record's own events come before its group's.
+        out.sort_by_key(|e| e.at_ms);
         Ok(out)
     }
 }

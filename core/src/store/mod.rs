@@ -120,8 +120,12 @@ mod alert_inputs;
 mod alerts;
 mod audit;
 mod bulk;
+mod export;
 mod insert;
 mod jobs;
+mod label_bulk;
+mod label_reads;
+mod labels;
 mod lock;
 mod outbox;
 mod quarantine;
@@ -136,6 +140,7 @@ pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FIN
 pub use self::alerts::{AlertCycle, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS};
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
+pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
@@ -327,11 +332,12 @@ impl Store {
         })
         .map_err(store_error)?;
         let more = rows.len() > limit;
-        let items = rows
+        let mut items = rows
             .into_iter()
             .take(limit)
             .map(SummaryRow::into_summary)
             .collect::<Result<Vec<_>, _>>()?;
+        self.attach_labels(&mut items).await?;
         let next_cursor = match items.last() {
             Some(last) if more => Some(
                 Cursor {
@@ -376,7 +382,8 @@ impl Store {
         .map_err(store_error)
     }
 
-    /// The whole dead letter, or `None` if there is no such id.
+    /// The whole dead letter (with its labels and its group's), or `None` if there is no
+    /// such id.
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers or status that do not parse).
     pub async fn get(&self, id: i64) -> Result<Option<DeadLetter>, StoreError> {
@@ -385,13 +392,19 @@ impl Store {
             qb.build_query_as().fetch_optional(pool).await
         })
         .map_err(store_error)?;
-        row.map(FullRow::into_dead_letter).transpose()
+        let Some(mut d) = row.map(FullRow::into_dead_letter).transpose()? else {
+            return Ok(None);
+        };
+        self.attach_labels(std::slice::from_mut(&mut d.summary))
+            .await?;
+        Ok(Some(d))
     }
 
     /// Error groups of the dead letters matching `filter`, largest first, at most `limit`.
     ///
     /// Ties are broken by the most recent `last_seen_ms`, then fingerprint. The example class
-    /// and message come from the group's most recently stored dead letter.
+    /// and message come from the group's most recently stored dead letter; each group carries
+    /// its triage labels and note.
     /// Errors: `Unavailable`, `Database`.
     pub async fn error_groups(
         &self,
@@ -403,7 +416,9 @@ impl Store {
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        Ok(rows.into_iter().map(ErrorGroup::from).collect())
+        let mut groups: Vec<ErrorGroup> = rows.into_iter().map(ErrorGroup::from).collect();
+        self.attach_group_triage(&mut groups).await?;
+        Ok(groups)
     }
 
     /// Distinct values for the filter bar's choices: (source topics, DLQ topics, consumer groups).

@@ -82,6 +82,8 @@ impl SummaryRow {
             fingerprint: self.fingerprint,
             dead_lettered_at_ms: self.dead_lettered_at_ms,
             malformed: !warnings.is_empty(),
+            labels: Vec::new(),
+            group_labels: Vec::new(),
         })
     }
 }
@@ -134,6 +136,8 @@ impl From<GroupRow> for ErrorGroup {
             count: g.n,
             first_seen_ms: g.first_seen_ms,
             last_seen_ms: g.last_seen_ms,
+            labels: Vec::new(),
+            note: None,
         }
     }
 }

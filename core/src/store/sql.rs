@@ -57,6 +57,22 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
         qb.push(" AND dead_lettered_at_ms < ");
         DB::bind(qb, Val::I64(Some(to)));
     }
+    // Labels (migration 0009): the dead letter's own, or its error group's. Uncorrelated
+    // IN-subqueries over the label indexes, so the plan does not depend on how the outer
+    // statement (SELECT, UPDATE, a subquery of the error groups) names its table.
+    if let Some(label) = &f.label {
+        qb.push(" AND (id IN (SELECT dead_letter_id FROM dead_letter_labels WHERE label = ");
+        DB::bind(qb, Val::Text(Some(label.as_str())));
+        qb.push(") OR fingerprint IN (SELECT fingerprint FROM group_labels WHERE label = ");
+        DB::bind(qb, Val::Text(Some(label.as_str())));
+        qb.push("))");
+    }
+    if f.unlabelled {
+        qb.push(
+            " AND id NOT IN (SELECT dead_letter_id FROM dead_letter_labels) \
+             AND fingerprint NOT IN (SELECT fingerprint FROM group_labels)",
+        );
+    }
 }
 
 /// The escape character of [`like_pattern`]. Not `\`: a PostgreSQL server with
@@ -86,9 +102,18 @@ pub(crate) fn list<'a, DB: Dialect>(
     cursor: Option<Cursor>,
     fetch: i64,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(format!(
-        "{prefix}SELECT {SUMMARY_COLUMNS} FROM dead_letters"
-    ));
+    page(prefix, SUMMARY_COLUMNS, filter, cursor, fetch)
+}
+
+/// [`list`] with the columns chosen (the export reads [`FULL_COLUMNS`] in the same order).
+pub(crate) fn page<'a, DB: Dialect>(
+    prefix: &str,
+    columns: &str,
+    filter: &'a Filter,
+    cursor: Option<Cursor>,
+    fetch: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(format!("{prefix}SELECT {columns} FROM dead_letters"));
     push_filter(&mut qb, filter);
     if let Some(c) = cursor {
         // (t, id) < (c.t, c.id), spelled so that both databases use `t <= c.t` as the index
