@@ -226,6 +226,12 @@ pub fn with_notice(back: &str, code: &str) -> String {
     format!("{back}{sep}done={}", crate::query::encode(code))
 }
 
+/// The seams the label server functions (`labels_api`) share with these.
+#[cfg(feature = "ssr")]
+pub use seam::{
+    failed as failed_for_labels, operator as operator_for_labels, store as store_for_labels,
+};
+
 #[cfg(feature = "ssr")]
 mod seam {
     use leptos::prelude::*;

@@ -14,6 +14,7 @@ pub mod auth_context;
 pub mod components;
 pub mod display;
 pub mod http_status;
+pub mod labels_api;
 pub mod overview_api;
 pub mod pages;
 pub mod quarantine_api;
@@ -27,8 +28,8 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupsPage, JobPage,
-    JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
+    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupPage,
+    ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
@@ -79,6 +80,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=DeadLettersPage ssr=SsrMode::Async />
                     <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
+                    <Route path=path!("/groups/:fingerprint") view=ErrorGroupPage ssr=SsrMode::Async />
                     <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
                     <Route path=path!("/confirm") view=ConfirmPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />

@@ -133,6 +133,23 @@ pub fn BulkActions(
                     .into_any()
                 }}
             </div>
+            <div class="bulk-row labels-row">
+                <label>
+                    <span>"Label"</span>
+                    <input
+                        type="text"
+                        name="label"
+                        maxlength=redrive_core::labels::MAX_LABEL_CHARS
+                        placeholder="e.g. needs-fix"
+                    />
+                </label>
+                <button type="submit" name="op" value="label_add" prop:disabled=none>
+                    "Add label to selected"
+                </button>
+                <button type="submit" name="op" value="label_remove" prop:disabled=none>
+                    "Remove label from selected"
+                </button>
+            </div>
             <div class="bulk-row options">
                 <label class="wide">
                     <span>"Reason (optional, audited)"</span>

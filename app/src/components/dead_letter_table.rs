@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use redrive_core::DeadLetterSummary;
 
-use super::{MalformedBadge, Picked, StatusBadge};
+use super::{LabelChips, MalformedBadge, Picked, StatusBadge};
 use crate::display::{format_time, shorten};
 
 /// Longest error message shown in a list cell; the whole message is in the cell's tooltip and
@@ -99,6 +99,15 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
     let message_full = d.error_message.clone().unwrap_or_default();
     let message = shorten(&message_full, MESSAGE_CHARS);
     let retries = d.retry_count.map(|r| r.to_string()).unwrap_or_default();
+    let labelled = !(d.labels.is_empty() && d.group_labels.is_empty());
+    let chips = labelled.then(|| {
+        view! {
+            <div class="labels">
+                <LabelChips labels=d.labels.clone() />
+                <LabelChips labels=d.group_labels.clone() group=true />
+            </div>
+        }
+    });
     view! {
         <tr data-id=id>
             {pick}
@@ -113,6 +122,7 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
                 {no_error.then(|| view! { <span class="dim">"no error recorded"</span> })}
                 <div class="mono error-class">{class}</div>
                 <div class="message" title=message_full>{message}</div>
+                {chips}
             </td>
             <td class="num mono">{retries}</td>
             <td class="nowrap">

@@ -1,6 +1,7 @@
 use leptos::prelude::*;
 use redrive_core::ErrorGroup;
 
+use super::LabelChips;
 use crate::components::Sparkline;
 use crate::display::{format_time, shorten};
 use crate::query;
@@ -40,6 +41,12 @@ pub fn ErrorGroupTable(
                 .unwrap_or_else(|| "(no error class)".into());
             let example_full = g.example_message.clone().unwrap_or_default();
             let example = shorten(&example_full, MESSAGE_CHARS);
+            let triage_href = format!("/groups/{}", query::encode(&g.fingerprint));
+            let note = g.note.clone().map(|n| {
+                let short = shorten(&n, MESSAGE_CHARS);
+                view! { <div class="note small" title=n>{short}</div> }
+            });
+            let labels = g.labels.clone();
             view! {
                 <tr>
                     <td class="num mono count">{g.count}</td>
@@ -47,6 +54,11 @@ pub fn ErrorGroupTable(
                         {is_new.then(|| view! { <span class="badge new" title="first seen in the last 24 h">"new"</span> " " })}
                         <a class="mono error-class" href=href.clone()>{class}</a>
                         <div class="message" title=example_full>{example}</div>
+                    </td>
+                    <td class="triage-cell">
+                        <div class="labels"><LabelChips labels=labels group=true /></div>
+                        {note}
+                        <a class="small" href=triage_href>"labels and note"</a>
                     </td>
                     <td>
                         <Sparkline series=trend />
@@ -66,6 +78,7 @@ pub fn ErrorGroupTable(
                 <tr>
                     <th class="num">"Count"</th>
                     <th>"Error"</th>
+                    <th>"Labels and note"</th>
                     <th>"Last 24 h"</th>
                     <th>"First seen (UTC)"</th>
                     <th>"Last seen (UTC)"</th>

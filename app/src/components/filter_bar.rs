@@ -36,6 +36,10 @@ pub fn FilterBar(
         })
         .collect_view();
     let limit = v("limit");
+    let unlabelled = matches!(
+        v("unlabelled").to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    );
     view! {
         <form class="filter-bar" method="get" action=action role="search">
             <label class="wide">
@@ -82,6 +86,14 @@ pub fn FilterBar(
                     </option>
                     {status_options}
                 </select>
+            </label>
+            <label>
+                <span>"Label"</span>
+                <input type="text" name="label" value=v("label") placeholder="e.g. needs-fix" />
+            </label>
+            <label class="check">
+                <input type="checkbox" name="unlabelled" value="true" checked=unlabelled />
+                <span>"No label"</span>
             </label>
             <label class="time">
                 <span>"From (UTC)"</span>

@@ -10,6 +10,8 @@ mod filter_bar;
 mod header_table;
 mod history;
 mod job_progress;
+mod labels;
+mod list_tools;
 mod pager;
 mod payload_view;
 
@@ -22,6 +24,8 @@ pub use error_group_table::ErrorGroupTable;
 pub use filter_bar::FilterBar;
 pub use header_table::HeaderTable;
 pub use history::History;
+pub use labels::{LabelChips, TriageEditor};
+pub use list_tools::ListTools;
 pub use job_progress::{measured_rate, settled as job_settled, JobProgress, JobStatusBadge};
 pub use pager::Pager;
 pub use payload_view::PayloadView;

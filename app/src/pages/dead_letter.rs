@@ -9,9 +9,11 @@ use crate::actions_api::{get_history, ActOnSelected, Notice};
 use crate::api::{get_dead_letter, DeadLetterDetail};
 use crate::auth_context::{use_session, CsrfField, Role};
 use crate::components::{
-    ActionError, ActionNotice, CutNotice, HeaderTable, History, MalformedBadge, PayloadView,
-    StatusBadge,
+    ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
+    PayloadView, StatusBadge, TriageEditor,
 };
+use crate::labels_api::{get_triage, ChangeLabel, SetNote};
+use redrive_core::labels::Triage;
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
 use crate::query;
@@ -37,8 +39,16 @@ pub fn DeadLetterPage() -> impl IntoView {
             None => Ok(Vec::new()),
         }
     });
+    let triage = wire::resource(id, |id| async move {
+        match id {
+            Some(id) => get_triage(id).await,
+            None => Ok(None),
+        }
+    });
     let session = use_session();
     let act = ServerAction::<ActOnSelected>::new();
+    let label_act = ServerAction::<ChangeLabel>::new();
+    let note_act = ServerAction::<SetNote>::new();
     let status = HttpStatus::current();
     // Hydrated: after a delete or restore, show the new status and history without a reload.
     Effect::new(move |_| {
@@ -47,11 +57,26 @@ pub fn DeadLetterPage() -> impl IntoView {
             history.refetch();
         }
     });
+    // ... and after a label or note change, the triage and its history line.
+    Effect::new(move |_| {
+        let label_done = matches!(label_act.value().get(), Some(Ok(_)));
+        let note_done = matches!(note_act.value().get(), Some(Ok(_)));
+        if label_done || note_done {
+            triage.refetch();
+            history.refetch();
+        }
+    });
     let notice = move || {
         let pairs = query::parse(&search.get());
         Notice::parse(query::value(&pairs, "done"))
     };
-    let error = move || act.value().get().and_then(Result::err);
+    let error = move || {
+        act.value()
+            .get()
+            .and_then(Result::err)
+            .or_else(|| label_act.value().get().and_then(Result::err))
+            .or_else(|| note_act.value().get().and_then(Result::err))
+    };
     view! {
         {move || view! { <ActionNotice notice=notice() /> }}
         {move || error().map(|e| view! { <ActionError error=e /> })}
@@ -66,9 +91,17 @@ pub fn DeadLetterPage() -> impl IntoView {
                     );
                     // The history is a supplement: without it the page still shows the record.
                     let events = history.await.unwrap_or_default();
+                    // The triage too: without it the record is still shown.
+                    let triage = triage.await.ok().flatten();
                     match found.await {
-                        Ok(Some(d)) => view! {
-                            <Detail d=d history=events can_act=can_act act=act />
+                        Ok(Some(d)) => {
+                            let id = d.summary.id;
+                            view! {
+                                <Detail d=d history=events can_act=can_act act=act />
+                                {triage.map(|t| view! {
+                                    <TriageSection id=id t=t can_edit=can_act label_act=label_act note_act=note_act />
+                                })}
+                            }
                         }
                         .into_any(),
                         Ok(None) => view! { <NotFound what=format!("dead letter {label}") /> }.into_any(),
@@ -119,6 +152,52 @@ fn RecordActions(id: i64, status: Status, act: ServerAction<ActOnSelected>) -> i
                 <span class="dim small">"Waiting in a replay job; cancel the job to act on it here."</span>
             })}
         </ActionForm>
+    }
+}
+
+/// The dead letter's own labels and note (editable by an operator) and its error group's
+/// (shown here, edited on the group's page).
+#[component]
+fn TriageSection(
+    id: i64,
+    t: Triage,
+    can_edit: bool,
+    label_act: ServerAction<ChangeLabel>,
+    note_act: ServerAction<SetNote>,
+) -> impl IntoView {
+    let Triage {
+        fingerprint,
+        record,
+        group,
+    } = t;
+    let group_href = format!("/groups/{}", query::encode(&fingerprint));
+    let labels: Vec<String> = group.labels.iter().map(|l| l.label.clone()).collect();
+    let note = group.note.map(|n| n.text);
+    view! {
+        <section class="triage-section" id="triage">
+            <h2>"Labels and note"</h2>
+            <TriageEditor
+                kind="dead_letter"
+                target=id.to_string()
+                annotations=record
+                can_edit=can_edit
+                back=format!("/dead-letters/{id}")
+                label_act=label_act
+                note_act=note_act
+            />
+            <h3>"Its error group"</h3>
+            <div class="group-triage">
+                {if labels.is_empty() {
+                    view! { <span class="dim">"no group labels"</span> }.into_any()
+                } else {
+                    view! { <LabelChips labels=labels group=true /> }.into_any()
+                }}
+                {note.map(|n| view! { <p class="note">{n}</p> })}
+                <p>
+                    <a href=group_href>"Labels and note of the error group →"</a>
+                </p>
+            </div>
+        </section>
     }
 }
 

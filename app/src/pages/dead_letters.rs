@@ -7,7 +7,7 @@ use crate::actions_api::{without_page_params, ActOnSelected, Notice};
 use crate::api::{get_filter_choices, list_dead_letters, Listing};
 use crate::auth_context::{use_session, CsrfField, Role};
 use crate::components::{
-    ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, Pager, Picked,
+    ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, ListTools, Pager, Picked,
 };
 use crate::http_status::HttpStatus;
 use crate::overview_api::count_dead_letters;
@@ -71,14 +71,19 @@ pub fn DeadLettersPage() -> impl IntoView {
                                     <DeadLetterTable items=page.items picked=picked />
                                 </ActionForm>
                                 <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
+                                <ListTools pairs=pairs.clone() can_act=true />
                             }
                             .into_any()
                         }
-                        Ok(Listing::Found(page)) => view! {
-                            <DeadLetterTable items=page.items />
-                            <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
+                        Ok(Listing::Found(page)) => {
+                            let any = !page.items.is_empty();
+                            view! {
+                                <DeadLetterTable items=page.items />
+                                <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
+                                {any.then(|| view! { <ListTools pairs=pairs.clone() can_act=false /> })}
+                            }
+                            .into_any()
                         }
-                        .into_any(),
                         Ok(Listing::BadQuery(message)) => {
                             status.set(400);
                             view! { <BadQuery message=message reset="/" /> }.into_any()
