@@ -283,9 +283,7 @@ mod seam {
     /// The form's `op`.
     pub fn op(op: &str) -> Result<Op, ServerFnError> {
         Op::parse(op).ok_or_else(|| {
-            ServerFnError::new(
-                "Unknown action: use the Replay, Delete, Restore or label buttons.",
-            )
+            ServerFnError::new("Unknown action: use the Replay, Delete, Restore or label buttons.")
         })
     }
 
@@ -523,8 +521,7 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
             !matches!(
                 k.as_str(),
                 "op" | "target_topic" | "limit" | "cursor" | "op_label"
-            )
-                && !PAGE_PARAMS.contains(&k.as_str())
+            ) && !PAGE_PARAMS.contains(&k.as_str())
         })
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();

@@ -178,6 +178,7 @@ mod tests {
             "known: INC-1234"
         );
         assert_eq!(parse_label("hard-case").unwrap(), "hard-case");
+        assert_eq!(parse_label("a\n b").unwrap(), "a b");
         assert_eq!(parse_label("größe/ü#1").unwrap(), "größe/ü#1");
         assert_eq!(parse_label("   "), Err(LabelError::Empty));
         assert_eq!(
@@ -185,7 +186,7 @@ mod tests {
             Err(LabelError::TooLong(MAX_LABEL_CHARS + 1))
         );
         assert!(parse_label(&"x".repeat(MAX_LABEL_CHARS)).is_ok());
-        for bad in ["<b>", "a\"b", "a\nb", "-x", ":x", "a\u{0}b", "a,b", "a;b"] {
+        for bad in ["<b>", "a\"b", "a\tb\u{7}", "-x", ":x", "a\u{0}b", "a,b", "a;b"] {
             assert!(
                 matches!(parse_label(bad), Err(LabelError::BadCharacter(_))),
                 "{bad:?}"

@@ -176,6 +176,10 @@ pub struct DeadLetterItem {
     pub dead_lettered_at: Option<String>,
     /// True when decoding the headers met a problem (see `decode_warnings`).
     pub malformed: bool,
+    /// Its own triage labels, sorted.
+    pub labels: Vec<String>,
+    /// Its error group's triage labels, sorted.
+    pub group_labels: Vec<String>,
 }
 
 /// A whole dead letter (`GET /api/v1/dead-letters/{id}`): the list fields plus the stack
@@ -231,6 +235,10 @@ pub struct ErrorGroupItem {
     pub count: i64,
     pub first_seen: Option<String>,
     pub last_seen: Option<String>,
+    /// The group's triage labels, sorted.
+    pub labels: Vec<String>,
+    /// The group's triage note.
+    pub note: Option<String>,
 }
 
 /// The error groups matching a filter, largest first.
@@ -269,6 +277,8 @@ impl From<&DeadLetterSummary> for DeadLetterItem {
             fingerprint: s.fingerprint.clone(),
             dead_lettered_at: rfc3339(s.dead_lettered_at_ms),
             malformed: s.malformed,
+            labels: s.labels.clone(),
+            group_labels: s.group_labels.clone(),
         }
     }
 }
@@ -310,6 +320,8 @@ impl From<&ErrorGroup> for ErrorGroupItem {
             count: g.count,
             first_seen: rfc3339(g.first_seen_ms),
             last_seen: rfc3339(g.last_seen_ms),
+            labels: g.labels.clone(),
+            note: g.note.clone(),
         }
     }
 }

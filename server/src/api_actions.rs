@@ -325,6 +325,8 @@ pub struct AuditItem {
     pub job_id: Option<String>,
     /// The API token's id, when the actor used one.
     pub via_token: Option<i64>,
+    /// What changed, before and after (labels, notes), or an export's row count.
+    pub detail: Option<Value>,
 }
 
 /// A page of the audit trail, newest first.
@@ -416,6 +418,7 @@ impl From<&AuditEntry> for AuditItem {
             outcome: a.outcome.clone(),
             job_id: a.job_id.clone(),
             via_token: a.via_token,
+            detail: a.detail.as_deref().map(json_text),
         }
     }
 }
@@ -659,7 +662,7 @@ pub async fn audit(
 }
 
 /// Header of the CSV export, one column per [`AuditItem`] field.
-pub const AUDIT_CSV_COLUMNS: [&str; 13] = [
+pub const AUDIT_CSV_COLUMNS: [&str; 14] = [
     "id",
     "at",
     "actor",
@@ -673,6 +676,7 @@ pub const AUDIT_CSV_COLUMNS: [&str; 13] = [
     "outcome",
     "job_id",
     "via_token",
+    "detail",
 ];
 
 /// A cell that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
@@ -721,6 +725,7 @@ pub async fn audit_csv(
                 cell(&a.outcome),
                 opt(&a.job_id),
                 a.via_token.map(|t| t.to_string()).unwrap_or_default(),
+                opt(&a.detail),
             ])
             .map_err(csv_failed)?;
         }

@@ -95,9 +95,13 @@ pub fn TriageEditor(
             </ActionForm>
         }
     });
-    let by = note
-        .as_ref()
-        .map(|n| format!("edited by {} at {} UTC", n.updated_by, format_time(n.updated_at_ms)));
+    let by = note.as_ref().map(|n| {
+        format!(
+            "edited by {} at {} UTC",
+            n.updated_by,
+            format_time(n.updated_at_ms)
+        )
+    });
     let text = note.map(|n| n.text).unwrap_or_default();
     let note_view = if can_edit {
         view! {

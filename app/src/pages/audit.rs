@@ -247,7 +247,14 @@ fn AuditTable(items: Vec<AuditEntry>) -> impl IntoView {
                     <td class="audit-target">
                         <Target ids=a.ids.clone() filter=a.filter.clone() />
                     </td>
-                    <td class="audit-reason">{a.reason.clone().unwrap_or_default()}</td>
+                    <td class="audit-reason">
+                        {a.reason.clone().unwrap_or_default()}
+                        // What a label, note or export changed (JSON: before and after), cut.
+                        {a.detail.clone().map(|d| {
+                            let short = shorten(&d, 300);
+                            view! { <div class="mono small audit-detail" title=d>{short}</div> }
+                        })}
+                    </td>
                     <td class="mono small">{a.client_ip.clone().unwrap_or_default()}</td>
                     <td class="small dim agent" title=agent.clone()>{shorten(&agent, 40)}</td>
                     <td class=outcome_class>{a.outcome.clone()}</td>
@@ -265,7 +272,7 @@ fn AuditTable(items: Vec<AuditEntry>) -> impl IntoView {
                     <th>"Action"</th>
                     <th class="num">"Count"</th>
                     <th>"Dead letters"</th>
-                    <th>"Reason"</th>
+                    <th>"Reason / detail"</th>
                     <th>"IP"</th>
                     <th>"User agent"</th>
                     <th>"Outcome"</th>

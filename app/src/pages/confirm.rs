@@ -89,7 +89,9 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         Op::Replay => "Replay all matching this filter?".to_string(),
         Op::Delete => "Delete all matching this filter?".to_string(),
         Op::Restore => "Restore all matching this filter?".to_string(),
-        Op::LabelAdd => format!("Add the label \u{201c}{label}\u{201d} to all matching this filter?"),
+        Op::LabelAdd => {
+            format!("Add the label \u{201c}{label}\u{201d} to all matching this filter?")
+        }
         Op::LabelRemove => {
             format!("Remove the label \u{201c}{label}\u{201d} from all matching this filter?")
         }

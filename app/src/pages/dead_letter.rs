@@ -12,12 +12,12 @@ use crate::components::{
     ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
     PayloadView, StatusBadge, TriageEditor,
 };
-use crate::labels_api::{get_triage, ChangeLabel, SetNote};
-use redrive_core::labels::Triage;
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
+use crate::labels_api::{get_triage, ChangeLabel, SetNote};
 use crate::query;
 use crate::wire;
+use redrive_core::labels::Triage;
 
 /// `/dead-letters/:id`: everything about one dead letter, its own history, and (for an
 /// operator) Replay / Delete / Restore for it alone.

@@ -27,6 +27,7 @@ mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
+mod labels;
 mod leader;
 mod monitoring;
 mod overview;

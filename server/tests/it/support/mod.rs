@@ -331,6 +331,17 @@ impl TestApp {
             .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
     }
 
+    /// PUTs JSON with a Bearer token (the note routes).
+    pub async fn put_json(&self, path: &str, token: &str, body: &Value) -> reqwest::Response {
+        self.client
+            .put(self.url(path))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("PUT {path}: {e}\n{}", self.log()))
+    }
+
     /// POSTs a form; a session request carries the `csrf` field as `csrf` says.
     pub async fn post_form(
         &self,
