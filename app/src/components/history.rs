@@ -14,12 +14,20 @@ fn describe(kind: &str) -> &'static str {
         "replay_cancelled" => "replay cancelled",
         "deleted" => "deleted",
         "restored" => "restored",
+        "label_added" => "label added",
+        "label_removed" => "label removed",
+        "note_set" => "note set",
+        "note_cleared" => "note cleared",
+        "group_label_added" => "group label added",
+        "group_label_removed" => "group label removed",
+        "group_note_set" => "group note set",
+        "group_note_cleared" => "group note cleared",
         _ => "event",
     }
 }
 
 /// One dead letter's own history, oldest first: ingested, replay requested by whom, published
-/// at which partition and offset, deleted, restored. Every field is stored text, rendered as
+/// at which partition and offset, deleted, restored, its labels and note and its group's. Every field is stored text, rendered as
 /// text.
 #[component]
 pub fn History(events: Vec<HistoryEvent>) -> impl IntoView {

@@ -2,7 +2,12 @@ use leptos::prelude::*;
 use redrive_core::labels::{Annotations, MAX_LABEL_CHARS, MAX_NOTE_CHARS};
 
 use crate::auth_context::CsrfField;
+use crate::display::visible::{shown, Lines};
 use crate::display::format_time;
+
+/// Most of a note a page shows: the whole of the longest note (4000 characters of up to
+/// 4 bytes), with room for the markers of hidden characters.
+pub const NOTE_SHOWN_BYTES: usize = 32 * 1024;
 use crate::labels_api::{ChangeLabel, SetNote};
 use crate::query;
 
@@ -122,6 +127,8 @@ pub fn TriageEditor(
     } else if text.is_empty() {
         view! { <p class="dim">"No note."</p> }.into_any()
     } else {
+        // Shown as text with hidden characters marked, like every stored text on a page.
+        let text = shown(&text, NOTE_SHOWN_BYTES, Lines::Keep).text;
         view! {
             <p class="note">{text}</p>
             {by.map(|b| view! { <p class="dim small">{b}</p> })}

@@ -25,7 +25,7 @@ pub use filter_bar::FilterBar;
 pub use header_table::HeaderTable;
 pub use history::History;
 pub use job_progress::{measured_rate, settled as job_settled, JobProgress, JobStatusBadge};
-pub use labels::{LabelChips, TriageEditor};
+pub use labels::{LabelChips, TriageEditor, NOTE_SHOWN_BYTES};
 pub use list_tools::ListTools;
 pub use pager::Pager;
 pub use payload_view::PayloadView;

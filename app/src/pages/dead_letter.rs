@@ -172,7 +172,14 @@ fn TriageSection(
     } = t;
     let group_href = format!("/groups/{}", query::encode(&fingerprint));
     let labels: Vec<String> = group.labels.iter().map(|l| l.label.clone()).collect();
-    let note = group.note.map(|n| n.text);
+    let note = group.note.map(|n| {
+        crate::display::visible::shown(
+            &n.text,
+            crate::components::NOTE_SHOWN_BYTES,
+            crate::display::visible::Lines::Keep,
+        )
+        .text
+    });
     view! {
         <section class="triage-section" id="triage">
             <h2>"Labels and note"</h2>
