@@ -186,7 +186,16 @@ mod tests {
             Err(LabelError::TooLong(MAX_LABEL_CHARS + 1))
         );
         assert!(parse_label(&"x".repeat(MAX_LABEL_CHARS)).is_ok());
-        for bad in ["<b>", "a\"b", "a\tb\u{7}", "-x", ":x", "a\u{0}b", "a,b", "a;b"] {
+        for bad in [
+            "<b>",
+            "a\"b",
+            "a\tb\u{7}",
+            "-x",
+            ":x",
+            "a\u{0}b",
+            "a,b",
+            "a;b",
+        ] {
             assert!(
                 matches!(parse_label(bad), Err(LabelError::BadCharacter(_))),
                 "{bad:?}"

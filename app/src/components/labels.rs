@@ -2,8 +2,8 @@ use leptos::prelude::*;
 use redrive_core::labels::{Annotations, MAX_LABEL_CHARS, MAX_NOTE_CHARS};
 
 use crate::auth_context::CsrfField;
-use crate::display::visible::{shown, Lines};
 use crate::display::format_time;
+use crate::display::visible::{shown, Lines};
 
 /// Most of a note a page shows: the whole of the longest note (4000 characters of up to
 /// 4 bytes), with room for the markers of hidden characters.
