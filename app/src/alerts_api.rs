@@ -162,9 +162,12 @@ mod seam {
         c
     }
 
+    /// Scheme and host (and port) of a notifier URL, for viewers: never its user:password,
+    /// path or query (a Slack webhook's path and a webhook's query token are secrets).
     fn target(url: &str) -> String {
         let rest = url.split_once("://").map_or(url, |(_, r)| r);
-        let host = rest.split(['/', '?']).next().unwrap_or("");
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         format!("{scheme}://{host}")
     }

@@ -79,8 +79,10 @@ async fn post(
     for (k, v) in headers {
         req = req.header(*k, v);
     }
+    // `without_url`: reqwest's error text names the whole URL, and a Slack webhook's path or
+    // a webhook's query token is its secret; the message is shown on /alerts and audited.
     let res = req.send().await.map_err(|e| SendError {
-        message: format!("POST {}: {}", redact(url), describe(&e)),
+        message: format!("POST {}: {}", redact(url), describe(&e.without_url())),
         retryable: true,
     })?;
     let status = res.status();
@@ -97,7 +99,9 @@ async fn post(
     })
 }
 
-/// A reqwest error with its causes (`error sending request: ... Connection refused`).
+/// A reqwest error with its causes (`error sending request: ... Connection refused`); pass it
+/// `without_url` so that the text carries no secret, and the causes are scrubbed of any URL
+/// the transport mentions too.
 fn describe(e: &reqwest::Error) -> String {
     let mut out = if e.is_timeout() {
         "timed out".to_string()
@@ -107,10 +111,24 @@ fn describe(e: &reqwest::Error) -> String {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         out.push_str(": ");
-        out.push_str(&s.to_string());
+        out.push_str(&scrub_urls(&s.to_string()));
         source = s.source();
     }
     out
+}
+
+/// `text` with every `scheme://...` cut down to its scheme and host, as [`redact`] does.
+fn scrub_urls(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            if w.contains("://") {
+                redact(w.trim_matches(|c: char| "()<>\"',".contains(c)))
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The URL without its path and query (a Slack webhook URL's path is its secret).
@@ -123,5 +141,48 @@ fn redact(url: &str) -> String {
             u.port().map(|p| format!(":{p}")).unwrap_or_default()
         ),
         Err(_) => "(invalid URL)".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_never_carry_a_notifier_secret() {
+        let slack = "https://hooks.slack.com/services/T000/B000/SECRETPATH";
+        assert_eq!(redact(slack), "https://hooks.slack.com/…");
+        assert_eq!(
+            redact("https://ops:Hunter2@hooks.example/x?token=Q"),
+            "https://hooks.example/…"
+        );
+        let text = format!(
+            "dns error for url ({slack}): failed to lookup https://a:b@h.example:8443/p?token=Q"
+        );
+        let scrubbed = scrub_urls(&text);
+        for secret in ["SECRETPATH", "T000", "token=Q", "a:b"] {
+            assert!(!scrubbed.contains(secret), "{scrubbed}");
+        }
+        assert!(scrubbed.contains("https://h.example:8443/…"), "{scrubbed}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_names_only_scheme_and_host() {
+        // Port 9 on loopback refuses the connection; the error must not echo the path.
+        let client = reqwest::Client::new();
+        let err = post(
+            &client,
+            "http://127.0.0.1:9/services/T/B/SECRETPATH?token=Q",
+            b"{}".to_vec(),
+            &[],
+        )
+        .await
+        .expect_err("refused");
+        assert!(
+            !err.message.contains("SECRETPATH") && !err.message.contains("token=Q"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("127.0.0.1:9"), "{}", err.message);
     }
 }
