@@ -15,6 +15,15 @@ function scriptErrors(page: Page): string[] {
   return errors;
 }
 
+/** Presses "Save note" and waits until the server has answered it. */
+async function saveNote(page: Page) {
+  const answered = page.waitForResponse(
+    (r) => r.url().includes('/api/ui/note') && r.request().method() === 'POST',
+  );
+  await page.getByRole('button', { name: 'Save note' }).click();
+  expect((await answered).status()).toBeLessThan(400);
+}
+
 /** The id of the newest dead letter of the error group whose row mentions `text`. */
 async function openGroupRecord(page: Page, text: string): Promise<string> {
   await page.goto('/groups');
@@ -60,11 +69,12 @@ test.describe('as an operator', () => {
     await hydrated(page);
     const note = page.locator('.note-form textarea[name="note"]');
     await note.fill('e2e: the payment provider rejects <b>expired</b> cards');
-    await page.getByRole('button', { name: 'Save note' }).click();
+    await saveNote(page);
     await expect(page.locator('.note-form')).toContainText('edited by oncall');
     await note.fill('e2e: provider outage, replay after 10:00');
-    await page.getByRole('button', { name: 'Save note' }).click();
-    await expect(note).toHaveValue('e2e: provider outage, replay after 10:00');
+    // The typed text is in the field at once: wait for the server's answer before reloading
+    // (a reload would abort the request still in flight).
+    await saveNote(page);
     await page.reload();
     await expect(note).toHaveValue('e2e: provider outage, replay after 10:00');
 
@@ -85,7 +95,7 @@ test.describe('as an operator', () => {
       .getByRole('link', { name: 'labels and note' }).click();
     await hydrated(page);
     await page.locator('.note-form textarea[name="note"]').fill('');
-    await page.getByRole('button', { name: 'Save note' }).click();
+    await saveNote(page);
     await expect(page.locator('.note-form')).not.toContainText('edited by');
     expect(errors, 'no script errors').toEqual([]);
   });

@@ -44,7 +44,7 @@ pub fn ListTools(
     view! {
         <div class="list-tools">
             <a class="button secondary export-link" href=export_href download="redrive-dead-letters.jsonl">
-                "Export all matching (JSON Lines)"
+                "Export the filtered dead letters (JSON Lines)"
             </a>
             {label_all}
         </div>
