@@ -45,8 +45,11 @@ use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, Selection};
 use crate::filter::Filter;
 
 /// Dead letters per chunk: one write transaction changes at most this many. Measured in
-/// `make bench` (1M rows on SQLite): see `docs/replay.md`, "Bulk actions".
-pub const CHUNK_ROWS: usize = 2_000;
+/// `make bench` (1M rows on SQLite): see `docs/replay.md`, "Bulk actions". 500 since the
+/// maintained aggregates (migration 0006): their row triggers made a 2,000-row chunk hold
+/// SQLite's write lock for 1.3–1.5 s on a busy 2-core machine, long enough that the other
+/// writers (ingest, the relay, a second bulk action) could wait past the 5 s busy timeout.
+pub const CHUNK_ROWS: usize = 500;
 
 /// A `running` bulk action that has not moved for this long is taken to be interrupted (its
 /// process died) and is resumed, ms.
