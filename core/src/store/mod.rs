@@ -84,8 +84,14 @@ pub const FACET_CAP: u32 = 500;
 
 /// How long a query waits for a pooled connection before `Unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long SQLite waits for another writer's lock before "database is locked".
-const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long SQLite waits for another writer's lock before "database is locked". SQLite's busy
+/// handler is not a queue: a waiter polls with growing sleeps, and writers that keep coming
+/// back (the relay's claims and marks, a bulk action's chunks, ingest) can take the lock
+/// between its polls. With the aggregates' triggers (migration 0006) every write holds the
+/// lock longer, and the concurrency test saw ingest wait past 5 s once with chunks of 500 rows
+/// and each hold well under 1.5 s. 30 s makes that starvation harmless; a first-in-first-out
+/// write gate inside the process would remove it (not built yet).
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
 /// PostgreSQL is usually shared, so stay modest.
 const SQLITE_MAX_CONNECTIONS: u32 = 8;
@@ -184,7 +190,7 @@ impl Store {
     ///
     /// SQLite connections use WAL, `synchronous=FULL` (see [`SqliteDurability`]: a commit is
     /// on disk when it returns, power loss included, so ingest may then commit the Kafka
-    /// offsets), a 5 s busy timeout and foreign keys. `sqlite::memory:` works (one
+    /// offsets), a 30 s busy timeout and foreign keys. `sqlite::memory:` works (one
     /// connection, kept open) for throwaway use.
     ///
     /// Errors: `BadUrl` for another scheme or an unparsable URL, `Unavailable` if the database
