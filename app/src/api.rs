@@ -60,6 +60,11 @@ pub struct DeadLetterDetail {
     pub value: Payload,
     pub ingested_at_ms: i64,
     pub replay_count: i32,
+    /// The exact stored DLQ topic and source topic (at most 249 bytes each, `docs/limits.md`),
+    /// for the links to the list of the same topic: the names above are cut and have hidden
+    /// characters marked, and a link built from them would select nothing (issue #12).
+    pub dlq_topic_value: String,
+    pub source_topic_value: Option<String>,
 }
 
 #[cfg(feature = "ssr")]

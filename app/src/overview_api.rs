@@ -6,6 +6,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::api::Listing;
+
 /// Most DLQ topics and most source topics the overview lists (each); the rest are counted in
 /// a "more" note and reachable from the list's filter.
 pub const OVERVIEW_TOPIC_CAP: usize = 20;
@@ -22,11 +24,17 @@ pub enum ChartRange {
 }
 
 impl ChartRange {
-    /// From the page's `range` parameter; anything else is the default.
-    pub fn parse(s: &str) -> ChartRange {
-        match s {
-            "7d" => ChartRange::SevenDays,
-            _ => ChartRange::SixHours,
+    /// From the page's `range` parameter: `6h`, `7d`, or empty / absent for the default
+    /// (6 h). Errors: any other value, with a message for the page (shown with a 400).
+    pub fn parse(s: &str) -> Result<ChartRange, String> {
+        match s.trim() {
+            "" | "6h" => Ok(ChartRange::SixHours),
+            "7d" => Ok(ChartRange::SevenDays),
+            other => Err(format!(
+                "the chart range `{}` is unknown; use `range=6h` (per minute over 6 hours) \
+                 or `range=7d` (per hour over 7 days).",
+                crate::display::visible::name(other, 64)
+            )),
         }
     }
 
@@ -58,8 +66,14 @@ impl ChartRange {
 /// One row of the overview's topic tables (a DLQ topic or a source topic).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicRow {
-    /// The topic; `None` in the source table = dead letters that name no source topic.
+    /// The topic as shown: cut at `NAME_BYTES`, hidden characters (control characters, bidi
+    /// controls) as `⟨U+XXXX⟩` markers (`crate::display::visible`). `None` in the source
+    /// table = dead letters that name no source topic.
     pub name: Option<String>,
+    /// The exact stored topic, for the row's links (percent-encoded by `crate::query::href`),
+    /// so the list they open filters on the very value counted here; `None` when no filter
+    /// selects the row (no source topic, or the remainder beyond the aggregates' read cap).
+    pub filter_value: Option<String>,
     /// Every status but deleted (what the list shows by default).
     pub live: i64,
     pub new: i64,
@@ -69,7 +83,10 @@ pub struct TopicRow {
     pub deleted: i64,
     /// Key + value bytes of the live ones.
     pub live_bytes: i64,
+    /// Dead-lettered since `Overview::hour_since_ms` and live now (not deleted, not purged):
+    /// what the list `from = hour_since_ms` shows.
     pub new_last_hour: i64,
+    /// The same since `Overview::day_since_ms`.
     pub new_last_24h: i64,
     /// `dead_lettered_at_ms` of the oldest live one.
     pub oldest_live_ms: Option<i64>,
@@ -118,19 +135,23 @@ pub struct Overview {
     pub truncated: bool,
 }
 
-/// The overview for the raw page query `query` (`range=6h|7d`, `dlq_topic` for the chart).
+/// The overview for the raw page query `query` (`range=6h|7d`, `dlq_topic` for the chart);
+/// `Listing::BadQuery` for a `range` it does not know (the page answers 400 with the message).
 #[server(input = leptos::server_fn::codec::GetUrl)]
-pub async fn get_overview(query: String) -> Result<Overview, ServerFnError> {
+pub async fn get_overview(query: String) -> Result<Listing<Overview>, ServerFnError> {
     seam::overview(&query).await
 }
 
 #[cfg(feature = "ssr")]
 mod seam {
     use leptos::prelude::*;
-    use redrive_core::store::{ArrivalScope, Resolution, Store, StoreError, TopicStats};
+    use redrive_core::store::{
+        ArrivalScope, Resolution, Store, StoreError, TopicStats, OTHER_SOURCES,
+    };
 
     use super::*;
-    use crate::display::shorten;
+    use crate::display::caps::NAME_BYTES;
+    use crate::display::visible;
 
     fn failed(e: StoreError) -> ServerFnError {
         tracing::error!(error = %e, "reading the overview failed");
@@ -143,7 +164,9 @@ mod seam {
 
     fn row(t: &TopicStats, name: Option<String>) -> TopicRow {
         TopicRow {
-            name: name.map(|n| shorten(&n, 249)),
+            name: name.as_deref().map(|n| visible::name(n, NAME_BYTES)),
+            // A name of nothing but spaces is "not set" to the filter: no link.
+            filter_value: name.filter(|n| n != OTHER_SOURCES && !n.trim_matches(' ').is_empty()),
             live: t.counts.live(),
             new: t.counts.new,
             replay_pending: t.counts.replay_pending,
@@ -158,11 +181,14 @@ mod seam {
         }
     }
 
-    pub(super) async fn overview(raw: &str) -> Result<Overview, ServerFnError> {
+    pub(super) async fn overview(raw: &str) -> Result<Listing<Overview>, ServerFnError> {
         let store = use_context::<Store>()
             .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))?;
         let pairs = crate::query::parse(raw);
-        let range = ChartRange::parse(crate::query::value(&pairs, "range"));
+        let range = match ChartRange::parse(crate::query::value(&pairs, "range")) {
+            Ok(r) => r,
+            Err(message) => return Ok(Listing::BadQuery(message)),
+        };
         let chart_topic = Some(crate::query::value(&pairs, "dlq_topic").trim().to_string())
             .filter(|t| !t.is_empty());
         let now = std::time::SystemTime::now()
@@ -192,7 +218,7 @@ mod seam {
             .new_error_groups(stats.day_since_ms, OVERVIEW_NEW_GROUPS_CAP)
             .await
             .map_err(failed)?;
-        Ok(Overview {
+        Ok(Listing::Found(Overview {
             at_ms: now,
             hour_since_ms: stats.hour_since_ms,
             day_since_ms: stats.day_since_ms,
@@ -216,8 +242,8 @@ mod seam {
                 .into_iter()
                 .map(|g| NewGroupRow {
                     fingerprint: g.fingerprint,
-                    error_class: g.error_class.map(|c| shorten(&c, 200)),
-                    dlq_topic: shorten(&g.dlq_topic, 249),
+                    error_class: g.error_class.map(|c| visible::name(&c, 200)),
+                    dlq_topic: visible::name(&g.dlq_topic, NAME_BYTES),
                     first_seen_ms: g.first_seen_ms,
                     last_seen_ms: g.last_seen_ms,
                     stored: g.stored,
@@ -227,7 +253,7 @@ mod seam {
             error_groups_total: stats.error_groups_total,
             jobs_in_progress: stats.replay_jobs.in_progress(),
             truncated: stats.truncated,
-        })
+        }))
     }
 }
 

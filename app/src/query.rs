@@ -85,11 +85,13 @@ pub fn encode(s: &str) -> String {
 }
 
 /// Builds `path?name=value&...` from pairs, leaving out empty values (a GET form sends every
-/// field, and an empty one means "not set").
+/// field, and an empty one means "not set"; only spaces count as empty: a stored topic of
+/// `"\n"` is a value). Values are percent-encoded byte for byte, so a link carries exactly
+/// the stored value however it is shown.
 pub fn href<'a>(path: &str, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let query: Vec<String> = pairs
         .into_iter()
-        .filter(|(_, v)| !v.trim().is_empty())
+        .filter(|(_, v)| !v.trim_matches(' ').is_empty())
         .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
         .collect();
     if query.is_empty() {

@@ -155,6 +155,14 @@ fn non_empty(v: &str) -> Option<String> {
     (!t.is_empty()).then(|| t.to_string())
 }
 
+/// A topic or consumer-group value, kept byte for byte: a stored source topic comes from a
+/// header that may carry anything (`"orders\n"`, `"a\u{7}b"`, `" orders"`) and a link to it
+/// must select exactly it (issue #12). Only a value of nothing but spaces means "not set"
+/// (an empty form field).
+fn exact_value(v: &str) -> Option<String> {
+    (!v.trim_matches(' ').is_empty()).then(|| v.to_string())
+}
+
 impl Filter {
     /// True when no field narrows the set.
     pub fn is_empty(&self) -> bool {
@@ -169,9 +177,9 @@ impl Filter {
             "fingerprint" => self.fingerprint = v,
             "error_class" => self.error_class = v,
             "q" => self.q = v,
-            "source_topic" => self.source_topic = v,
-            "dlq_topic" => self.dlq_topic = v,
-            "consumer_group" => self.consumer_group = v,
+            "source_topic" => self.source_topic = exact_value(value),
+            "dlq_topic" => self.dlq_topic = exact_value(value),
+            "consumer_group" => self.consumer_group = exact_value(value),
             "status" => {
                 self.status = match v {
                     None => None,
@@ -301,6 +309,23 @@ mod tests {
         let pairs = q.filter.to_pairs();
         let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(back.filter, q.filter);
+    }
+
+    #[test]
+    fn topic_values_are_kept_byte_for_byte() {
+        let q = ListQuery::from_pairs([
+            ("source_topic", "orders\n"),
+            ("dlq_topic", " orders.DLT"),
+            ("consumer_group", "\u{7}bell"),
+        ])
+        .unwrap();
+        assert_eq!(q.filter.source_topic.as_deref(), Some("orders\n"));
+        assert_eq!(q.filter.dlq_topic.as_deref(), Some(" orders.DLT"));
+        assert_eq!(q.filter.consumer_group.as_deref(), Some("\u{7}bell"));
+        let q = ListQuery::from_pairs([("source_topic", "\n")]).unwrap();
+        assert_eq!(q.filter.source_topic.as_deref(), Some("\n"));
+        let q = ListQuery::from_pairs([("source_topic", "   ")]).unwrap();
+        assert_eq!(q.filter.source_topic, None);
     }
 
     #[test]

@@ -29,7 +29,9 @@ pub fn RateChart(
     label: String,
     #[prop(optional)] href: Option<Callback<(i64, i64), String>>,
 ) -> impl IntoView {
-    let max = series.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    // The highest bar, as said; `scale` only keeps the division away from 0.
+    let max = series.iter().map(|(_, n)| *n).max().unwrap_or(0).max(0);
+    let scale = max.max(1);
     let n = series.len().max(1) as f64;
     let plot_w = WIDTH - LEFT;
     let plot_h = HEIGHT - BOTTOM;
@@ -47,10 +49,12 @@ pub fn RateChart(
         .enumerate()
         .filter(|(_, (_, c))| *c > 0)
         .map(|(i, (t, c))| {
-            let h = (c as f64 / max as f64) * (plot_h - 4.0);
+            let h = (c as f64 / scale as f64) * (plot_h - 4.0);
             let x = LEFT + i as f64 * bar_w;
             let y = plot_h - h;
-            let title = format!("{} UTC: {c} dead letters", format_time(t));
+            // An arrival history: the list behind the bar shows the ones not deleted or
+            // purged since (`docs/stats.md`).
+            let title = format!("{} UTC: {c} dead letters arrived", format_time(t));
             let rect = view! {
                 <rect
                     class="bar"
@@ -70,19 +74,34 @@ pub fn RateChart(
         .collect_view();
     let start_label = first.map(format_time).unwrap_or_default();
     let end_label = last.map(format_time).unwrap_or_default();
+    let summary = if total == 0 {
+        format!("{label}: no dead letters in this range")
+    } else {
+        format!("{label}: {total} dead letters, per {unit}, peak {max}")
+    };
+    let caption = if total == 0 {
+        format!("{label}: no dead letters in this range; times UTC.")
+    } else {
+        format!("{label}: {total} dead letters per {unit}, peak {max}; times UTC.")
+    };
     view! {
         <figure class="chart">
             <svg
                 viewBox=format!("0 0 {WIDTH} {HEIGHT}")
                 role="img"
-                aria-label=format!("{label}: {total} dead letters, per {unit}, peak {max}")
+                aria-label=summary
                 preserveAspectRatio="none"
             >
                 <line class="axis" x1=LEFT y1=plot_h x2=WIDTH y2=plot_h />
                 <line class="axis" x1=LEFT y1="0" x2=LEFT y2=plot_h />
-                <text class="tick" x=LEFT - 4.0 y="10" text-anchor="end">
-                    {max.to_string()}
-                </text>
+                {(max > 0)
+                    .then(|| {
+                        view! {
+                            <text class="tick" x=LEFT - 4.0 y="10" text-anchor="end">
+                                {max.to_string()}
+                            </text>
+                        }
+                    })}
                 <text class="tick" x=LEFT - 4.0 y=plot_h text-anchor="end">
                     "0"
                 </text>
@@ -95,7 +114,7 @@ pub fn RateChart(
                 {bars}
             </svg>
             <figcaption class="dim">
-                {format!("{label}: {total} dead letters per {unit}, peak {max}; times UTC.")}
+                {caption}
             </figcaption>
         </figure>
     }

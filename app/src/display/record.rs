@@ -123,5 +123,7 @@ pub fn detail(d: &DeadLetter) -> DeadLetterDetail {
         value: Payload::from_bytes(d.record.value.as_deref(), payload::VALUE),
         ingested_at_ms: d.ingested_at_ms,
         replay_count: d.replay_count,
+        dlq_topic_value: d.summary.dlq_topic.clone(),
+        source_topic_value: n.source_topic.clone(),
     }
 }

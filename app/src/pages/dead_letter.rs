@@ -231,6 +231,13 @@ fn Detail(
         ),
         None => "—".to_string(),
     };
+    // The exact stored topics, percent-encoded: the list they open holds this dead letter.
+    let dlq_list_href = query::href("/", [("dlq_topic", d.dlq_topic_value.as_str())]);
+    let source_list_href = d
+        .source_topic_value
+        .as_deref()
+        .filter(|t| !t.trim_matches(' ').is_empty())
+        .map(|t| query::href("/", [("source_topic", t)]));
     let warnings = n.decode_warnings.clone();
     let warnings_more = (d.warnings_total > warnings.len())
         .then(|| format!("… and {} more", d.warnings_total - warnings.len()));
@@ -284,9 +291,17 @@ fn Detail(
             <dt>"DLQ record"</dt>
             <dd class="mono">
                 {format!("{} · partition {} · offset {}", s.dlq_topic, s.dlq_partition, s.dlq_offset)}
+                " · "
+                <a class="topic-list" href=dlq_list_href>"this DLQ topic's dead letters"</a>
             </dd>
             <dt>"Source record"</dt>
-            <dd class="mono">{source}</dd>
+            <dd class="mono">
+                {source}
+                {source_list_href.map(|h| view! {
+                    " · "
+                    <a class="topic-list" href=h>"this source topic's dead letters"</a>
+                })}
+            </dd>
             <dt>"Source timestamp"</dt>
             <dd class="mono">{n.source_timestamp_ms.map(format_time).unwrap_or_else(|| "—".into())}</dd>
             <dt>"Consumer group"</dt>

@@ -9,9 +9,11 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 
-use super::LoadError;
+use super::{BadQuery, LoadError};
+use crate::api::Listing;
 use crate::components::RateChart;
-use crate::display::format_time;
+use crate::display::caps::NAME_BYTES;
+use crate::display::{format_time, visible};
 use crate::http_status::HttpStatus;
 use crate::overview_api::{get_overview, ChartRange, Overview, TopicRow, OVERVIEW_TOPIC_CAP};
 use crate::query::href;
@@ -71,10 +73,12 @@ fn TopicTable(
     let body = rows
         .into_iter()
         .map(|r| {
-            let name = r.name.clone();
-            // Dead letters without a source topic cannot be filtered for: no links there.
+            // Links carry the exact stored topic (`filter_value`), the page shows `name`
+            // (cut, hidden characters marked). Dead letters without a source topic cannot be
+            // filtered for: no links there.
+            let exact = r.filter_value.clone();
             let link = |extra: &[(&str, &str)]| {
-                name.as_deref().map(|n| {
+                exact.as_deref().map(|n| {
                     let mut pairs = vec![(kind.param(), n)];
                     pairs.extend_from_slice(extra);
                     href("/", pairs)
@@ -89,10 +93,10 @@ fn TopicTable(
                     None => view! { <span title=title>{text}</span> }.into_any(),
                 }
             });
-            let label = match &name {
-                Some(n) => view! { <a href=link(&[]).unwrap_or_default() class="mono">{n.clone()}</a> }
-                    .into_any(),
-                None => view! { <span class="dim">"(no source topic)"</span> }.into_any(),
+            let label = match (&r.name, link(&[])) {
+                (Some(n), Some(h)) => view! { <a href=h class="mono">{n.clone()}</a> }.into_any(),
+                (Some(n), None) => view! { <span class="mono">{n.clone()}</span> }.into_any(),
+                (None, _) => view! { <span class="dim">"(no source topic)"</span> }.into_any(),
             };
             view! {
                 <tr>
@@ -172,7 +176,7 @@ fn OverviewBody(o: Overview) -> impl IntoView {
         }
     };
     let chart_label = match &o.chart_topic {
-        Some(d) => format!("Dead letters arriving in {d}"),
+        Some(d) => format!("Dead letters arriving in {}", visible::name(d, NAME_BYTES)),
         None => "Dead letters arriving".to_string(),
     };
     let new_groups = o
@@ -265,10 +269,10 @@ fn OverviewBody(o: Overview) -> impl IntoView {
                 {o
                     .dlq_topics
                     .iter()
-                    .filter_map(|r| r.name.clone())
-                    .map(|n| {
-                        let h = href("/overview", [("range", range.as_str()), ("dlq_topic", n.as_str())]);
-                        view! { <a class="mono" href=h>{n}</a> " " }
+                    .filter_map(|r| Some((r.filter_value.clone()?, r.name.clone()?)))
+                    .map(|(exact, shown)| {
+                        let h = href("/overview", [("range", range.as_str()), ("dlq_topic", exact.as_str())]);
+                        view! { <a class="mono" href=h>{shown}</a> " " }
                     })
                     .collect_view()}
             </p>
@@ -324,7 +328,11 @@ pub fn OverviewPage() -> impl IntoView {
                 let status = status.clone();
                 Suspend::new(async move {
                     match data.await {
-                        Ok(o) => view! { <OverviewBody o=o /> }.into_any(),
+                        Ok(Listing::Found(o)) => view! { <OverviewBody o=o /> }.into_any(),
+                        Ok(Listing::BadQuery(message)) => {
+                            status.set(400);
+                            view! { <BadQuery message=message reset="/overview" /> }.into_any()
+                        }
                         Err(error) => {
                             status.set(503);
                             view! { <LoadError error=error /> }.into_any()

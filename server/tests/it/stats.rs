@@ -97,6 +97,29 @@ async fn assert_exact(backend: Backend, url: &str, store: &Store, now_ms: i64, s
     let truth = truth_counts(backend, url).await;
     let agg = aggregate_counts(store, now_ms).await;
     assert_eq!(agg, truth, "{backend:?}: counts after {step}");
+    // "New in the last hour / 24 h" equal the list `from = window start` (live ones only),
+    // in all and per DLQ topic: deletes, restores and purges move them (issue #11).
+    let snap = store.stats(now_ms).await.expect("stats");
+    let mut rows = vec![(None, snap.totals())];
+    rows.extend(
+        snap.by_dlq_topic()
+            .into_iter()
+            .map(|t| (t.dlq_topic.clone(), t)),
+    );
+    for (dlq, t) in rows {
+        for (since, got, what) in [
+            (snap.hour_since_ms, t.new_last_hour, "new in 1 h"),
+            (snap.day_since_ms, t.new_last_24h, "new in 24 h"),
+        ] {
+            let f = Filter {
+                dlq_topic: dlq.clone(),
+                from_ms: Some(since),
+                ..Filter::default()
+            };
+            let listed = store.count(&f).await.expect("count");
+            assert_eq!(got, listed, "{backend:?}: {what} of {dlq:?} after {step}");
+        }
+    }
     // The list's default filter (every status but deleted) per DLQ topic.
     for dlq in ["stats.a.DLT", "stats.b.DLT"] {
         let f = Filter {

@@ -10,6 +10,9 @@
 //! live count equals the number of rows the list shows for the same DLQ/source topic.
 //! Arrival buckets are an arrival history keyed on `dead_lettered_at_ms` (floored to the
 //! minute/hour, UTC epoch): a later status change or a purge does not take an arrival back.
+//! Minute buckets also hold `live_n` (migration 0010): of those arrivals, the ones stored now
+//! and not deleted — what "new in the last hour / 24 h" count, so that they equal the list
+//! `/?from=<window start>` their links open.
 
 mod snapshot;
 
@@ -105,8 +108,9 @@ const COUNTS_SQL: &str = "SELECT c.dlq_topic, c.source_topic, c.status, \
 
 impl Store {
     /// A snapshot of the aggregates at `now_ms` (epoch ms): per (DLQ topic, source topic)
-    /// counts and bytes per status, the oldest stored dead letter per status, arrivals in the
-    /// last hour and 24 h (to the minute: see [`StatsSnapshot::hour_since_ms`]), error groups
+    /// counts and bytes per status, the oldest stored dead letter per status, live arrivals
+    /// in the last hour and 24 h (dead letters dead-lettered since the window start, to the
+    /// minute, that are stored now and not deleted: see [`StatsSnapshot::hour_since_ms`]), error groups
     /// (total, new in 24 h) and replay jobs per status.
     ///
     /// Cost: reads the aggregate tables (at most [`STATS_ROW_CAP`] count rows, one index seek
@@ -142,7 +146,8 @@ impl Store {
             );
             DB::bind(&mut qb, Val::I64(Some(hour_since_ms)));
             qb.push(
-                " THEN n ELSE 0 END) AS BIGINT) AS last_hour, CAST(SUM(n) AS BIGINT) AS last_day \
+                " THEN live_n ELSE 0 END) AS BIGINT) AS last_hour, \
+                 CAST(SUM(live_n) AS BIGINT) AS last_day \
                  FROM dl_stats_minutes WHERE minute_ms >= ",
             );
             DB::bind(&mut qb, Val::I64(Some(day_since_ms)));

@@ -114,9 +114,11 @@ pub struct TopicStats {
     pub bytes: PerStatus<i64>,
     /// `dead_lettered_at_ms` of the oldest stored dead letter per status (epoch ms).
     pub oldest_ms: PerStatus<Option<i64>>,
-    /// Arrivals with `dead_lettered_at_ms >= StatsSnapshot::hour_since_ms`.
+    /// Dead letters with `dead_lettered_at_ms >= StatsSnapshot::hour_since_ms` that are
+    /// stored now with a status other than `deleted` (a delete or a purge takes them off):
+    /// the rows the list `from = hour_since_ms` shows. From the minute buckets' `live_n`.
     pub new_last_hour: i64,
-    /// Arrivals with `dead_lettered_at_ms >= StatsSnapshot::day_since_ms`.
+    /// The same from `StatsSnapshot::day_since_ms`.
     pub new_last_24h: i64,
     /// Error groups first seen at or after `day_since_ms` whose first dead letter came
     /// through this pair/topic.
@@ -164,8 +166,8 @@ pub struct StatsSnapshot {
     /// When it was taken (epoch ms).
     pub at_ms: i64,
     /// Start of the "last hour" window: `floor_minute(at_ms - 1 h)` (epoch ms). A list
-    /// filtered with `from` = this shows exactly `new_last_hour` rows (plus later statuses'
-    /// changes: deleted ones are hidden there).
+    /// filtered with `from` = this shows exactly `new_last_hour` rows (live ones: deleted
+    /// and purged dead letters are counted in neither).
     pub hour_since_ms: i64,
     /// Start of the "last 24 h" window: `floor_minute(at_ms - 24 h)` (epoch ms).
     pub day_since_ms: i64,
