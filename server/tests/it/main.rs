@@ -16,6 +16,7 @@ mod site;
 mod actions;
 mod alerts;
 mod api;
+mod archive_cli;
 mod auth;
 mod authz_matrix;
 mod concurrency;
