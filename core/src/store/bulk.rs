@@ -1,4 +1,5 @@
-//! Bulk actions over a filter — replay, delete, restore "all matching" — carried out in
+//! Bulk actions over a filter — replay, delete, restore, label / unlabel "all matching"
+//! (`label_bulk.rs`) — carried out in
 //! chunks of short write transactions, so that one action over a million dead letters never
 //! holds the write lock (SQLite's single writer, PostgreSQL's row locks) for long.
 //!
@@ -40,9 +41,11 @@ use super::actions::{
     NOT_ACTIONABLE,
 };
 use super::dialect::{store_error, Dialect, Val};
+use super::label_bulk::{label_change_query, label_matched_query};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, Selection};
 use crate::filter::Filter;
+use crate::labels::LabelOp;
 
 /// Dead letters per chunk: one write transaction changes at most this many. Measured in
 /// `make bench` (1M rows on SQLite): see `docs/replay.md`, "Bulk actions". 500 since the
@@ -71,6 +74,9 @@ pub(crate) enum BulkKind {
     Replay,
     Delete,
     Restore,
+    /// A label added to / removed from each dead letter's own labels (`label_bulk.rs`);
+    /// the label is [`Bulk::label`].
+    Label(LabelOp),
 }
 
 impl BulkKind {
@@ -80,13 +86,20 @@ impl BulkKind {
             BulkKind::Replay => "replay",
             BulkKind::Delete => "delete",
             BulkKind::Restore => "restore",
+            BulkKind::Label(op) => op.audit_action(),
         }
     }
 
     fn parse(s: &str) -> Option<BulkKind> {
-        [BulkKind::Replay, BulkKind::Delete, BulkKind::Restore]
-            .into_iter()
-            .find(|k| k.name() == s)
+        [
+            BulkKind::Replay,
+            BulkKind::Delete,
+            BulkKind::Restore,
+            BulkKind::Label(LabelOp::Add),
+            BulkKind::Label(LabelOp::Remove),
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
     }
 }
 
@@ -94,7 +107,7 @@ impl BulkKind {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BulkAction {
     pub id: i64,
-    /// `replay`, `delete` or `restore`.
+    /// `replay`, `delete`, `restore`, `label_add` or `label_remove`.
     pub kind: String,
     /// `running` (in progress, or interrupted and waiting to be resumed) or `done`.
     pub status: String,
@@ -104,6 +117,8 @@ pub struct BulkAction {
     pub reason: Option<String>,
     /// For a replay: the job being filled.
     pub job_id: Option<String>,
+    /// For `label_add` / `label_remove`: the label (normalised).
+    pub label: Option<String>,
     /// Dead letters with an id at or below this are covered.
     pub max_id: i64,
     /// Dead letters with an id at or below this are done.
@@ -121,8 +136,8 @@ pub struct BulkAction {
     pub finished_at_ms: Option<i64>,
 }
 
-const BULK_COLUMNS: &str = "id, kind, status, actor, filter, reason, job_id, max_id, cursor_id, \
-     done, skipped, chunks, resumed, created_at_ms, updated_at_ms, finished_at_ms";
+const BULK_COLUMNS: &str = "id, kind, status, actor, filter, reason, job_id, label, max_id, \
+     cursor_id, done, skipped, chunks, resumed, created_at_ms, updated_at_ms, finished_at_ms";
 
 #[derive(Debug, sqlx::FromRow)]
 struct BulkRow {
@@ -133,6 +148,7 @@ struct BulkRow {
     filter: String,
     reason: Option<String>,
     job_id: Option<String>,
+    label: Option<String>,
     max_id: i64,
     cursor_id: i64,
     done: i64,
@@ -154,6 +170,7 @@ impl From<BulkRow> for BulkAction {
             filter: r.filter,
             reason: r.reason,
             job_id: r.job_id,
+            label: r.label,
             max_id: r.max_id,
             cursor_id: r.cursor_id,
             done: r.done,
@@ -175,6 +192,7 @@ struct ResumeRow {
     actor_json: String,
     reason: Option<String>,
     job_id: Option<String>,
+    label: Option<String>,
     max_id: i64,
     cursor_id: i64,
     done: i64,
@@ -195,6 +213,8 @@ pub(crate) struct Bulk {
     pub(crate) reason: Option<String>,
     /// Replay only: the job (created `preparing` with the first chunk).
     pub(crate) job: Option<ReplayJob>,
+    /// Label only: the label added or removed (normalised).
+    pub(crate) label: Option<String>,
     pub(crate) max_id: i64,
     pub(crate) cursor: i64,
     pub(crate) done: i64,
@@ -221,6 +241,7 @@ impl Bulk {
             filter: filter.clone(),
             reason,
             job,
+            label: None,
             max_id,
             cursor: 0,
             done: 0,
@@ -246,6 +267,9 @@ impl Bulk {
                 "ok: {} queued, {} skipped ({} without a target topic){how}",
                 self.done, self.skipped, self.skipped_without_target
             ),
+            BulkKind::Label(_) => {
+                format!("ok: {} changed, {} skipped{how}", self.done, self.skipped)
+            }
             _ if how.is_empty() => "ok".to_string(),
             _ => format!("ok{how}"),
         }
@@ -316,7 +340,8 @@ impl Store {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new("SELECT id FROM dead_letters");
             super::actions::push_selection(&mut qb, &selection);
             match bulk.kind {
-                BulkKind::Replay => {}
+                // Every match, so the ones left alone are counted as skipped.
+                BulkKind::Replay | BulkKind::Label(_) => {}
                 BulkKind::Delete => push_deletable(&mut qb),
                 BulkKind::Restore => push_restorable(&mut qb),
             }
@@ -429,6 +454,46 @@ impl Store {
                         }
                         queued
                     }
+                    BulkKind::Label(op) => {
+                        let label = next.label.clone().ok_or_else(|| {
+                            StoreError::Corrupt("a label bulk action without a label".into())
+                        })?;
+                        let ids_text = ids_json(ids);
+                        let matched: i64 = label_matched_query::<DB>(&selection, ids_text.clone())
+                            .build_query_scalar()
+                            .persistent(false)
+                            .fetch_one(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        let mut changed: Vec<i64> =
+                            label_change_query::<DB>(&selection, ids_text, &label, op, now, &user)
+                                .build_query_scalar()
+                                .persistent(false)
+                                .fetch_all(&mut *tx)
+                                .await
+                                .map_err(store_error)?;
+                        changed.sort_unstable();
+                        if !changed.is_empty() {
+                            insert_events_for_ids::<DB>(
+                                &changed,
+                                now,
+                                op.event_kind(),
+                                &user,
+                                |qb| {
+                                    DB::bind(qb, Val::OwnedText(Some(label.clone())));
+                                },
+                                String::new(),
+                                None,
+                            )
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        }
+                        next.skipped += (matched - changed.len() as i64).max(0);
+                        changed
+                    }
                     BulkKind::Delete | BulkKind::Restore => {
                         let (set, kind, detail_sql) = if next.kind == BulkKind::Delete {
                             (
@@ -498,7 +563,7 @@ impl Store {
                         .map_err(|e| StoreError::Invalid(format!("filter: {e}")))?;
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                         "INSERT INTO bulk_actions (kind, status, actor, actor_json, filter, \
-                         reason, job_id, max_id, cursor_id, done, skipped, \
+                         reason, job_id, label, max_id, cursor_id, done, skipped, \
                          skipped_without_target, chunks, created_at_ms, updated_at_ms) VALUES (",
                     );
                     let job_id = next.job.as_ref().map(|j| j.id.clone());
@@ -510,6 +575,7 @@ impl Store {
                         Val::OwnedText(Some(clean_text(&filter_json))),
                         Val::OwnedText(next.reason.clone()),
                         Val::OwnedText(job_id),
+                        Val::OwnedText(next.label.clone()),
                         Val::I64(Some(next.max_id)),
                         Val::I64(Some(next.cursor)),
                         Val::I64(Some(next.done)),
@@ -585,8 +651,13 @@ impl Store {
             }
 
             if last {
+                // A label change names its label and what it left alone (`docs/triage.md`).
+                let detail = next.label.as_ref().map(|label| {
+                    serde_json::json!({ "label": label, "skipped": next.skipped }).to_string()
+                });
                 let audit = NewAuditEntry {
                     job_id: next.job.as_ref().map(|j| j.id.clone()),
+                    detail,
                     ..action_audit(
                         &next.actor,
                         next.kind.name(),
@@ -639,8 +710,8 @@ impl Store {
         let now = now_ms();
         let rows: Vec<ResumeRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, kind, actor_json, reason, job_id, max_id, cursor_id, done, skipped, \
-                 skipped_without_target, chunks, filter FROM bulk_actions \
+                "SELECT id, kind, actor_json, reason, job_id, label, max_id, cursor_id, done, \
+                 skipped, skipped_without_target, chunks, filter FROM bulk_actions \
                  WHERE status = 'running' AND updated_at_ms <= ",
             );
             DB::bind(&mut qb, Val::I64(Some(now - stale_after_ms)));
@@ -707,6 +778,7 @@ fn resume_state(r: ResumeRow) -> Result<Bulk, StoreError> {
         filter,
         reason: r.reason,
         job: None,
+        label: r.label,
         max_id: r.max_id,
         cursor: r.cursor_id,
         done: r.done,
