@@ -23,6 +23,7 @@ mod serve;
 mod site;
 mod telemetry;
 mod telemetry_retention;
+mod telemetry_write_gate;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;

@@ -69,6 +69,9 @@ struct Shared {
     alerts: std::sync::OnceLock<Arc<AlertStatus>>,
     /// Retention's counters and backpressure, once [`Telemetry::with_retention`] named them.
     retention: std::sync::OnceLock<crate::telemetry_retention::RetentionMetrics>,
+    /// The SQLite write gate's figures, read from the store at each scrape (`None` on
+    /// PostgreSQL).
+    write_gate: Mutex<Option<redrive_core::store::WriteGateStats>>,
 }
 
 impl Telemetry {
@@ -83,6 +86,7 @@ impl Telemetry {
             quarantined: Mutex::new(None),
             alerts: std::sync::OnceLock::new(),
             retention: std::sync::OnceLock::new(),
+            write_gate: Mutex::new(None),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -133,6 +137,8 @@ impl Telemetry {
     /// The Prometheus text exposition, refreshing the DLQ size counts first if stale.
     pub async fn render(&self, store: &Store) -> String {
         self.refresh_sizes(store).await;
+        // Shared by every handle on the file, so the web's store tells the whole process.
+        *lock(&self.shared.write_gate) = store.write_gate_stats();
         let mut out = String::new();
         if let Err(e) =
             prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
@@ -384,6 +390,7 @@ impl Collector for Exposition {
         }
         crate::alerts_metrics::encode(&mut enc, self.0.alerts.get().map(|a| a.snapshot()))?;
         crate::telemetry_retention::encode(&mut enc, self.0.retention.get())?;
+        crate::telemetry_write_gate::encode(&mut enc, *lock(&self.0.write_gate))?;
 
         {
             let c = ConstCounter::new(0u64);

@@ -415,10 +415,7 @@ impl Store {
         let sel = &req.selection;
         let target = target.as_deref();
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let dry: Vec<DryRow> = dry_run_query::<DB>(sel, target)
                 .build_query_as()
                 .fetch_all(&mut *tx)
@@ -596,10 +593,7 @@ impl Store {
             ),
         };
         let n = on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut ids: Vec<i64> = update_returning_ids::<DB>(set, selection, |qb| match action {
                 StatusAction::Delete => push_deletable(qb),
                 StatusAction::Restore => push_restorable(qb),
@@ -658,10 +652,7 @@ impl Store {
         let now = now_ms();
         let user = clean_text(&actor.user);
         let n = on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             // The status guard makes a second, concurrent cancel a Conflict (PostgreSQL
             // re-checks it after waiting for the first one's row lock).
             let mut qb: QueryBuilder<'_, DB> =

@@ -284,10 +284,7 @@ impl Store {
     pub async fn apply_alert_cycle(&self, cycle: &AlertCycle) -> Result<Vec<i64>, StoreError> {
         let now = cycle.now_ms;
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             for s in &cycle.states {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
                     "INSERT INTO alert_state ({STATE_COLUMNS}) VALUES ("
@@ -361,10 +358,7 @@ impl Store {
     pub async fn record_test_notification(&self, event: &NewAlertEvent) -> Result<i64, StoreError> {
         let now = super::actions::now_ms();
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let id = insert_event!(tx, DB, event, now);
             tx.commit().await.map_err(store_error)?;
             Ok::<_, StoreError>(id)
@@ -383,10 +377,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<DueDelivery>, StoreError> {
         let rows: Vec<(DeliveryRow, String)> = on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT id FROM alert_deliveries WHERE status = 'pending' AND next_attempt_at_ms <= ",
             );
@@ -453,10 +444,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE alert_deliveries SET attempts = ");
             DB::bind(&mut qb, Val::I32(Some(attempts)));

@@ -198,10 +198,7 @@ impl Store {
         let rows: Vec<Row<'_>> = records.iter().map(|r| Row::full(&r.new)).collect();
         let detail = format!("from the archive {source}");
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut inserted: Vec<Inserted> = Vec::new();
             for chunk in insert_chunks::<DB>(&rows) {
                 let mut qb = insert_values::<DB>(chunk);

@@ -151,6 +151,7 @@ impl Store {
     /// Errors: `Unavailable`, `Database`.
     pub async fn record_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError> {
         let now = super::actions::now_ms();
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = insert_audit::<DB>(entry, now);
             qb.push(" RETURNING id");

@@ -145,6 +145,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn create_user(&self, user: &NewUser<'_>) -> Result<Option<i64>, StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO users (name, role, password_hash, created_at_ms) VALUES (",
@@ -219,35 +220,36 @@ impl Store {
     /// Errors: `Unavailable`, `Database`.
     pub async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<bool, StoreError> {
         on_pool!(self, |pool, DB| {
-            async {
-                let mut tx = pool
-                    .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                    .await?;
-                let mut qb = QueryBuilder::<DB>::new("UPDATE users SET disabled = ");
-                bind(&mut qb, Val::I32(Some(i32::from(disabled))));
-                qb.push(" WHERE name = ");
+            let mut tx = self.begin_write(pool).await?;
+            let mut qb = QueryBuilder::<DB>::new("UPDATE users SET disabled = ");
+            bind(&mut qb, Val::I32(Some(i32::from(disabled))));
+            qb.push(" WHERE name = ");
+            bind(&mut qb, Val::Text(Some(name)));
+            let found = qb
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?
+                .rows_affected()
+                > 0;
+            if found && disabled {
+                let mut qb = QueryBuilder::<DB>::new(
+                    "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE name = ",
+                );
                 bind(&mut qb, Val::Text(Some(name)));
-                let found = qb.build().execute(&mut *tx).await?.rows_affected() > 0;
-                if found && disabled {
-                    let mut qb = QueryBuilder::<DB>::new(
-                        "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE name = ",
-                    );
-                    bind(&mut qb, Val::Text(Some(name)));
-                    qb.push(")");
-                    qb.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok::<bool, sqlx::Error>(found)
+                qb.push(")");
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
             }
-            .await
+            tx.commit().await.map_err(store_error)?;
+            Ok::<bool, StoreError>(found)
         })
-        .map_err(store_error)
     }
 
     /// Stores a new session.
     ///
     /// Errors: `Unavailable`, `Database` (e.g. the user no longer exists).
     pub async fn create_session(&self, s: &NewSession<'_>) -> Result<(), StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO sessions (id_hash, user_id, csrf_token, created_at_ms, last_seen_ms, \
@@ -321,6 +323,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn touch_session(&self, id_hash: &str, now_ms: i64) -> Result<(), StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE sessions SET last_seen_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));
@@ -338,6 +341,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE id_hash = ");
             bind(&mut qb, Val::Text(Some(id_hash)));
@@ -357,6 +361,7 @@ impl Store {
         now_ms: i64,
         limits: SessionLimits,
     ) -> Result<u64, StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE last_seen_ms <= ");
             bind(
@@ -383,6 +388,7 @@ impl Store {
         token_hash: &str,
         now_ms: i64,
     ) -> Result<i64, StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO api_tokens (user_id, name, token_hash, created_at_ms) VALUES (",
@@ -434,6 +440,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn touch_api_token(&self, id: i64, now_ms: i64) -> Result<(), StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET last_used_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));
@@ -449,6 +456,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn revoke_api_token(&self, id: i64, now_ms: i64) -> Result<bool, StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET revoked_at_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));

@@ -371,10 +371,7 @@ impl Store {
         let target = bulk.job.as_ref().and_then(|j| j.target_topic.clone());
         let target = target.as_deref();
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let locked_at = std::time::Instant::now();
             // The replay job exists from the first chunk on, `preparing`.
             if let (Some(job), 0, false) = (&next.job, next.chunks, next.resumed) {
@@ -722,6 +719,7 @@ impl Store {
         let mut finished = 0;
         for r in rows {
             // Claim it: only one resumer moves `updated_at_ms` from the value it read.
+            let pass = self.gate_pass().await?;
             let claimed = on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                     "UPDATE bulk_actions SET resumed = resumed + 1, updated_at_ms = ",
@@ -736,6 +734,8 @@ impl Store {
                 qb.build().execute(pool).await.map(|d| d.rows_affected())
             })
             .map_err(store_error)?;
+            // Before the chunks below, each of which takes the gate again.
+            drop(pass);
             if claimed == 0 {
                 continue;
             }

@@ -32,10 +32,10 @@ pub(crate) trait Dialect: Database {
     /// [`Dialect::EXPLAIN_COLUMN`].
     const EXPLAIN: &'static str;
     const EXPLAIN_COLUMN: &'static str;
-    /// Opens a transaction that will write. SQLite: `BEGIN IMMEDIATE` takes the write lock at
-    /// once, so a transaction that reads and then writes waits (busy_timeout) for another
-    /// writer instead of failing at once with "database is locked" when it tries to upgrade.
-    const BEGIN_WRITE: &'static str;
+    /// One writer at a time for the whole database (SQLite): writers of this process queue at
+    /// the store's write gate and begin with `BEGIN IMMEDIATE` (`gate.rs`, the only place that
+    /// begins a write transaction). PostgreSQL: row locks, no gate.
+    const ONE_WRITER: bool;
 
     /// An expression giving a fresh random UUID v4 (lowercase text) for every row it is
     /// evaluated on; used for outbox idempotency keys written by `INSERT ... SELECT`.
@@ -65,7 +65,7 @@ pub(crate) trait Dialect: Database {
 }
 
 impl Dialect for Sqlite {
-    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const ONE_WRITER: bool = true;
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
@@ -116,7 +116,7 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
-    const BEGIN_WRITE: &'static str = "BEGIN";
+    const ONE_WRITER: bool = false;
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;

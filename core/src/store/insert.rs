@@ -201,10 +201,7 @@ impl Store {
             return Ok(0);
         }
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut inserted = 0u64;
             for chunk in insert_chunks::<DB>(rows) {
                 let mut qb = insert_values::<DB>(chunk);

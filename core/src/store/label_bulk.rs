@@ -174,10 +174,7 @@ impl Store {
         let user = clean_text(&actor.user);
         let ids_text = ids_json(ids);
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut changed: Vec<i64> = Vec::new();
             let mut matched = 0i64;
             if !ids.is_empty() {

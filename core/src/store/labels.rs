@@ -263,10 +263,7 @@ impl Store {
         let now = now_ms();
         let user = clean_text(&actor.user);
         let changed = on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new(format!("SELECT label FROM {} WHERE {} = ", t.labels, t.key));
             bind_key(&mut qb, target);
@@ -384,10 +381,7 @@ impl Store {
         let now = now_ms();
         let user = clean_text(&actor.user);
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
                 "SELECT note, updated_at_ms, updated_by FROM {} WHERE {} = ",
                 t.notes, t.key

@@ -17,10 +17,14 @@
 
 mod codec;
 mod dialect;
+mod gate;
+#[cfg(test)]
+mod gate_tests;
 mod rows;
 mod sql;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -30,6 +34,8 @@ use sqlx::sqlite::{
 };
 
 use self::dialect::store_error;
+use self::gate::WriteGate;
+pub use self::gate::WriteGateStats;
 use self::rows::{FullRow, GroupRow, SummaryRow};
 use self::sql::FacetColumn;
 use crate::filter::{ListQuery, DEFAULT_LIMIT, MAX_LIMIT};
@@ -86,11 +92,13 @@ pub const FACET_CAP: u32 = 500;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long SQLite waits for another writer's lock before "database is locked". SQLite's busy
 /// handler is not a queue: a waiter polls with growing sleeps, and writers that keep coming
-/// back (the relay's claims and marks, a bulk action's chunks, ingest) can take the lock
-/// between its polls. With the aggregates' triggers (migration 0006) every write holds the
-/// lock longer, and the concurrency test saw ingest wait past 5 s once with chunks of 500 rows
-/// and each hold well under 1.5 s. 30 s makes that starvation harmless; a first-in-first-out
-/// write gate inside the process would remove it (not built yet).
+/// back can take the lock between its polls (the concurrency test once saw ingest starve past
+/// 5 s behind the relay and a bulk action). Inside one process the write gate (`gate.rs`)
+/// now queues every writer first-in-first-out before it asks SQLite, so this timeout only
+/// bounds waits for *another process* — the CLI's `quarantine retry` or `archive restore`
+/// against the file of a running server, a backup, an `sqlite3` shell — whose chunks can still
+/// starve the one gate holder that polls. 30 s (5 s until the aggregates' triggers made
+/// writes longer) keeps that harmless; docs/invariants.md, "Writers on SQLite".
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
 /// PostgreSQL is usually shared, so stay modest.
@@ -182,6 +190,9 @@ pub enum SqliteDurability {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: Pool,
+    /// SQLite: this process's write gate for the database (`gate.rs`), shared by every
+    /// handle on the same file. PostgreSQL: none.
+    gate: Option<Arc<WriteGate>>,
 }
 
 impl Store {
@@ -190,8 +201,9 @@ impl Store {
     ///
     /// SQLite connections use WAL, `synchronous=FULL` (see [`SqliteDurability`]: a commit is
     /// on disk when it returns, power loss included, so ingest may then commit the Kafka
-    /// offsets), a 30 s busy timeout and foreign keys. `sqlite::memory:` works (one
-    /// connection, kept open) for throwaway use.
+    /// offsets), a 30 s busy timeout and foreign keys; writes of this process queue at the
+    /// file's write gate (one per file, shared by every handle on it: `gate.rs`).
+    /// `sqlite::memory:` works (one connection, kept open) for throwaway use.
     ///
     /// Errors: `BadUrl` for another scheme or an unparsable URL, `Unavailable` if the database
     /// cannot be reached or opened.
@@ -232,13 +244,21 @@ impl Store {
             } else {
                 SqlitePoolOptions::new().max_connections(SQLITE_MAX_CONNECTIONS)
             };
+            let file = opts.get_filename().to_path_buf();
             let pool = pool_opts
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .connect_with(opts)
                 .await
                 .map_err(connect_error)?;
+            // After the connect, so the file exists and its canonical path names it.
+            let gate = if in_memory {
+                Arc::new(WriteGate::default())
+            } else {
+                gate::gate_for_file(&file)
+            };
             Ok(Store {
                 pool: Pool::Sqlite(pool),
+                gate: Some(gate),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
@@ -250,6 +270,7 @@ impl Store {
                 .map_err(connect_error)?;
             Ok(Store {
                 pool: Pool::Postgres(pool),
+                gate: None,
             })
         } else {
             Err(bad_url())
@@ -278,6 +299,7 @@ impl Store {
                     .map_err(connect_error)?;
                 Ok(Store {
                     pool: Pool::Sqlite(pool),
+                    gate: self.gate.clone(),
                 })
             }
             Pool::Postgres(p) => {
@@ -290,6 +312,7 @@ impl Store {
                     .map_err(connect_error)?;
                 Ok(Store {
                     pool: Pool::Postgres(pool),
+                    gate: None,
                 })
             }
         }

@@ -297,10 +297,7 @@ impl Store {
         let lease_until = now.saturating_add(i64::try_from(lease_ms).unwrap_or(i64::MAX / 2));
         let limit = limit.max(1) as i64;
         let rows: Vec<ClaimRow> = on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             // Rows whose relay died holding them (when asked), then due pending rows: two
             // index ranges on (job_id, status, id) instead of one OR that would walk every
             // row the job has already published.
@@ -426,10 +423,7 @@ impl Store {
             .or_else(|| b.release_error.clone())
             .map(|e| clean_text(&e));
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as super::dialect::Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
 
             // Published: outbox rows, then their dead letters and history events, each one
             // statement for the whole batch.
@@ -603,6 +597,7 @@ impl Store {
     /// rows left. Returns whether it did.
     pub(crate) async fn finish_job_if_done(&self, job_id: &str) -> Result<bool, StoreError> {
         let now = now_ms();
+        let _pass = self.gate_pass().await?;
         let n = on_pool!(self, |pool, DB| {
             finish_if_done::<DB>(job_id, now)
                 .build()

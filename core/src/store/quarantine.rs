@@ -77,6 +77,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let error = limits::ascii(error, MAX_ERROR_BYTES);
         let payload = keep_payload.then(|| encode_record(record));
+        let _pass = self.gate_pass().await?;
         let done = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "INSERT INTO quarantine (dlq_topic, dlq_partition, dlq_offset, \
@@ -195,6 +196,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn release_quarantined(&self, id: i64) -> Result<bool, StoreError> {
+        let _pass = self.gate_pass().await?;
         let done = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("DELETE FROM quarantine WHERE id = ");
@@ -215,6 +217,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let error = limits::ascii(error, MAX_ERROR_BYTES);
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE quarantine SET attempts = attempts + 1, error = ");

@@ -190,6 +190,7 @@ impl Store {
         archive_location: Option<&str>,
     ) -> Result<i64, StoreError> {
         let now = now_ms();
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "INSERT INTO retention_runs (kind, status, actor, started_at_ms, updated_at_ms, \
@@ -219,6 +220,7 @@ impl Store {
         archived: i64,
         archive_location: Option<&str>,
     ) -> Result<(), StoreError> {
+        let _pass = self.gate_pass().await?;
         on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE retention_runs SET archived = ");
@@ -248,10 +250,7 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let now = now_ms();
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("SELECT id FROM dead_letters WHERE id IN ");
             DB::push_json_ids(&mut qb, ids_json(ids));
@@ -316,10 +315,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let now = now_ms();
         on_pool!(self, |pool, DB| {
-            let mut tx = pool
-                .begin_with(<DB as Dialect>::BEGIN_WRITE)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE retention_runs SET status = ");
             DB::bind(&mut qb, Val::Text(Some(status)));

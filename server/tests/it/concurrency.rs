@@ -205,4 +205,36 @@ async fn ingest_bulk_actions_relay_and_twenty_readers_share_sqlite_without_locks
     );
     let replays = app.audit_of("replay").await;
     assert_eq!((replays.len(), replays[0].count), (1, TO_REPLAY));
+
+    // Every write of the server queued at the write gate (docs/replay.md), and its figures
+    // are on /metrics.
+    let metrics = app
+        .get("/metrics", Auth::Bearer(&token))
+        .await
+        .text()
+        .await
+        .expect("metrics");
+    let passes = metric_value(&metrics, "redrive_store_write_gate_passes_total");
+    assert!(
+        passes >= (TO_DELETE + TO_REPLAY) as f64 / redrive_core::store::CHUNK_ROWS as f64,
+        "gate passes {passes}:\n{metrics}"
+    );
+    for name in [
+        "redrive_store_write_gate_queued_total",
+        "redrive_store_write_gate_wait_seconds_total",
+        "redrive_store_write_gate_wait_max_seconds",
+        "redrive_store_write_gate_hold_seconds_total",
+        "redrive_store_write_gate_hold_max_seconds",
+    ] {
+        metric_value(&metrics, name);
+    }
+}
+
+/// The value of the unlabelled sample `name` in a Prometheus text exposition; panics when
+/// it is missing.
+fn metric_value(exposition: &str, name: &str) -> f64 {
+    exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not on /metrics:\n{exposition}"))
 }

@@ -480,6 +480,7 @@ impl Store {
         ];
         let mut removed = 0;
         for (sql, cut) in steps {
+            let _pass = self.gate_pass().await?;
             removed += on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(sql);
                 DB::bind(&mut qb, Val::I64(Some(cut)));
@@ -489,8 +490,8 @@ impl Store {
         }
         let cut = now_ms - HOURS_KEPT_MS;
         removed += on_pool!(self, |pool, DB| {
-            async {
-                let mut tx = pool.begin().await?;
+            let mut tx = self.begin_write(pool).await?;
+            let n = async {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                     "INSERT INTO dl_stats_hours AS h (dlq_topic, source_topic, hour_ms, n) \
                      SELECT dlq_topic, source_topic, 0, SUM(n) FROM dl_stats_hours \
@@ -507,14 +508,16 @@ impl Store {
                 );
                 DB::bind(&mut qb, Val::I64(Some(cut)));
                 let n = qb.build().execute(&mut *tx).await?.rows_affected();
-                tx.commit().await?;
                 Ok::<u64, sqlx::Error>(n)
             }
             .await
-        })
-        .map_err(store_error)?;
+            .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            Ok::<u64, StoreError>(n)
+        })?;
         // `n = 0 AND bytes = 0` in the DELETE itself: a row a concurrent writer has just
         // incremented is not removed.
+        let _pass = self.gate_pass().await?;
         removed += on_pool!(self, |pool, _DB| {
             sqlx::query("DELETE FROM dl_stats_counts WHERE n = 0 AND bytes = 0")
                 .execute(pool)
