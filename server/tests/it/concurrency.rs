@@ -229,7 +229,10 @@ async fn ingest_bulk_actions_relay_and_twenty_readers_share_sqlite_without_locks
         metric_value(&metrics, name);
     }
     // A figure for the record (not asserted: speed is `make bench`'s).
-    for l in metrics.lines().filter(|l| l.starts_with("redrive_store_write_gate_")) {
+    for l in metrics
+        .lines()
+        .filter(|l| l.starts_with("redrive_store_write_gate_"))
+    {
         eprintln!("{l}");
     }
 }
