@@ -101,6 +101,10 @@ pub struct Preview {
     pub label: Option<String>,
     /// How many dead letters the action would change now.
     pub count: i64,
+    /// For an empty filter ("all"): the number of dead letters it matches now, which the
+    /// person must type to confirm (`Store::check_confirm_all`); `None` for any other filter.
+    #[serde(default)]
+    pub confirm_all: Option<i64>,
 }
 
 /// A replay job as read at `as_of_ms` (epoch ms, the server's clock: the reference for a
@@ -306,6 +310,36 @@ mod seam {
         }
     }
 
+    /// Refuses an "all" action (an empty filter) unless `typed` is the number of dead letters
+    /// the empty filter matches now; the message says the number to type.
+    pub async fn confirm_all(selection: &Selection, typed: &str) -> Result<(), ServerFnError> {
+        use redrive_core::store::ConfirmAllError;
+        if !selection.is_all() {
+            return Ok(());
+        }
+        let given = match text(typed) {
+            None => None,
+            Some(t) => Some(t.replace([',', '_', ' '], "").parse::<i64>().map_err(|_| {
+                ServerFnError::new(format!(
+                    "Nothing was changed: \u{201c}{t}\u{201d} is not a number. Type the count of \
+                     dead letters shown to confirm acting on all of them."
+                ))
+            })?),
+        };
+        match store()?.check_confirm_all(selection, given).await {
+            Ok(_) => Ok(()),
+            Err(ConfirmAllError::Missing { matched }) => Err(ServerFnError::new(format!(
+                "Nothing was changed: with no filter this acts on every dead letter that is not \
+                 deleted ({matched} now). Type {matched} to confirm, or narrow the filter."
+            ))),
+            Err(ConfirmAllError::Wrong { matched, given }) => Err(ServerFnError::new(format!(
+                "Nothing was changed: you typed {given}, but there are {matched} dead letters \
+                 now. Type {matched} to act on all of them, or narrow the filter."
+            ))),
+            Err(ConfirmAllError::Store(e)) => Err(failed("count the dead letters", e)),
+        }
+    }
+
     /// Checks an id selection's size.
     pub fn ids(ids: Vec<i64>) -> Result<Selection, ServerFnError> {
         if ids.is_empty() {
@@ -444,6 +478,7 @@ pub async fn act_on_selected(
 /// Replays, deletes or restores everything matching `filter` (the list's query parameters,
 /// URL-encoded, as the confirmation page shows them), evaluated inside the action's own
 /// transaction. Sent by the confirmation page's "Confirm" button only.
+#[allow(clippy::too_many_arguments)]
 #[server(endpoint = "ui/act-on-filter")]
 pub async fn act_on_filter(
     /// The session's CSRF token; checked by the middleware before this runs.
@@ -454,6 +489,9 @@ pub async fn act_on_filter(
     #[server(default)] target_topic: String,
     #[server(default)] rate_per_sec: String,
     #[server(default)] label: String,
+    /// With an empty filter: the count typed into "type N to confirm".
+    #[server(default)]
+    confirm_all: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
@@ -467,6 +505,7 @@ pub async fn act_on_filter(
     .map_err(|e| ServerFnError::new(format!("This filter cannot be used: {e}.")))?;
     let back = crate::query::href("/", crate::query::filter_only(&pairs));
     let selection = redrive_core::actions::Selection::Filter(q.filter);
+    seam::confirm_all(&selection, &confirm_all).await?;
     seam::act(
         op,
         selection,
@@ -545,6 +584,16 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         None
     };
     let selection = Selection::Filter(q.filter);
+    let confirm_all = if selection.is_all() {
+        Some(
+            store
+                .all_count()
+                .await
+                .map_err(|e| seam::failed("count the dead letters", e))?,
+        )
+    } else {
+        None
+    };
     let (dry_run, count) = match op {
         Op::LabelAdd | Op::LabelRemove => {
             let Selection::Filter(f) = &selection else {
@@ -588,6 +637,7 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         dry_run,
         count,
         label,
+        confirm_all,
     }))
 }
 

@@ -4,7 +4,7 @@
 //! | route | role | answer |
 //! |---|---|---|
 //! | `POST /api/v1/replays` | operator | 202 `{"job_id", "total", "skipped", ...}` |
-//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped"}` |
+//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all"}` |
 //! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
 //! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ...}` |
 //! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled |
@@ -16,7 +16,15 @@
 //!
 //! Bodies select dead letters with exactly one of `"ids": [1, 2]` or `"filter": {...}`, whose
 //! names and values are those of the list's query string (`GET /api/v1/dead-letters`), parsed
-//! by the same [`ListQuery::from_pairs`]. Refusals are JSON `{"error": ...}`: 400 for a body
+//! by the same [`ListQuery::from_pairs`].
+//!
+//! **An empty filter** (`"filter": {}`, no field set) means every dead letter that is not
+//! deleted. A replay, delete, restore (or bulk label, `api_labels`) over it needs
+//! `"confirm_all": N`, N being the number of dead letters the empty filter matches now (the
+//! dry run's `confirm_all`); without it, or with another number, the answer is 422 saying how
+//! many would be affected and what to send, and nothing changes. Its audit row's outcome ends
+//! `all dead letters (empty filter), confirmed by count` and its detail has `"all": true`.
+//! Refusals are JSON `{"error": ...}`: 400 for a body
 //! that is not JSON, 422 for one that is but says something impossible, 401 without
 //! credentials, 403 for a role that may not (audited `denied`), 404, 409, 503. The DTOs here
 //! are the public contract, mapped from the core types.
@@ -143,6 +151,8 @@ pub struct ReplayBody {
     /// Throttle, msgs/s; absent = unthrottled.
     pub rate_per_sec: Option<u32>,
     pub reason: Option<String>,
+    /// With an empty filter: the number of dead letters it matches now (see the module doc).
+    pub confirm_all: Option<i64>,
 }
 
 /// Body of `POST /api/v1/dead-letters/delete` and `/restore`.
@@ -152,6 +162,34 @@ pub struct ChangeBody {
     pub ids: Option<Vec<i64>>,
     pub filter: Option<serde_json::Map<String, Value>>,
     pub reason: Option<String>,
+    /// With an empty filter: the number of dead letters it matches now (see the module doc).
+    pub confirm_all: Option<i64>,
+}
+
+/// Refuses an "all" action (`selection` is an empty filter) unless `given` is the number of
+/// dead letters the empty filter matches now: 422 saying how many and what to send.
+pub(crate) async fn confirm_all(
+    state: &AppState,
+    selection: &Selection,
+    given: Option<i64>,
+    action: &str,
+) -> Result<(), ActionError> {
+    use redrive_core::store::ConfirmAllError;
+    match state.store.check_confirm_all(selection, given).await {
+        Ok(_) => Ok(()),
+        Err(ConfirmAllError::Missing { matched }) => Err(ActionError::Unprocessable(format!(
+            "the filter is empty, so this {action} would act on every dead letter that is not \
+             deleted: {matched} now. Nothing was changed. Narrow the filter, or confirm by \
+             adding \"confirm_all\": {matched} to the body (the count POST \
+             /api/v1/replays/dry-run reports as `confirm_all`)"
+        ))),
+        Err(ConfirmAllError::Wrong { matched, given }) => Err(ActionError::Unprocessable(format!(
+            "\"confirm_all\" is {given}, but the empty filter matches {matched} dead letters \
+             now; nothing was changed. Send \"confirm_all\": {matched} to act on all of \
+             them, or narrow the filter"
+        ))),
+        Err(ConfirmAllError::Store(e)) => Err(state.action_failed("all_count", e)),
+    }
 }
 
 /// Parses a JSON body: 400 if it is not JSON, 422 if it does not fit `T`.
@@ -295,6 +333,11 @@ pub struct DryRunResult {
     pub without_target: i64,
     /// Deleted or already pending: a replay skips them.
     pub skipped: i64,
+    /// True when the filter is empty: the replay needs `"confirm_all"` (module doc).
+    pub requires_confirm_all: bool,
+    /// The number to send as `"confirm_all"` (the dead letters the empty filter matches
+    /// now); `null` when not required.
+    pub confirm_all: Option<i64>,
 }
 
 /// Answer of delete and restore.
@@ -397,6 +440,8 @@ impl From<DryRun> for DryRunResult {
                 .collect(),
             without_target: d.without_target,
             skipped: d.skipped,
+            requires_confirm_all: false,
+            confirm_all: None,
         }
     }
 }
@@ -447,8 +492,10 @@ pub async fn create_replay(
 ) -> Result<Response, ActionError> {
     require(&state.auth, &actor, Role::Operator, "replay").await?;
     let b: ReplayBody = parse_body(&body)?;
+    let sel = selection(b.ids, b.filter)?;
+    confirm_all(&state, &sel, b.confirm_all, "replay").await?;
     let req = ReplayRequest {
-        selection: selection(b.ids, b.filter)?,
+        selection: sel,
         target_topic: b.target_topic,
         rate_per_sec: b.rate_per_sec,
         reason: b.reason,
@@ -485,7 +532,18 @@ pub async fn dry_run(
         .dry_run(&sel, b.target_topic.as_deref())
         .await
         .map_err(|e| state.action_failed("dry_run", e))?;
-    Ok(Json(d.into()))
+    let mut out = DryRunResult::from(d);
+    if sel.is_all() {
+        out.requires_confirm_all = true;
+        out.confirm_all = Some(
+            state
+                .store
+                .all_count()
+                .await
+                .map_err(|e| state.action_failed("all_count", e))?,
+        );
+    }
+    Ok(Json(out))
 }
 
 /// `GET /api/v1/replays?limit=N`: recent jobs, newest first (viewer).
@@ -578,6 +636,7 @@ pub async fn delete(
     require(&state.auth, &actor, Role::Operator, "delete").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
+    confirm_all(&state, &sel, b.confirm_all, "delete").await?;
     let n = state
         .store
         .delete(&actor, &sel, b.reason.as_deref())
@@ -595,6 +654,7 @@ pub async fn restore(
     require(&state.auth, &actor, Role::Operator, "restore").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
+    confirm_all(&state, &sel, b.confirm_all, "restore").await?;
     let n = state
         .store
         .restore(&actor, &sel, b.reason.as_deref())

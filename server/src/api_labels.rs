@@ -27,7 +27,7 @@ use redrive_core::labels::{Annotations, LabelInfo, LabelOp, NoteInfo, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{parse_body, selection, ActionError};
+use crate::api_actions::{confirm_all, parse_body, selection, ActionError};
 use crate::auth::{require, Caller};
 
 /// The routes of this module, state applied.
@@ -163,6 +163,9 @@ pub struct BulkLabelBody {
     pub add: Option<String>,
     /// The label to remove.
     pub remove: Option<String>,
+    /// With an empty filter: the number of dead letters it matches now
+    /// (`api_actions`' module doc, "An empty filter").
+    pub confirm_all: Option<i64>,
 }
 
 fn dead_letter(path: Result<Path<String>, PathRejection>) -> Result<Target, ActionError> {
@@ -347,6 +350,7 @@ pub async fn bulk_label(
     };
     require(&state.auth, &actor, Role::Operator, op.audit_action()).await?;
     let sel = selection(b.ids, b.filter)?;
+    confirm_all(&state, &sel, b.confirm_all, "label change").await?;
     let o = state
         .store
         .label_selection(&actor, &sel, &label, op)

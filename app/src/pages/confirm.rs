@@ -74,6 +74,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         dry_run,
         count,
         label,
+        confirm_all,
     } = preview;
     let label = label.unwrap_or_default();
     let pairs: Vec<(&str, &str)> = filter
@@ -291,6 +292,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
                     </label>
                 })}
+                {confirm_all.map(|n| view! { <ConfirmAllField op=op matched=n /> })}
                 {(!op.is_label()).then(|| view! {
                     <label class="wide">
                         <span>"Reason (optional, audited)"</span>
@@ -314,5 +316,43 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         {filter_view}
         <section class="confirm">{summary} {retarget}</section>
         {form}
+    }
+}
+
+/// The "type N to confirm" field of an action over an empty filter (every dead letter that is
+/// not deleted): a warning with the count and a text field the server checks
+/// (`Store::check_confirm_all`); a wrong number comes back as the page's error, nothing done.
+#[component]
+fn ConfirmAllField(op: Op, matched: i64) -> impl IntoView {
+    let what = match op {
+        Op::Replay => "replays",
+        Op::Delete => "deletes",
+        Op::Restore => "restores",
+        Op::LabelAdd | Op::LabelRemove => "changes the label of",
+    };
+    let warning = format!(
+        " There is no filter: this {what} every dead letter that is not deleted \u{2014} {} now.",
+        dead_letters(matched)
+    );
+    let prompt = format!("Type {matched} to confirm");
+    view! {
+        <div class="notice danger confirm-all" role="alert">
+            <p>
+                <strong>"This acts on everything."</strong>
+                {warning}
+                " Narrow the filter unless you mean all of them."
+            </p>
+            <label>
+                <span>{prompt}</span>
+                <input
+                    type="text"
+                    name="confirm_all"
+                    class="mono"
+                    inputmode="numeric"
+                    autocomplete="off"
+                    required
+                />
+            </label>
+        </div>
     }
 }

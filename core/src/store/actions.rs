@@ -98,11 +98,22 @@ pub(super) fn action_audit(
         Selection::Ids(ids) => (Some(ids_json(ids)), None),
         Selection::Filter(f) => (None, Some(filter_json(f))),
     };
+    // An "all" action (empty filter) got past the typed-count confirmation
+    // (`confirm_all.rs`): its row says so, in words and in `detail`.
+    let (outcome, detail) = if selection.is_all() {
+        (
+            format!("{outcome}; {}", super::confirm_all::ALL_OUTCOME),
+            Some(serde_json::json!({ "all": true }).to_string()),
+        )
+    } else {
+        (outcome, None)
+    };
     NewAuditEntry {
         count,
         ids,
         filter,
         reason: reason.map(str::to_string),
+        detail,
         ..NewAuditEntry::by(actor, action, &outcome)
     }
 }

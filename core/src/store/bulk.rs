@@ -649,20 +649,26 @@ impl Store {
 
             if last {
                 // A label change names its label and what it left alone (`docs/triage.md`).
+                // An "all" action says so (`confirm_all.rs`), beside the label.
                 let detail = next.label.as_ref().map(|label| {
-                    serde_json::json!({ "label": label, "skipped": next.skipped }).to_string()
+                    let mut d = serde_json::json!({ "label": label, "skipped": next.skipped });
+                    if selection.is_all() {
+                        d["all"] = serde_json::Value::Bool(true);
+                    }
+                    d.to_string()
                 });
+                let base = action_audit(
+                    &next.actor,
+                    next.kind.name(),
+                    &selection,
+                    next.done,
+                    next.reason.as_deref(),
+                    next.outcome(),
+                );
                 let audit = NewAuditEntry {
                     job_id: next.job.as_ref().map(|j| j.id.clone()),
-                    detail,
-                    ..action_audit(
-                        &next.actor,
-                        next.kind.name(),
-                        &selection,
-                        next.done,
-                        next.reason.as_deref(),
-                        next.outcome(),
-                    )
+                    detail: detail.or(base.detail.clone()),
+                    ..base
                 };
                 super::audit::insert_audit::<DB>(&audit, now)
                     .build()

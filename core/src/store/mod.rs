@@ -134,6 +134,7 @@ mod alert_inputs;
 mod alerts;
 mod audit;
 mod bulk;
+mod confirm_all;
 mod export;
 mod insert;
 mod jobs;
@@ -154,6 +155,7 @@ pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FIN
 pub use self::alerts::{AlertCycle, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS};
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
+pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::retention::{

@@ -21,6 +21,7 @@ mod auth;
 mod authz_matrix;
 mod bulk_label_resume;
 mod concurrency;
+mod confirm_all;
 mod corpus;
 mod crash_safety;
 mod demo_pipeline;

@@ -18,10 +18,10 @@ use redrive_testkit::unique;
 
 /// The UI's server-function URLs (app/src/actions_api.rs).
 const ACT: &str = "/api/ui/act";
-const ACT_ON_FILTER: &str = "/api/ui/act-on-filter";
+pub(crate) const ACT_ON_FILTER: &str = "/api/ui/act-on-filter";
 const CANCEL: &str = "/api/ui/cancel-job";
 
-const OPERATOR: (&str, &str) = ("oncall", "operator-password-1");
+pub(crate) const OPERATOR: (&str, &str) = ("oncall", "operator-password-1");
 const VIEWER: (&str, &str) = ("watcher", "viewer-password-1");
 
 /// A dead letter in `topic` at `offset`, from `source` (or from no known topic).
@@ -75,14 +75,14 @@ async fn start() -> (TestApp, String, Vec<i64>) {
 
 /// A browser without JavaScript: session cookie, `Accept: text/html`, the page it is on as
 /// `Referer`. Redirects are not followed, so the test sees them.
-struct Browser<'a> {
+pub(crate) struct Browser<'a> {
     app: &'a TestApp,
     session: Session,
     client: reqwest::Client,
 }
 
 impl<'a> Browser<'a> {
-    async fn sign_in(app: &'a TestApp, (user, password): (&str, &str)) -> Browser<'a> {
+    pub(crate) async fn sign_in(app: &'a TestApp, (user, password): (&str, &str)) -> Browser<'a> {
         Browser {
             app,
             session: app.sign_in(user, password).await,
@@ -94,7 +94,7 @@ impl<'a> Browser<'a> {
     }
 
     /// GETs a page: (status, HTML).
-    async fn page(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn page(&self, path: &str) -> (u16, String) {
         let res = self
             .client
             .get(self.app.url(path))
@@ -109,7 +109,7 @@ impl<'a> Browser<'a> {
 
     /// Submits a form from page `from` to `action`, with the session's CSRF token unless
     /// `csrf` says otherwise (`Some("")` leaves it out).
-    async fn submit(
+    pub(crate) async fn submit(
         &self,
         from: &str,
         action: &str,
