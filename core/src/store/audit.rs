@@ -151,11 +151,10 @@ impl Store {
     /// Errors: `Unavailable`, `Database`.
     pub async fn record_audit(&self, entry: &NewAuditEntry) -> Result<i64, StoreError> {
         let now = super::actions::now_ms();
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = insert_audit::<DB>(entry, now);
             qb.push(" RETURNING id");
-            qb.build_query_scalar::<i64>().fetch_one(pool).await
+            qb.build_query_scalar::<i64>().fetch_one(&mut *conn).await
         })
         .map_err(store_error)
     }

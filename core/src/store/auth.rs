@@ -145,8 +145,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn create_user(&self, user: &NewUser<'_>) -> Result<Option<i64>, StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO users (name, role, password_hash, created_at_ms) VALUES (",
             );
@@ -158,7 +157,9 @@ impl Store {
             qb.push(", ");
             bind(&mut qb, Val::I64(Some(user.created_at_ms)));
             qb.push(") ON CONFLICT (name) DO NOTHING RETURNING id");
-            qb.build_query_scalar::<i64>().fetch_optional(pool).await
+            qb.build_query_scalar::<i64>()
+                .fetch_optional(&mut *conn)
+                .await
         })
         .map_err(store_error)
     }
@@ -249,8 +250,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database` (e.g. the user no longer exists).
     pub async fn create_session(&self, s: &NewSession<'_>) -> Result<(), StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO sessions (id_hash, user_id, csrf_token, created_at_ms, last_seen_ms, \
                  ip, user_agent) VALUES (",
@@ -269,7 +269,7 @@ impl Store {
             qb.push(", ");
             bind(&mut qb, Val::Text(s.user_agent));
             qb.push(")");
-            qb.build().execute(pool).await.map(|_| ())
+            qb.build().execute(&mut *conn).await.map(|_| ())
         })
         .map_err(store_error)
     }
@@ -323,8 +323,7 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn touch_session(&self, id_hash: &str, now_ms: i64) -> Result<(), StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE sessions SET last_seen_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(" WHERE id_hash = ");
@@ -332,7 +331,7 @@ impl Store {
             // Never move it backwards (two requests racing).
             qb.push(" AND last_seen_ms < ");
             bind(&mut qb, Val::I64(Some(now_ms)));
-            qb.build().execute(pool).await.map(|_| ())
+            qb.build().execute(&mut *conn).await.map(|_| ())
         })
         .map_err(store_error)
     }
@@ -341,12 +340,11 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn delete_session(&self, id_hash: &str) -> Result<bool, StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE id_hash = ");
             bind(&mut qb, Val::Text(Some(id_hash)));
             qb.build()
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map(|r| r.rows_affected() > 0)
         })
@@ -361,8 +359,7 @@ impl Store {
         now_ms: i64,
         limits: SessionLimits,
     ) -> Result<u64, StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("DELETE FROM sessions WHERE last_seen_ms <= ");
             bind(
                 &mut qb,
@@ -373,7 +370,10 @@ impl Store {
                 &mut qb,
                 Val::I64(Some(now_ms.saturating_sub(limits.absolute_ms))),
             );
-            qb.build().execute(pool).await.map(|r| r.rows_affected())
+            qb.build()
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected())
         })
         .map_err(store_error)
     }
@@ -388,8 +388,7 @@ impl Store {
         token_hash: &str,
         now_ms: i64,
     ) -> Result<i64, StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "INSERT INTO api_tokens (user_id, name, token_hash, created_at_ms) VALUES (",
             );
@@ -401,7 +400,7 @@ impl Store {
             qb.push(", ");
             bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(") RETURNING id");
-            qb.build_query_scalar::<i64>().fetch_one(pool).await
+            qb.build_query_scalar::<i64>().fetch_one(&mut *conn).await
         })
         .map_err(store_error)
     }
@@ -440,13 +439,12 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn touch_api_token(&self, id: i64, now_ms: i64) -> Result<(), StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET last_used_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(" WHERE id = ");
             bind(&mut qb, Val::I64(Some(id)));
-            qb.build().execute(pool).await.map(|_| ())
+            qb.build().execute(&mut *conn).await.map(|_| ())
         })
         .map_err(store_error)
     }
@@ -456,15 +454,14 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn revoke_api_token(&self, id: i64, now_ms: i64) -> Result<bool, StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("UPDATE api_tokens SET revoked_at_ms = ");
             bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(" WHERE id = ");
             bind(&mut qb, Val::I64(Some(id)));
             qb.push(" AND revoked_at_ms IS NULL");
             qb.build()
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map(|r| r.rows_affected() > 0)
         })

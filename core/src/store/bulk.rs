@@ -725,8 +725,7 @@ impl Store {
         let mut finished = 0;
         for r in rows {
             // Claim it: only one resumer moves `updated_at_ms` from the value it read.
-            let pass = self.gate_pass().await?;
-            let claimed = on_pool!(self, |pool, DB| {
+            let claimed = on_write_conn!(self, |conn, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                     "UPDATE bulk_actions SET resumed = resumed + 1, updated_at_ms = ",
                 );
@@ -737,11 +736,12 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(r.cursor_id)));
                 qb.push(" AND updated_at_ms <= ");
                 DB::bind(&mut qb, Val::I64(Some(now - stale_after_ms)));
-                qb.build().execute(pool).await.map(|d| d.rows_affected())
+                qb.build()
+                    .execute(&mut *conn)
+                    .await
+                    .map(|d| d.rows_affected())
             })
             .map_err(store_error)?;
-            // Before the chunks below, each of which takes the gate again.
-            drop(pass);
             if claimed == 0 {
                 continue;
             }

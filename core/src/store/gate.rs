@@ -217,16 +217,30 @@ impl Store {
         &self,
         pool: &sqlx::Pool<DB>,
     ) -> Result<WriteTx<DB>, StoreError> {
+        // The connection first, then the gate: the gate is never held while its holder waits
+        // for a pooled connection (20 page readers can keep the web's pool busy), only while
+        // it writes. A writer waiting for the gate holds an idle connection of its own pool.
+        let conn = pool.acquire().await.map_err(store_error)?;
+        self.begin_write_on(conn).await
+    }
+
+    /// [`Store::begin_write`] on a connection already taken from this store's pool: waits
+    /// for the gate, then begins. Errors: as [`Store::begin_write`].
+    pub(crate) async fn begin_write_on<DB: Dialect>(
+        &self,
+        conn: sqlx::pool::PoolConnection<DB>,
+    ) -> Result<WriteTx<DB>, StoreError> {
         let pass = self.gate_pass().await?;
-        let tx = pool
-            .begin_with(begin_statement::<DB>())
+        // What `Pool::begin_with` does, on a connection already in hand.
+        let tx = Transaction::begin(conn, Some(begin_statement::<DB>().into()))
             .await
             .map_err(store_error)?;
         Ok(WriteTx { tx, _pass: pass })
     }
 
     /// A turn at the write gate for a single write statement outside a transaction
-    /// (autocommit): hold it while the statement runs. Nothing on PostgreSQL.
+    /// (autocommit; `on_write_conn!` takes the connection, then this): hold it while the
+    /// statement runs. Nothing on PostgreSQL or in-memory SQLite.
     ///
     /// Errors: `Database` ("nested write", as [`Store::begin_write`]).
     pub(crate) async fn gate_pass(&self) -> Result<GatePass, StoreError> {
@@ -237,7 +251,7 @@ impl Store {
     }
 
     /// The write gate's figures for this database in this process (shared by every handle
-    /// on it), or `None` on PostgreSQL, which has no gate.
+    /// on it), or `None` on PostgreSQL (and in-memory SQLite), which have no gate.
     pub fn write_gate_stats(&self) -> Option<WriteGateStats> {
         self.gate.as_ref().map(|g| *lock(&g.stats))
     }

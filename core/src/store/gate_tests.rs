@@ -34,10 +34,20 @@ async fn sqlite_store(name: &str) -> (Store, std::path::PathBuf) {
 /// One short write transaction: insert a row, commit. Returns the gate's pass count seen
 /// inside the transaction (while holding the gate).
 async fn probe_write(store: &Store, who: &str) -> Result<u64, StoreError> {
+    probe_write_counted(store, who)
+        .await
+        .map(|(_, inside)| inside)
+}
+
+/// As [`probe_write`], also returning the pass count read just before asking for the gate
+/// (after the connection is in hand, with no await between the read and the request).
+async fn probe_write_counted(store: &Store, who: &str) -> Result<(u64, u64), StoreError> {
     let Pool::Sqlite(pool) = &store.pool else {
         unreachable!("a sqlite store")
     };
-    let mut tx = store.begin_write(pool).await?;
+    let conn = pool.acquire().await.map_err(super::dialect::store_error)?;
+    let before = store.write_gate_stats().expect("sqlite has a gate").passes;
+    let mut tx = store.begin_write_on(conn).await?;
     sqlx::query("INSERT INTO gate_probe (who) VALUES (?)")
         .bind(who)
         .execute(&mut *tx)
@@ -45,7 +55,7 @@ async fn probe_write(store: &Store, who: &str) -> Result<u64, StoreError> {
         .map_err(super::dialect::store_error)?;
     let inside = store.write_gate_stats().expect("sqlite has a gate").passes;
     tx.commit().await.map_err(super::dialect::store_error)?;
-    Ok(inside)
+    Ok((before, inside))
 }
 
 /// Three writers in a tight loop of short write transactions (the relay's claims and marks,
@@ -77,10 +87,11 @@ async fn a_single_writer_gets_in_after_at_most_one_turn_of_each_looping_writer()
 
     let mut overtaken = Vec::new();
     for _ in 0..SINGLE_WRITES {
-        // Read, then ask for the gate, with no await in between: every pass counted after
-        // `before` was granted while this writer was already queued (or about to be).
-        let before = store.write_gate_stats().expect("gate").passes;
-        let inside = probe_write(&store, "single").await.expect("single write");
+        // `before` is read, then the gate asked for, with no await in between: every pass
+        // counted after it was granted while this writer was already queued.
+        let (before, inside) = probe_write_counted(&store, "single")
+            .await
+            .expect("single write");
         // `inside` counts this writer's own pass too.
         overtaken.push(inside - before - 1);
         tokio::task::yield_now().await;

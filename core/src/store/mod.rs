@@ -128,6 +128,37 @@ macro_rules! on_pool {
     };
 }
 
+/// As `on_pool!`, for one write statement outside a transaction (autocommit), with `$conn`
+/// bound to `&mut` a pooled connection: the connection is taken first and then this
+/// process's write gate (`gate.rs`; nothing on PostgreSQL), held while `$body` runs — so the
+/// gate is never held while waiting for a connection. A `?` in the expansion returns the
+/// enclosing fn's `StoreError` (pool timeout, nested write).
+macro_rules! on_write_conn {
+    ($store:expr, |$conn:ident, $DB:ident| $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite(pool) => {
+                type $DB = sqlx::Sqlite;
+                let mut pooled = pool
+                    .acquire()
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
+                let _pass = $store.gate_pass().await?;
+                let $conn: &mut sqlx::SqliteConnection = &mut pooled;
+                $body
+            }
+            Pool::Postgres(pool) => {
+                type $DB = sqlx::Postgres;
+                let mut pooled = pool
+                    .acquire()
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
+                let $conn: &mut sqlx::PgConnection = &mut pooled;
+                $body
+            }
+        }
+    };
+}
+
 // The actions on dead letters (issue 3). Declared after `on_pool!` so they can use it.
 mod actions;
 mod alert_inputs;
@@ -193,7 +224,7 @@ pub enum SqliteDurability {
 pub struct Store {
     pool: Pool,
     /// SQLite: this process's write gate for the database (`gate.rs`), shared by every
-    /// handle on the same file. PostgreSQL: none.
+    /// handle on the same file. PostgreSQL and in-memory SQLite: none.
     gate: Option<Arc<WriteGate>>,
 }
 
@@ -252,15 +283,14 @@ impl Store {
                 .connect_with(opts)
                 .await
                 .map_err(connect_error)?;
-            // After the connect, so the file exists and its canonical path names it.
-            let gate = if in_memory {
-                Arc::new(WriteGate::default())
-            } else {
-                gate::gate_for_file(&file)
-            };
+            // After the connect, so the file exists and its canonical path names it. An
+            // in-memory store has one connection, which already serialises its writers (and a
+            // gate taken after that one connection could never be released to a writer
+            // waiting for it).
+            let gate = (!in_memory).then(|| gate::gate_for_file(&file));
             Ok(Store {
                 pool: Pool::Sqlite(pool),
-                gate: Some(gate),
+                gate,
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;

@@ -597,11 +597,10 @@ impl Store {
     /// rows left. Returns whether it did.
     pub(crate) async fn finish_job_if_done(&self, job_id: &str) -> Result<bool, StoreError> {
         let now = now_ms();
-        let _pass = self.gate_pass().await?;
-        let n = on_pool!(self, |pool, DB| {
+        let n = on_write_conn!(self, |conn, DB| {
             finish_if_done::<DB>(job_id, now)
                 .build()
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map(|d| d.rows_affected())
         })

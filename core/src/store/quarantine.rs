@@ -77,8 +77,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let error = limits::ascii(error, MAX_ERROR_BYTES);
         let payload = keep_payload.then(|| encode_record(record));
-        let _pass = self.gate_pass().await?;
-        let done = on_pool!(self, |pool, DB| {
+        let done = on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "INSERT INTO quarantine (dlq_topic, dlq_partition, dlq_offset, \
                  record_timestamp_ms, quarantined_at_ms, error, record_bytes, record, attempts, \
@@ -105,7 +104,7 @@ impl Store {
             qb.push(") ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO NOTHING");
             qb.build()
                 .persistent(false)
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map(|done| done.rows_affected())
                 .map_err(store_error)
@@ -196,12 +195,14 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn release_quarantined(&self, id: i64) -> Result<bool, StoreError> {
-        let _pass = self.gate_pass().await?;
-        let done = on_pool!(self, |pool, DB| {
+        let done = on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("DELETE FROM quarantine WHERE id = ");
             DB::bind(&mut qb, Val::I64(Some(id)));
-            qb.build().execute(pool).await.map(|d| d.rows_affected())
+            qb.build()
+                .execute(&mut *conn)
+                .await
+                .map(|d| d.rows_affected())
         })
         .map_err(store_error)?;
         Ok(done > 0)
@@ -217,8 +218,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let error = limits::ascii(error, MAX_ERROR_BYTES);
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE quarantine SET attempts = attempts + 1, error = ");
             DB::bind(&mut qb, Val::Text(Some(error.as_str())));
@@ -226,7 +226,7 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(" WHERE id = ");
             DB::bind(&mut qb, Val::I64(Some(id)));
-            qb.build().execute(pool).await.map(|_| ())
+            qb.build().execute(&mut *conn).await.map(|_| ())
         })
         .map_err(store_error)
     }

@@ -190,8 +190,7 @@ impl Store {
         archive_location: Option<&str>,
     ) -> Result<i64, StoreError> {
         let now = now_ms();
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "INSERT INTO retention_runs (kind, status, actor, started_at_ms, updated_at_ms, \
                  archive_location) VALUES (",
@@ -206,7 +205,7 @@ impl Store {
             qb.push(", ");
             DB::bind(&mut qb, Val::Text(archive_location));
             qb.push(") RETURNING id");
-            qb.build_query_scalar::<i64>().fetch_one(pool).await
+            qb.build_query_scalar::<i64>().fetch_one(&mut *conn).await
         })
         .map_err(store_error)
     }
@@ -220,8 +219,7 @@ impl Store {
         archived: i64,
         archive_location: Option<&str>,
     ) -> Result<(), StoreError> {
-        let _pass = self.gate_pass().await?;
-        on_pool!(self, |pool, DB| {
+        on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE retention_runs SET archived = ");
             DB::bind(&mut qb, Val::I64(Some(archived)));
@@ -231,7 +229,7 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(now_ms())));
             qb.push(" WHERE id = ");
             DB::bind(&mut qb, Val::I64(Some(run_id)));
-            qb.build().execute(pool).await.map(|_| ())
+            qb.build().execute(&mut *conn).await.map(|_| ())
         })
         .map_err(store_error)
     }

@@ -480,11 +480,13 @@ impl Store {
         ];
         let mut removed = 0;
         for (sql, cut) in steps {
-            let _pass = self.gate_pass().await?;
-            removed += on_pool!(self, |pool, DB| {
+            removed += on_write_conn!(self, |conn, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(sql);
                 DB::bind(&mut qb, Val::I64(Some(cut)));
-                qb.build().execute(pool).await.map(|r| r.rows_affected())
+                qb.build()
+                    .execute(&mut *conn)
+                    .await
+                    .map(|r| r.rows_affected())
             })
             .map_err(store_error)?;
         }
@@ -517,10 +519,9 @@ impl Store {
         })?;
         // `n = 0 AND bytes = 0` in the DELETE itself: a row a concurrent writer has just
         // incremented is not removed.
-        let _pass = self.gate_pass().await?;
-        removed += on_pool!(self, |pool, _DB| {
+        removed += on_write_conn!(self, |conn, _DB| {
             sqlx::query("DELETE FROM dl_stats_counts WHERE n = 0 AND bytes = 0")
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map(|r| r.rows_affected())
         })
