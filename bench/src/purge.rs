@@ -1,7 +1,7 @@
 //! Retention purge throughput (`docs/retention.md`): `BENCH_PURGE` (default `BENCH_ROWS`)
 //! stored dead letters, all past `max_age_ms`, purged by retention's own tick (the code the
 //! leader runs) in chunks of 1,000, without and with the archive written first (gzip JSON
-//! Lines to a directory), on both databases. `BENCH_PURGE=only` runs just this.
+//! Lines to a directory), on both databases. `BENCH_PURGE_ONLY=1` runs just this.
 
 use std::sync::Arc;
 use std::time::Instant;
