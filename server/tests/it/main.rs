@@ -19,6 +19,7 @@ mod api;
 mod archive_cli;
 mod auth;
 mod authz_matrix;
+mod backpressure_rebalance;
 mod bulk_label_resume;
 mod concurrency;
 mod confirm_all;
