@@ -2,7 +2,9 @@
 //! partitions of a paused DLQ topic are paused with rdkafka (nothing more is fetched; Kafka
 //! keeps the records, and offsets are committed only for what is stored, so nothing is lost),
 //! and resumed when the topic is under its limit again. Newly assigned partitions of a paused
-//! topic are paused by the consumer context as they are assigned (see `kafka.rs`).
+//! topic are paused by the consumer context as they are assigned (see `kafka.rs`), and so are
+//! those of any topic with a backpressure policy until this instance has counted the usage
+//! once (`Backpressure::is_held`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -54,14 +56,21 @@ impl IngestLoop {
                 return;
             }
         };
-        let paused: BTreeSet<String> = bp.paused().into_iter().map(|p| p.dlq_topic).collect();
+        // Paused at a limit, or held until this instance has counted the usage once.
+        let elements = assignment.elements();
+        let paused: BTreeSet<String> = elements
+            .iter()
+            .map(|e| e.topic())
+            .filter(|t| bp.is_held(t))
+            .map(str::to_string)
+            .collect();
         let ctx = self.consumer.context();
         let mut applied = ctx.bp_applied.lock().unwrap_or_else(|p| p.into_inner());
         // Pausing a paused partition is harmless; resuming is done only for partitions this
         // paused (a resume makes librdkafka drop and refetch what it had prefetched).
         let mut pause = TopicPartitionList::new();
         let mut resume = TopicPartitionList::new();
-        for e in assignment.elements() {
+        for e in &elements {
             if paused.contains(e.topic()) {
                 pause.add_partition(e.topic(), e.partition());
             } else if applied.contains(e.topic()) {

@@ -208,10 +208,12 @@ impl ConsumerContext for IngestContext {
                     }
                 } else if let Some(bp) = &self.backpressure {
                     // A rebalance must not lift backpressure: pause the new partitions of a
-                    // paused DLQ topic before anything is fetched from them.
+                    // paused DLQ topic before anything is fetched from them (and of a topic
+                    // with a backpressure policy while this instance has not counted the
+                    // usage yet: it may be over its limit).
                     let mut held = TopicPartitionList::new();
                     for e in tpl.elements() {
-                        if bp.is_paused(e.topic()) {
+                        if bp.is_held(e.topic()) {
                             held.add_partition(e.topic(), e.partition());
                         }
                     }

@@ -8,6 +8,11 @@
 //! that reached the limit rather than at the next count. Ingest follows
 //! [`Backpressure::subscribe`] and pauses or resumes the assigned partitions of each topic;
 //! a partition assigned later (a rebalance) is paused at once when its topic is paused.
+//!
+//! Until this instance has counted the usage once ([`Backpressure::mark_counted`], after the
+//! first complete usage check), every topic with `action = "backpressure"` is held
+//! ([`Backpressure::is_held`]): an instance that starts, or joins the group, while a topic is
+//! over its limit would otherwise ingest up to `max_count` more before it knew.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -38,8 +43,10 @@ pub struct PausedTopic {
 pub struct Backpressure {
     config: RetentionConfig,
     state: Mutex<BTreeMap<String, TopicState>>,
-    /// Bumped whenever the set of paused topics changes.
+    /// Bumped whenever the set of paused (or held) topics changes.
     changed: watch::Sender<u64>,
+    /// Set once the usage of every topic in the store has been counted (see the module docs).
+    counted: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -63,7 +70,31 @@ impl Backpressure {
             config: config.clone(),
             state: Mutex::new(BTreeMap::new()),
             changed: watch::channel(0).0,
+            counted: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether ingest must hold `dlq_topic`'s partitions paused: it is paused at its limit,
+    /// or it has a backpressure policy and this instance has not counted the usage yet.
+    pub fn is_held(&self, dlq_topic: &str) -> bool {
+        self.is_paused(dlq_topic) || (!self.is_counted() && self.has_policy(dlq_topic))
+    }
+
+    /// True once [`Backpressure::mark_counted`] was called.
+    pub fn is_counted(&self) -> bool {
+        self.counted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The usage of every DLQ topic in the store has been set ([`Backpressure::set_usage`])
+    /// once: topics held only because it was unknown are released (a change is signalled).
+    pub fn mark_counted(&self) {
+        if !self.counted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.changed.send_modify(|g| *g += 1);
+        }
+    }
+
+    fn has_policy(&self, dlq_topic: &str) -> bool {
+        self.config.enabled && self.config.policy(dlq_topic).action == LimitAction::Backpressure
     }
 
     /// True when some topic's policy can pause it (then ingest and the usage check bother).
@@ -213,5 +244,30 @@ mod tests {
         assert!(!bp.is_paused("b"), "purge, not backpressure");
         bp.set_usage("a", 9, 0);
         assert!(!bp.is_paused("a"));
+    }
+
+    /// Before the first count, a topic with a backpressure policy is held (an instance that
+    /// joins while it is over its limit must not ingest until it knows); after it, only a
+    /// topic at its limit is.
+    #[test]
+    fn holds_backpressure_topics_until_usage_is_counted() {
+        let config: RetentionConfig = serde_json::from_str(
+            r#"{"topics": {"a": {"max_count": 10, "action": "backpressure"},
+                           "b": {"max_count": 10}}}"#,
+        )
+        .unwrap();
+        let bp = Backpressure::new(&config);
+        let mut rx = bp.subscribe();
+        rx.mark_unchanged();
+        assert!(bp.is_held("a") && !bp.is_paused("a"));
+        assert!(!bp.is_held("b"), "purge, not backpressure");
+        assert!(!bp.is_held("c"), "no policy");
+        bp.set_usage("a", 3, 0);
+        assert!(bp.is_held("a"), "not every topic counted yet");
+        bp.mark_counted();
+        assert!(rx.has_changed().unwrap(), "ingest is told to look again");
+        assert!(!bp.is_held("a"));
+        bp.set_usage("a", 10, 0);
+        assert!(bp.is_held("a") && bp.is_paused("a"));
     }
 }

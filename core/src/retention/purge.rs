@@ -146,6 +146,8 @@ pub async fn tick(
             .await?;
         }
     }
+    // Every topic's usage is known now: ingest stops holding the ones it held until then.
+    backpressure.mark_counted();
     if groups.is_empty() {
         return Ok(None);
     }

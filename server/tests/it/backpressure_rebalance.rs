@@ -2,8 +2,9 @@
 //! `redrive serve` instances share one PostgreSQL and one consumer group; the DLQ topic
 //! reaches its `max_count` and both pause their partitions. One instance is killed (SIGKILL);
 //! once the group gives its partitions to the other, that one keeps them paused — nothing is
-//! ingested past the limit, the records stay in Kafka, uncommitted — and when space is freed
-//! it resumes and ingests every record, each once.
+//! ingested past the limit, the records stay in Kafka, uncommitted. The killed one restarts
+//! and joins while the topic is still over its limit: it ingests nothing of it either. When
+//! space is freed they resume and ingest every record, each once.
 
 use std::time::Duration;
 
@@ -73,6 +74,17 @@ async fn committed(group: &str, topic: &str) -> i64 {
         .sum()
 }
 
+/// One record on each of the control topic's two partitions.
+fn control_records(from: i32) -> Vec<TestRecord> {
+    (0..2)
+        .map(|p| TestRecord {
+            value: Some(format!("{{\"control\":{}}}", from + p).into_bytes()),
+            partition: Some(p),
+            ..TestRecord::default()
+        })
+        .collect()
+}
+
 const HELD: &str = "newly assigned partitions of a DLQ topic at its retention limit stay paused";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,7 +95,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
     let control = unique("bprb_control.DLT");
     let group = unique("bprb-group");
     create_topic(&topic, PARTITIONS, &[]).await.expect("topic");
-    create_topic(&control, 1, &[]).await.expect("control topic");
+    create_topic(&control, 2, &[]).await.expect("control topic");
     let topics = format!("{topic},{control}");
     let records: Vec<TestRecord> = (0..RECORDS)
         .map(|i| TestRecord {
@@ -163,7 +175,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
             sample(
                 &metrics(&second, &token).await,
                 "redrive_ingest_assigned_partitions",
-            ) == Some(i64::from(PARTITIONS) + 1)
+            ) == Some(i64::from(PARTITIONS) + 2)
         },
     )
     .await;
@@ -176,13 +188,13 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
     // One broker serves every partition in the same fetch requests: once a record produced
     // to the control topic now is stored, the consumer has fetched since the rebalance, and
     // the waiting records of any unpaused partition of the topic would have come with it.
-    produce(&control, &[TestRecord::new("{\"control\":1}", &[])])
+    produce(&control, &control_records(0))
         .await
         .expect("produce control");
     eventually(
-        "the control record is stored by the second instance",
+        "the control records are stored by the second instance",
         Duration::from_secs(60),
-        || async { total(&store, &control).await == 1 },
+        || async { total(&store, &control).await == 2 },
     )
     .await;
     assert_eq!(
@@ -196,6 +208,37 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
         after, before,
         "nothing more committed: the records stay in Kafka"
     );
+
+    // The killed instance comes back while the topic is over its limit: it joins the group,
+    // takes half of the partitions (one control partition each, range assignment), and
+    // ingests nothing of the topic either, from its first assignment on.
+    let third = second.another_instance(&env).await;
+    eventually(
+        "the restarted instance holds partitions",
+        Duration::from_secs(90),
+        || async {
+            let b = sample(&metrics(&second, &token).await, "redrive_ingest_assigned_partitions");
+            let c = sample(&metrics(&third, &token).await, "redrive_ingest_assigned_partitions");
+            matches!((b, c), (Some(b), Some(c)) if b > 0 && c > 0 && b + c == i64::from(PARTITIONS) + 2)
+        },
+    )
+    .await;
+    produce(&control, &control_records(2))
+        .await
+        .expect("produce control");
+    eventually(
+        "both instances fetch: a control record on each one's partition is stored",
+        Duration::from_secs(60),
+        || async { total(&store, &control).await == 4 },
+    )
+    .await;
+    assert_eq!(
+        total(&store, &topic).await,
+        live,
+        "nothing ingested past the limit by the instance that joined"
+    );
+    assert!(paused(&third).await, "paused on the restarted instance too");
+    assert_eq!(committed(&group, &topic).await, before);
 
     // Space freed: the second instance resumes, pausing again at each limit, until every
     // record is stored once and committed.
@@ -242,5 +285,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
     )
     .await;
     let (code, log) = second.terminate(Duration::from_secs(40)).await;
+    assert_eq!(code, Some(0), "{log}");
+    let (code, log) = third.terminate(Duration::from_secs(40)).await;
     assert_eq!(code, Some(0), "{log}");
 }
