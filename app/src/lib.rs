@@ -14,6 +14,7 @@ pub mod auth_context;
 pub mod components;
 pub mod display;
 pub mod http_status;
+pub mod job_control_api;
 pub mod labels_api;
 pub mod overview_api;
 pub mod pages;

@@ -112,6 +112,9 @@ pub enum JobStatus {
     Running,
     /// Kafka is unreachable; the relay backs off and resumes by itself.
     Waiting,
+    /// Paused by a person: the relay claims none of its rows (and hands back the ones it
+    /// holds unsent) until it is resumed; `Store::pause_job` / `resume_job`.
+    Paused,
     /// Every row is published or failed.
     Finished,
     /// Cancelled by a person; unpublished rows were released.
@@ -124,11 +127,17 @@ impl JobStatus {
         matches!(self, JobStatus::Running | JobStatus::Waiting)
     }
 
+    /// True once nothing more can happen to the job (`finished`, `cancelled`).
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Finished | JobStatus::Cancelled)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Preparing => "preparing",
             JobStatus::Running => "running",
             JobStatus::Waiting => "waiting",
+            JobStatus::Paused => "paused",
             JobStatus::Finished => "finished",
             JobStatus::Cancelled => "cancelled",
         }
@@ -139,6 +148,7 @@ impl JobStatus {
             JobStatus::Preparing,
             JobStatus::Running,
             JobStatus::Waiting,
+            JobStatus::Paused,
             JobStatus::Finished,
             JobStatus::Cancelled,
         ]

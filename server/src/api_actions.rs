@@ -7,7 +7,9 @@
 //! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all"}` |
 //! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
 //! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ...}` |
-//! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled |
+//! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled (running, waiting or paused) |
+//! | `POST /api/v1/replays/{job_id}/pause` | operator | the job, paused; body optional `{"reason"}` |
+//! | `POST /api/v1/replays/{job_id}/resume` | operator | the job, running again; body optional `{"reason"}` |
 //! | `POST /api/v1/dead-letters/delete` | operator | `{"affected": n}` |
 //! | `POST /api/v1/dead-letters/restore` | operator | `{"affected": n}` |
 //! | `GET /api/v1/audit` | viewer | `{"items": [...], "next_cursor"}` (`actor`, `action`, `from`, `to`, `limit`, `cursor`) |
@@ -62,6 +64,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/replays/dry-run", post(dry_run))
         .route("/api/v1/replays/{job_id}", get(get_job))
         .route("/api/v1/replays/{job_id}/cancel", post(cancel_job))
+        .route("/api/v1/replays/{job_id}/pause", post(pause_job))
+        .route("/api/v1/replays/{job_id}/resume", post(resume_job))
         .route("/api/v1/dead-letters/delete", post(delete))
         .route("/api/v1/dead-letters/restore", post(restore))
         .route("/api/v1/dead-letters/{id}/history", get(history))
@@ -284,7 +288,8 @@ pub struct ReplayAccepted {
 #[derive(Debug, Serialize)]
 pub struct JobItem {
     pub id: String,
-    /// `running`, `waiting` (Kafka unreachable; resumes by itself), `finished`, `cancelled`.
+    /// `preparing`, `running`, `waiting` (Kafka unreachable; resumes by itself), `paused`,
+    /// `finished`, `cancelled`.
     pub status: &'static str,
     pub total: i64,
     pub published: i64,
@@ -624,6 +629,57 @@ pub async fn cancel_job(
         .cancel_job(&actor, &id)
         .await
         .map_err(|e| state.action_failed("cancel_job", e))?;
+    Ok(Json(JobItem::from(&job)))
+}
+
+/// Body of pause and resume: `{}` or `{"reason": "..."}` (an empty body is `{}`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobStateBody {
+    pub reason: Option<String>,
+}
+
+/// `POST /api/v1/replays/{job_id}/pause` (operator): 404 unknown, 409 not running/waiting.
+pub async fn pause_job(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<JobItem>, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "pause_job").await?;
+    let id = job_id(path)?;
+    let b: JobStateBody = if body.is_empty() {
+        JobStateBody::default()
+    } else {
+        parse_body(&body)?
+    };
+    let job = state
+        .store
+        .pause_job(&actor, &id, b.reason.as_deref())
+        .await
+        .map_err(|e| state.action_failed("pause_job", e))?;
+    Ok(Json(JobItem::from(&job)))
+}
+
+/// `POST /api/v1/replays/{job_id}/resume` (operator): 404 unknown, 409 not paused.
+pub async fn resume_job(
+    State(state): State<AppState>,
+    Caller(actor): Caller,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<JobItem>, ActionError> {
+    require(&state.auth, &actor, Role::Operator, "resume_job").await?;
+    let id = job_id(path)?;
+    let b: JobStateBody = if body.is_empty() {
+        JobStateBody::default()
+    } else {
+        parse_body(&body)?
+    };
+    let job = state
+        .store
+        .resume_job(&actor, &id, b.reason.as_deref())
+        .await
+        .map_err(|e| state.action_failed("resume_job", e))?;
     Ok(Json(JobItem::from(&job)))
 }
 

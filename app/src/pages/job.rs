@@ -9,6 +9,7 @@ use crate::actions_api::{get_replay_job, CancelReplayJob, JobSnapshot};
 use crate::auth_context::{use_session, CsrfField, Role};
 use crate::components::{ActionError, JobProgress, JobStatusBadge};
 use crate::http_status::HttpStatus;
+use crate::job_control_api::{PauseReplayJob, ResumeReplayJob};
 use crate::wire;
 
 /// How often the hydrated page asks for the job while it runs.
@@ -28,6 +29,8 @@ pub fn JobPage() -> impl IntoView {
     let job = wire::resource(id, get_replay_job);
     let session = use_session();
     let cancel = ServerAction::<CancelReplayJob>::new();
+    let pause = ServerAction::<PauseReplayJob>::new();
+    let resume = ServerAction::<ResumeReplayJob>::new();
     let status = HttpStatus::current();
 
     // Each answer for an active job schedules the next fetch (effects run in the browser only).
@@ -41,7 +44,10 @@ pub fn JobPage() -> impl IntoView {
     });
     // A cancel (hydrated) shows its outcome at once.
     Effect::new(move |_| {
-        if let Some(Ok(_)) = cancel.value().get() {
+        let done = matches!(cancel.value().get(), Some(Ok(_)))
+            || matches!(pause.value().get(), Some(Ok(_)))
+            || matches!(resume.value().get(), Some(Ok(_)));
+        if done {
             job.refetch();
         }
     });
@@ -59,7 +65,7 @@ pub fn JobPage() -> impl IntoView {
                     );
                     match job.await {
                         Ok(Some(snapshot)) => view! {
-                            <Job snapshot=snapshot can_act=can_act cancel=cancel />
+                            <Job snapshot=snapshot can_act=can_act cancel=cancel pause=pause resume=resume />
                         }
                         .into_any(),
                         Ok(None) => view! { <NotFound what=format!("replay job {label}") /> }
@@ -80,15 +86,26 @@ fn Job(
     snapshot: JobSnapshot,
     can_act: bool,
     cancel: ServerAction<CancelReplayJob>,
+    pause: ServerAction<PauseReplayJob>,
+    resume: ServerAction<ResumeReplayJob>,
 ) -> impl IntoView {
     let JobSnapshot { job, as_of_ms } = snapshot;
     let active = job.status.is_active();
+    let paused = job.status == redrive_core::actions::JobStatus::Paused;
     let id = job.id.clone();
+    let (pause_id, resume_id) = (id.clone(), id.clone());
     let title = format!(
         "Replay job {} · redrive",
         job.id.chars().take(8).collect::<String>()
     );
-    let error = move || cancel.value().get().and_then(Result::err);
+    let error = move || {
+        cancel
+            .value()
+            .get()
+            .and_then(Result::err)
+            .or_else(|| pause.value().get().and_then(Result::err))
+            .or_else(|| resume.value().get().and_then(Result::err))
+    };
     view! {
         <Title text=title />
         {active.then(|| view! { <noscript inner_html=NOSCRIPT_REFRESH></noscript> })}
@@ -102,6 +119,32 @@ fn Job(
         {move || error().map(|e| view! { <ActionError error=e /> })}
         <JobProgress job=job as_of_ms=as_of_ms />
         {(active && can_act).then(|| view! {
+            <ActionForm action=pause attr:class="pause-job">
+                <CsrfField />
+                <input type="hidden" name="job_id" value=pause_id />
+                <label>
+                    <span>"Reason (optional, audited)"</span>
+                    <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 downstream overloaded" />
+                </label>
+                <button type="submit" class="secondary-button">"Pause the replay"</button>
+                " "
+                <span class="dim small">
+                    "Nothing more is published until it is resumed; what is published stays published."
+                </span>
+            </ActionForm>
+        })}
+        {(paused && can_act).then(|| view! {
+            <ActionForm action=resume attr:class="resume-job">
+                <CsrfField />
+                <input type="hidden" name="job_id" value=resume_id />
+                <label>
+                    <span>"Reason (optional, audited)"</span>
+                    <input type="text" name="reason" maxlength="2000" />
+                </label>
+                <button type="submit">"Resume the replay"</button>
+            </ActionForm>
+        })}
+        {((active || paused) && can_act).then(|| view! {
             <ActionForm action=cancel attr:class="cancel-job">
                 <CsrfField />
                 <input type="hidden" name="job_id" value=id />

@@ -179,6 +179,7 @@ pub async fn run(
             }
         }
         status.set_active_jobs(active.len());
+        status.add_cycle();
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
             _ = shutdown.cancelled() => {}

@@ -18,6 +18,7 @@ pub struct RelayStatus {
     released_total: AtomicU64,
     rejected_total: AtomicU64,
     active_jobs: AtomicU64,
+    cycles_total: AtomicU64,
     last_error: Mutex<Option<(i64, String)>>,
 }
 
@@ -43,6 +44,11 @@ pub struct RelaySnapshot {
     pub rejected_total: u64,
     /// Jobs being worked on now.
     pub active_jobs: u64,
+    /// Poll cycles of the relay's main loop (each reads the active jobs once, after reaping
+    /// the workers that ended), since start: a test waits for a few to pass instead of
+    /// sleeping.
+    #[serde(default)]
+    pub cycles_total: u64,
     /// The last error (Kafka or store) and when, epoch ms.
     pub last_error: Option<String>,
     pub last_error_at_ms: Option<i64>,
@@ -73,6 +79,7 @@ impl RelayStatus {
             released_total: self.released_total.load(Ordering::Relaxed),
             rejected_total: self.rejected_total.load(Ordering::Relaxed),
             active_jobs: self.active_jobs.load(Ordering::Relaxed),
+            cycles_total: self.cycles_total.load(Ordering::Relaxed),
             last_error,
             last_error_at_ms,
         }
@@ -85,6 +92,10 @@ impl RelayStatus {
     pub(crate) fn set_kafka_reachable(&self, reachable: bool) {
         self.kafka
             .store(if reachable { 1 } else { 2 }, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_cycle(&self) {
+        self.cycles_total.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn set_active_jobs(&self, n: usize) {

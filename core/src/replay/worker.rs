@@ -44,6 +44,9 @@ pub(super) struct Relay {
     pub(super) marks_in_flight: usize,
 }
 
+/// How often a worker publishing a throttled batch re-reads its job's status (pause, cancel).
+const PAUSE_CHECK: Duration = Duration::from_millis(250);
+
 impl Relay {
     /// Publishes the job's due rows batch by batch until none are due, an outage, or shutdown.
     pub(super) async fn work_on(self: Arc<Self>, job: ActiveJob) {
@@ -141,11 +144,24 @@ impl Relay {
         let mut in_flight: Vec<(ClaimedRow, DeliveryFuture)> = Vec::with_capacity(claim.rows.len());
         let mut failures: Vec<(ClaimedRow, Failure)> = Vec::new();
         let mut rows = claim.rows.into_iter();
+        // A throttled batch takes a while to send: every PAUSE_CHECK the job's status is read,
+        // and a job paused (or cancelled) meanwhile gets its unsent rows handed back.
+        let mut next_check = Instant::now() + PAUSE_CHECK;
         for row in rows.by_ref() {
             if let Some(l) = limiter {
                 tokio::select! {
                     _ = l.until_ready() => {}
                     _ = self.shutdown.cancelled() => {}
+                }
+                if Instant::now() >= next_check {
+                    next_check = Instant::now() + PAUSE_CHECK;
+                    if let Ok(Some(s)) = self.store.job_status(&job.id).await {
+                        if !s.is_active() {
+                            tracing::info!(target: "redrive::replay", status = s.as_str(), "job no longer active; unsent rows handed back");
+                            batch.released.push(row.outbox_id);
+                            break;
+                        }
+                    }
                 }
             }
             if self.shutdown.is_cancelled() {

@@ -671,7 +671,7 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(now)));
             qb.push(" WHERE id = ");
             DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND status IN ('running', 'waiting') RETURNING id");
+            qb.push(" AND status IN ('running', 'waiting', 'paused') RETURNING id");
             let hit: Option<String> = qb
                 .build_query_scalar()
                 .fetch_optional(&mut *tx)
@@ -689,8 +689,8 @@ impl Store {
                 return Err(match status {
                     None => StoreError::NotFound(format!("replay job {job_id}")),
                     Some(s) => StoreError::Conflict(format!(
-                        "replay job {job_id} is already {s}; only a running or waiting job \
-                         can be cancelled"
+                        "replay job {job_id} is already {s}; only a running, waiting or \
+                         paused job can be cancelled"
                     )),
                 });
             }

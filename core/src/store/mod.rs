@@ -168,6 +168,7 @@ mod bulk;
 mod confirm_all;
 mod export;
 mod insert;
+mod job_control;
 mod jobs;
 mod label_bulk;
 mod label_reads;

@@ -338,6 +338,12 @@ impl Store {
                     qb.push(" AND id > ");
                     DB::bind(&mut qb, Val::I64(Some(after)));
                 }
+                // Only while the job is running or waiting: a paused (or cancelled) job's rows
+                // stay where they are (`job_control.rs`).
+                qb.push(
+                    " AND EXISTS (SELECT 1 FROM replay_jobs j WHERE j.id = outbox.job_id \
+                     AND j.status IN ('running', 'waiting'))",
+                );
                 qb.push(" ORDER BY id LIMIT ");
                 DB::bind(&mut qb, Val::I64(Some(want)));
                 qb.push(DB::SKIP_LOCKED)

@@ -37,6 +37,7 @@ mod monitoring;
 mod overview;
 mod pages;
 mod replay;
+mod replay_control;
 mod retention;
 mod soak;
 mod stats;

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::redrive_std_command;
 
-fn ann() -> Actor {
+pub(crate) fn ann() -> Actor {
     Actor {
         user: "ann".to_string(),
         role: Role::Operator,
@@ -49,7 +49,7 @@ fn h(name: &str, value: Option<&[u8]>) -> Header {
 }
 
 /// A dead letter as ingest would store it: decoded by the real conventions.
-fn dead_letter(
+pub(crate) fn dead_letter(
     dlq_offset: i64,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
@@ -126,14 +126,14 @@ fn application_headers() -> Vec<Header> {
 }
 
 /// A relay running in-process until [`RunningRelay::stop`].
-struct RunningRelay {
+pub(crate) struct RunningRelay {
     shutdown: CancellationToken,
-    status: Arc<RelayStatus>,
+    pub(crate) status: Arc<RelayStatus>,
     task: JoinHandle<Result<(), replay::RelayError>>,
 }
 
 impl RunningRelay {
-    fn start(store: &Store, config: RelayConfig) -> RunningRelay {
+    pub(crate) fn start(store: &Store, config: RelayConfig) -> RunningRelay {
         let shutdown = CancellationToken::new();
         let status = Arc::new(RelayStatus::default());
         let task = tokio::spawn(replay::run(
@@ -149,7 +149,7 @@ impl RunningRelay {
         }
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         tokio::time::timeout(Duration::from_secs(60), self.task)
             .await
@@ -159,7 +159,7 @@ impl RunningRelay {
     }
 }
 
-fn fast_relay() -> RelayConfig {
+pub(crate) fn fast_relay() -> RelayConfig {
     RelayConfig {
         brokers: kafka_brokers(),
         poll_interval_ms: 50,
@@ -169,7 +169,12 @@ fn fast_relay() -> RelayConfig {
     }
 }
 
-async fn wait_job(store: &Store, id: &str, timeout: Duration, want: JobStatus) -> ReplayJob {
+pub(crate) async fn wait_job(
+    store: &Store,
+    id: &str,
+    timeout: Duration,
+    want: JobStatus,
+) -> ReplayJob {
     wait_for(&format!("job {id} to be {want:?}"), timeout, || async {
         let j = store.job(id).await.ok().flatten()?;
         (j.status == want).then_some(j)
@@ -180,7 +185,7 @@ async fn wait_job(store: &Store, id: &str, timeout: Duration, want: JobStatus) -
 
 /// How many records `topic` holds (sum of its partitions' watermarks; an idempotent,
 /// non-transactional producer writes no control records).
-fn record_count(topic: &str, partitions: i32) -> i64 {
+pub(crate) fn record_count(topic: &str, partitions: i32) -> i64 {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", kafka_brokers())
         .create()
@@ -196,7 +201,7 @@ fn record_count(topic: &str, partitions: i32) -> i64 {
 }
 
 /// Every record of `topic` (exactly `n` are expected), oldest first per partition.
-async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
+pub(crate) async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
     let c: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", kafka_brokers())
         .set("group.id", unique("verify"))
@@ -219,7 +224,7 @@ async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
 }
 
 /// The record's headers as the model's ordered list.
-fn headers_of(m: &OwnedMessage) -> Vec<Header> {
+pub(crate) fn headers_of(m: &OwnedMessage) -> Vec<Header> {
     m.headers()
         .map(|hs| {
             hs.iter()
@@ -232,7 +237,7 @@ fn headers_of(m: &OwnedMessage) -> Vec<Header> {
         .unwrap_or_default()
 }
 
-fn header_text(headers: &[Header], name: &str) -> String {
+pub(crate) fn header_text(headers: &[Header], name: &str) -> String {
     let values: Vec<&Header> = headers.iter().filter(|x| x.name == name).collect();
     assert_eq!(values.len(), 1, "exactly one {name}: {headers:?}");
     String::from_utf8(values[0].value.clone().expect("a value")).expect("UTF-8")

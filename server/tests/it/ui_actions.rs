@@ -17,12 +17,12 @@ use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 use redrive_testkit::unique;
 
 /// The UI's server-function URLs (app/src/actions_api.rs).
-const ACT: &str = "/api/ui/act";
+pub(crate) const ACT: &str = "/api/ui/act";
 pub(crate) const ACT_ON_FILTER: &str = "/api/ui/act-on-filter";
 const CANCEL: &str = "/api/ui/cancel-job";
 
 pub(crate) const OPERATOR: (&str, &str) = ("oncall", "operator-password-1");
-const VIEWER: (&str, &str) = ("watcher", "viewer-password-1");
+pub(crate) const VIEWER: (&str, &str) = ("watcher", "viewer-password-1");
 
 /// A dead letter in `topic` at `offset`, from `source` (or from no known topic).
 fn record(topic: &str, offset: i64, source: Option<&str>) -> NewDeadLetter {
@@ -145,7 +145,7 @@ async fn status_of(app: &TestApp, id: i64) -> Status {
 }
 
 /// The job id of a `/jobs/ID` location.
-fn job_id(location: &str) -> String {
+pub(crate) fn job_id(location: &str) -> String {
     location
         .strip_prefix("/jobs/")
         .unwrap_or_else(|| panic!("not a job page: {location}"))
