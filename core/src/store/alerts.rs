@@ -50,6 +50,17 @@ pub struct AlertCycle {
     pub prune_before_ms: Option<i64>,
 }
 
+/// Whose pending deliveries [`Store::claim_alert_deliveries`] claims.
+#[derive(Debug, Clone, Copy)]
+pub enum ClaimFor<'a> {
+    /// Every notifier's.
+    Any,
+    /// One notifier's.
+    Notifier(&'a str),
+    /// Those of notifiers not in this list (no longer configured: they are given up).
+    NoneOf(&'a [String]),
+}
+
 /// A claimed delivery with the event document it sends.
 #[derive(Debug, Clone)]
 pub struct DueDelivery {
@@ -367,7 +378,9 @@ impl Store {
 
     /// Claims up to `limit` pending deliveries due at `now_ms`: their due time moves to
     /// `now_ms + lease_ms` (so a dispatcher that dies mid-send retries after the lease), and
-    /// they are returned with their event documents, oldest due first.
+    /// they are returned with their event documents, oldest due first. `notifiers`: whose
+    /// deliveries ([`ClaimFor`]; the dispatcher claims per notifier, so that a hanging receiver
+    /// holding all of its own send slots never keeps another notifier's deliveries waiting).
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt`.
     pub async fn claim_alert_deliveries(
@@ -375,6 +388,7 @@ impl Store {
         now_ms: i64,
         lease_ms: i64,
         limit: i64,
+        notifiers: ClaimFor<'_>,
     ) -> Result<Vec<DueDelivery>, StoreError> {
         let rows: Vec<(DeliveryRow, String)> = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
@@ -382,6 +396,19 @@ impl Store {
                 "SELECT id FROM alert_deliveries WHERE status = 'pending' AND next_attempt_at_ms <= ",
             );
             DB::bind(&mut qb, Val::I64(Some(now_ms)));
+            match notifiers {
+                ClaimFor::Any => {}
+                ClaimFor::Notifier(n) => {
+                    qb.push(" AND notifier = ");
+                    DB::bind(&mut qb, Val::Text(Some(n)));
+                }
+                ClaimFor::NoneOf(names) => {
+                    for n in names {
+                        qb.push(" AND notifier <> ");
+                        DB::bind(&mut qb, Val::Text(Some(n.as_str())));
+                    }
+                }
+            }
             qb.push(" ORDER BY next_attempt_at_ms, id LIMIT ");
             DB::bind(&mut qb, Val::I64(Some(limit)));
             let ids: Vec<i64> = qb

@@ -184,7 +184,9 @@ mod retention;
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
 pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
-pub use self::alerts::{AlertCycle, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS};
+pub use self::alerts::{
+    AlertCycle, ClaimFor, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS,
+};
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};

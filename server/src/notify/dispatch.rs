@@ -1,14 +1,20 @@
 //! The notification dispatcher: on the leader, claims due deliveries from the store, sends
-//! each in a task of its own (at most [`MAX_IN_FLIGHT`] at once), and records every attempt:
-//! delivered; failed and retried after exponential backoff with full jitter
-//! (`notify_backoff_base_ms` doubling up to `notify_backoff_max_ms`); or, after
-//! `notify_max_attempts` (or a refusal no retry can fix), given up — a `notification_failed`
-//! alert event, an audit row and `redrive_alert_notifications_failed_total`.
+//! each in a task of its own, and records every attempt: delivered; failed and retried after
+//! exponential backoff with full jitter (`notify_backoff_base_ms` doubling up to
+//! `notify_backoff_max_ms`); or, after `notify_max_attempts` (or a refusal no retry can fix),
+//! given up — a `notification_failed` alert event, an audit row and
+//! `redrive_alert_notifications_failed_total`.
+//!
+//! Isolation: every notifier has its own [`MAX_IN_FLIGHT_PER_NOTIFIER`] send slots, and
+//! deliveries are claimed per notifier, only as many as it has free slots. A receiver that
+//! accepts the connection and never answers holds its own slots until `notify_timeout_ms`,
+//! never another notifier's: PagerDuty still pages while a webhook hangs.
 //!
 //! Bounded time: one attempt takes at most `notify_timeout_ms` per request; a delivery ends
 //! after at most `notify_max_attempts` attempts. A claimed delivery is leased for
 //! [`lease_ms`], so one whose sender died is retried once the lease runs out.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +22,14 @@ use redrive_core::alerts::evaluate::IsLeader;
 use redrive_core::alerts::status::{AlertStatus, AttemptOutcome};
 use redrive_core::alerts::AlertsConfig;
 use redrive_core::replay::backoff::{full_jitter_ms, random_unit};
-use redrive_core::store::{DueDelivery, Store};
+use redrive_core::store::{ClaimFor, DueDelivery, Store};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// Deliveries sent at the same time.
-pub const MAX_IN_FLIGHT: usize = 8;
+/// Deliveries of ONE notifier sent at the same time (each notifier has its own slots).
+pub const MAX_IN_FLIGHT_PER_NOTIFIER: usize = 4;
+/// Deliveries to notifiers no longer configured, given up per poll.
+const ORPHANS_PER_POLL: i64 = 100;
 /// How often the dispatcher looks for due deliveries when not woken.
 pub const POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -55,31 +63,71 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let client = super::client(Duration::from_millis(config.notify_timeout_ms));
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let slots: BTreeMap<String, Arc<Semaphore>> = config
+        .notifiers
+        .keys()
+        .map(|n| {
+            (
+                n.clone(),
+                Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_NOTIFIER)),
+            )
+        })
+        .collect();
+    let configured: Vec<String> = slots.keys().cloned().collect();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         while tasks.try_join_next().is_some() {}
-        let free = slots.available_permits();
-        if is_leader() && free > 0 {
+        if is_leader() {
+            for (name, sem) in &slots {
+                let free = sem.available_permits();
+                if free == 0 {
+                    continue; // this notifier is busy (or hanging); the others go on
+                }
+                let due = match store
+                    .claim_alert_deliveries(
+                        now_ms(),
+                        lease_ms(&config),
+                        free as i64,
+                        ClaimFor::Notifier(name),
+                    )
+                    .await
+                {
+                    Ok(due) => due,
+                    Err(e) => {
+                        tracing::warn!(error = %e, notifier = %name, "claiming alert deliveries failed");
+                        continue;
+                    }
+                };
+                for d in due {
+                    // Claimed no more than the free permits, and only this loop takes them.
+                    let Ok(permit) = sem.clone().try_acquire_owned() else {
+                        break; // left claimed: retried when its lease runs out
+                    };
+                    let (config, store, status, client) = (
+                        config.clone(),
+                        store.clone(),
+                        status.clone(),
+                        client.clone(),
+                    );
+                    tasks.spawn(async move {
+                        attempt(&config, &store, &status, &client, d).await;
+                        drop(permit);
+                    });
+                }
+            }
+            // Deliveries of a notifier removed from the configuration: given up at once.
             match store
-                .claim_alert_deliveries(now_ms(), lease_ms(&config), free as i64)
+                .claim_alert_deliveries(
+                    now_ms(),
+                    lease_ms(&config),
+                    ORPHANS_PER_POLL,
+                    ClaimFor::NoneOf(&configured),
+                )
                 .await
             {
                 Ok(due) => {
                     for d in due {
-                        let Ok(permit) = slots.clone().acquire_owned().await else {
-                            return;
-                        };
-                        let (config, store, status, client) = (
-                            config.clone(),
-                            store.clone(),
-                            status.clone(),
-                            client.clone(),
-                        );
-                        tasks.spawn(async move {
-                            attempt(&config, &store, &status, &client, d).await;
-                            drop(permit);
-                        });
+                        attempt(&config, &store, &status, &client, d).await;
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "claiming alert deliveries failed"),

@@ -18,11 +18,11 @@ use sha2::Sha256;
 use crate::support::receiver::{refused_url, Receiver};
 use crate::support::{eventually, Auth, Csrf, TestApp};
 
-const DEADLINE: Duration = Duration::from_secs(90);
-const SECRET: &str = "s3cret-webhook-key";
+pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
+pub(crate) const SECRET: &str = "s3cret-webhook-key";
 
 /// The `[alerts]` section shared by the tests: fast evaluations and retries.
-fn alerts_head(public_url: &str) -> String {
+pub(crate) fn alerts_head(public_url: &str) -> String {
     format!(
         r#"
 [alerts]
@@ -114,14 +114,14 @@ const RULES: [&str; 7] = [
     "quarantine",
 ];
 
-fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
+pub(crate) fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
     let path = dir.path().join("redrive.toml");
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
 
 /// A counter or gauge of `/metrics` (the first sample whose line starts with `series`).
-async fn metric(app: &TestApp, token: &str, series: &str) -> f64 {
+pub(crate) async fn metric(app: &TestApp, token: &str, series: &str) -> f64 {
     let text = app
         .get("/metrics", Auth::Bearer(token))
         .await
@@ -136,7 +136,7 @@ async fn metric(app: &TestApp, token: &str, series: &str) -> f64 {
 }
 
 /// Waits until this process has completed `n` more evaluations.
-async fn evaluations(app: &TestApp, token: &str, n: f64) {
+pub(crate) async fn evaluations(app: &TestApp, token: &str, n: f64) {
     let start = metric(app, token, "redrive_alert_evaluations_total").await;
     eventually(&format!("{n} more evaluations"), DEADLINE, || async move {
         metric(app, token, "redrive_alert_evaluations_total").await >= start + n
@@ -145,7 +145,7 @@ async fn evaluations(app: &TestApp, token: &str, n: f64) {
 }
 
 /// Event kinds of `rule`, oldest first.
-async fn kinds(app: &TestApp, rule: &str) -> Vec<EventKind> {
+pub(crate) async fn kinds(app: &TestApp, rule: &str) -> Vec<EventKind> {
     let mut k: Vec<EventKind> = app
         .store
         .recent_alert_events(Some(rule), 100)
@@ -158,7 +158,7 @@ async fn kinds(app: &TestApp, rule: &str) -> Vec<EventKind> {
     k
 }
 
-async fn state_of(app: &TestApp, rule: &str) -> Vec<AlertState> {
+pub(crate) async fn state_of(app: &TestApp, rule: &str) -> Vec<AlertState> {
     app.store
         .alert_states()
         .await
@@ -169,14 +169,14 @@ async fn state_of(app: &TestApp, rule: &str) -> Vec<AlertState> {
         .collect()
 }
 
-async fn wait_kinds(app: &TestApp, rule: &str, want: &[EventKind]) {
+pub(crate) async fn wait_kinds(app: &TestApp, rule: &str, want: &[EventKind]) {
     eventually(&format!("{rule} events {want:?}"), DEADLINE, || async {
         kinds(app, rule).await == want
     })
     .await;
 }
 
-fn verify_signature(body: &[u8], header: &str) {
+pub(crate) fn verify_signature(body: &[u8], header: &str) {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(SECRET.as_bytes()).unwrap();
     mac.update(body);
     let hex: String = mac

@@ -15,6 +15,9 @@ mod site;
 
 mod actions;
 mod alerts;
+mod alerts_config;
+mod alerts_delivery;
+mod alerts_ingest;
 mod api;
 mod archive_cli;
 mod auth;

@@ -112,3 +112,44 @@ pub fn refused_url() -> String {
     drop(l);
     format!("http://127.0.0.1:{port}/hook")
 }
+
+/// A receiver that accepts every TCP connection and never answers (reads nothing, writes
+/// nothing, keeps the socket open): a webhook endpoint that hangs until the sender's timeout.
+pub struct Hanging {
+    pub url: String,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hanging {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Hanging {
+    /// Listens on 127.0.0.1 (a free port); `url` is `http://127.0.0.1:PORT/hang`.
+    pub async fn start() -> Hanging {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hang", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        let task = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                open.push(stream);
+            }
+        });
+        Hanging {
+            url,
+            accepted,
+            task,
+        }
+    }
+
+    /// Connections accepted so far (each one an HTTP request that never got an answer).
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
