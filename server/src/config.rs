@@ -464,11 +464,10 @@ impl Config {
         if let Some(path) = &file {
             figment = figment.merge(Toml::file(path));
         }
+        let figment = figment.merge(env).merge(Serialized::defaults(overrides));
         let config: Config = figment
-            .merge(env)
-            .merge(Serialized::defaults(overrides))
             .extract()
-            .map_err(|e| ConfigError::Invalid(describe_figment_error(e)))?;
+            .map_err(|e| ConfigError::Invalid(describe_figment_error(e, &figment)))?;
         config.validate()?;
         Ok(Loaded {
             config,
@@ -525,6 +524,7 @@ impl Config {
         }
         self.alerts
             .validate()
+            .and_then(|()| self.alerts.check_dlq_scopes(&self.dlq_topics))
             .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
         Ok(())
     }
@@ -576,12 +576,52 @@ impl Config {
 }
 
 /// Figment's errors carry the key and the source ("for key `ingest_batch_size` in
-/// environment variable(s) REDRIVE_*"); keep all of them, one per line.
-fn describe_figment_error(e: figment::Error) -> String {
+/// environment variable(s) REDRIVE_*"); keep all of them, joined by `; `. An error inside an
+/// `[[alerts.rules]]` table, whose key is a position (`alerts.rules.2.threshold`), names the
+/// rule instead: ``alert rule `depth` (rule 3 of [[alerts.rules]]): `threshold`: invalid
+/// type: found string "ten", expected u64 (in TOML file redrive.toml)``.
+fn describe_figment_error(e: figment::Error, figment: &Figment) -> String {
     e.into_iter()
-        .map(|e| e.to_string())
+        .map(|e| describe_rule_error(&e, figment).unwrap_or_else(|| e.to_string()))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The message of an error in rule `alerts.rules.N`, naming the rule by its `name`.
+fn describe_rule_error(e: &figment::Error, figment: &Figment) -> Option<String> {
+    let (head, rest) = e.path.split_at_checked(3)?;
+    if head[0] != "alerts" || head[1] != "rules" {
+        return None;
+    }
+    let index: usize = head[2].parse().ok()?;
+    let name = figment
+        .find_value("alerts.rules")
+        .ok()
+        .and_then(|v| v.into_array())
+        .and_then(|mut rules| (index < rules.len()).then(|| rules.swap_remove(index)))
+        .and_then(|r| r.find("name"))
+        .and_then(|n| n.into_string());
+    let rule = match name {
+        Some(n) => format!("alert rule `{n}` (rule {} of [[alerts.rules]])", index + 1),
+        None => format!(
+            "alert rule {} of [[alerts.rules]] (it has no `name`)",
+            index + 1
+        ),
+    };
+    let field = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("`{}`: ", rest.join("."))
+    };
+    let source = e
+        .metadata
+        .as_ref()
+        .map(|m| match &m.source {
+            Some(src) => format!(" (in {} {src})", m.name),
+            None => format!(" (in {})", m.name),
+        })
+        .unwrap_or_default();
+    Some(format!("{rule}: {field}{}{source}", e.kind))
 }
 
 const REDACTED: &str = "REDACTED";

@@ -85,7 +85,110 @@ pub fn site_router_with_alerts(
         .merge(pkg)
         // Anything else: a file from the site root (favicon, ...), else the app's 404 page.
         .fallback(file_and_error_handler_with_context(context, shell))
+        .layer(axum::middleware::from_fn(form_error_page))
         .with_state(options)
+}
+
+/// Largest server-function error body read to build a form's error page (bytes).
+const MAX_FORM_ERROR_BYTES: usize = 16 * 1024;
+
+/// A plain HTML form (no JavaScript: `Accept: text/html`) posted to a server function
+/// (`/api/ui/...`) that answers an error status (400 bad input, 403 role, ...) gets an HTML
+/// page with the message and a link back, at the same status — not the server function's
+/// `text/plain` error encoding (`ServerError|...`), which a browser would show raw. Every
+/// other response passes through untouched (a form's success and its `__err` redirects
+/// included).
+async fn form_error_page(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use axum::response::{Html, IntoResponse};
+    let plain_form = req.method() == axum::http::Method::POST
+        && req.uri().path().starts_with("/api/ui/")
+        && req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+    let back = req
+        .headers()
+        .get(header::REFERER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(same_site_path)
+        .unwrap_or_else(|| "/".to_string());
+    let res = next.run(req).await;
+    let is_html = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/html"));
+    let status = res.status();
+    if !plain_form || !(status.is_client_error() || status.is_server_error()) || is_html {
+        return res;
+    }
+    let body = axum::body::to_bytes(res.into_body(), MAX_FORM_ERROR_BYTES)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    // The server-function error encoding is `Kind|message`.
+    let message = match text.split_once('|') {
+        Some(("ServerError", m)) => m.to_string(),
+        Some((_, m)) => format!("The form could not be read: {m}"),
+        None if text.trim().is_empty() => status
+            .canonical_reason()
+            .unwrap_or("The request failed")
+            .to_string(),
+        None => text.to_string(),
+    };
+    let title = match status.as_u16() {
+        403 => "Not allowed",
+        400..=499 => "That did not work",
+        _ => "Something went wrong",
+    };
+    let page = format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>redrive: {code}</title><link rel=\"stylesheet\" href=\"/{PKG_DIR}/{OUTPUT_NAME}.css\">\
+         </head><body><main><h1>{title}</h1><p class=\"error-box\" role=\"alert\">{msg}</p>\
+         <p><a href=\"{back}\">Back</a></p></main></body></html>",
+        code = status.as_u16(),
+        msg = html_escape(&message),
+        back = html_escape(&back),
+    );
+    (status, Html(page)).into_response()
+}
+
+/// The path (and query, minus the server functions' `__path`/`__err` error parameters) of a
+/// `Referer` on this site; `None` for anything that does not start with one `/` after its
+/// origin (another site, `//host`).
+fn same_site_path(referer: &str) -> Option<String> {
+    let after_scheme = referer.split_once("://").map_or(referer, |(_, r)| r);
+    let path = &after_scheme[after_scheme.find('/')?..];
+    if path.starts_with("//") || path.starts_with("/\\") {
+        return None;
+    }
+    let (p, q) = path.split_once('?').unwrap_or((path, ""));
+    let q: Vec<&str> = q
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !kv.starts_with("__path=") && !kv.starts_with("__err="))
+        .collect();
+    Some(if q.is_empty() {
+        p.to_string()
+    } else {
+        format!("{p}?{}", q.join("&"))
+    })
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The app's routes, generated once per process.

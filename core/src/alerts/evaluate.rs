@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::model::{AlertState, EventKind, ScopeState};
 use super::payload::{self, AlertPayload, SCHEMA_V1};
-use super::rules::{AlertsConfig, GroupBy, RuleConfig, RuleKind};
+use super::rules::{AlertsConfig, GroupBy, RuleConfig, RuleKind, OVERFLOW_LABEL};
 use super::state::{step, Reading, Transition};
 use super::status::AlertStatus;
 use crate::actions::NewAuditEntry;
@@ -283,8 +283,10 @@ pub async fn evaluate_once(
             }
         }
 
-        // Every scope read now, and every scope the rule had before (absent now = clear).
-        let scopes: BTreeSet<String> = readings
+        // Every scope read now, and every scope the rule had before (absent now = clear);
+        // the summary scope is stepped last, from what the cap held back.
+        let overflow_scope = scope_of(OVERFLOW_LABEL, Some(label));
+        let mut scopes: Vec<(bool, String)> = readings
             .keys()
             .cloned()
             .chain(
@@ -292,8 +294,22 @@ pub async fn evaluate_once(
                     .take_while(|((r, _), _)| r == &rule.name)
                     .map(|((_, s), _)| s.clone()),
             )
+            .filter(|s| *s != overflow_scope)
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .map(|s| {
+                let firing = prev
+                    .get(&(rule.name.clone(), s.clone()))
+                    .is_some_and(|b| b.state == AlertState::Firing);
+                (!firing, s)
+            })
             .collect();
-        for scope in scopes {
+        // Scopes already firing keep their place under the cap: they are stepped first.
+        scopes.sort();
+        let cap = usize::try_from(rule.max_firing).unwrap_or(usize::MAX);
+        let mut firing = 0usize;
+        let mut held_back = 0i64;
+        for (_, scope) in scopes {
             let before = prev.get(&(rule.name.clone(), scope.clone()));
             let mut reading = readings.get(&scope).copied().unwrap_or(Reading {
                 holds: false,
@@ -311,7 +327,7 @@ pub async fn evaluate_once(
                     reading.value = before.map_or(0, |b| b.value);
                 }
             }
-            let (next, transition) = step(
+            let (mut next, mut transition) = step(
                 &rule.name,
                 &scope,
                 before,
@@ -320,6 +336,31 @@ pub async fn evaluate_once(
                 rule.for_ms,
                 rule.cooldown_ms,
             );
+            if transition == Some(Transition::Fired) && firing >= cap {
+                // Over the cap: this scope stays pending (ready to fire on its own once a
+                // slot frees) and counts in the rule's summary alert instead of paging.
+                transition = None;
+                held_back += 1;
+                next = next.map(|mut n| {
+                    n.state = AlertState::Pending;
+                    n.fired_at_ms = before.and_then(|b| b.fired_at_ms);
+                    n
+                });
+                let unchanged = before.is_some_and(|b| {
+                    b.state == AlertState::Pending
+                        && b.value == reading.value
+                        && next
+                            .as_ref()
+                            .is_some_and(|n| n.last_event_ms == b.last_event_ms)
+                });
+                if unchanged {
+                    next = None;
+                }
+            }
+            let state_now = next.as_ref().map(|n| n.state).or(before.map(|b| b.state));
+            if state_now == Some(AlertState::Firing) {
+                firing += 1;
+            }
             if let Some(t) = transition {
                 cycle.events.push(event_for(
                     config,
@@ -334,6 +375,37 @@ pub async fn evaluate_once(
             if let Some(n) = next {
                 cycle.states.push(n);
             }
+        }
+        // The summary alert: fires when any scope is held back, resolves when none is. The
+        // held-back scopes already waited `for_ms`, so it fires at once.
+        let before = prev.get(&(rule.name.clone(), overflow_scope.clone()));
+        let reading = Reading {
+            holds: held_back > 0,
+            value: held_back,
+            last_event_ms: None,
+        };
+        let (next, transition) = step(
+            &rule.name,
+            &overflow_scope,
+            before,
+            reading,
+            now_ms,
+            0,
+            rule.cooldown_ms,
+        );
+        if let Some(t) = transition {
+            cycle.events.push(event_for(
+                config,
+                rule,
+                &overflow_scope,
+                t,
+                held_back,
+                now_ms,
+                before,
+            ));
+        }
+        if let Some(n) = next {
+            cycle.states.push(n);
         }
     }
     let n = cycle.events.len();
@@ -395,6 +467,13 @@ fn live_from_pairs(pairs: &[TopicStats], by: GroupBy, filter: &AlertFilter) -> V
 
 /// What the value means, for humans.
 fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
+    if let Some(column) = scope.strip_prefix(&format!("{OVERFLOW_LABEL}=")) {
+        return format!(
+            "{value} more {column} group(s) firing beyond this rule's max_firing = {} \
+             (those page one by one; see /alerts for the rest)",
+            rule.max_firing
+        );
+    }
     match rule.kind {
         RuleKind::DlqSize => format!(
             "{value} live dead letter(s) in {scope} (threshold {})",
@@ -453,7 +532,12 @@ fn event_for(
             before.and_then(|b| b.fired_at_ms),
         ),
     };
-    let (unit, threshold) = payload::unit_and_threshold(rule);
+    let (unit, threshold) = if scope.starts_with(&format!("{OVERFLOW_LABEL}=")) {
+        // The summary alert counts the scopes over the cap.
+        ("groups", Some(f64::from(rule.max_firing)))
+    } else {
+        payload::unit_and_threshold(rule)
+    };
     let doc = AlertPayload {
         schema: SCHEMA_V1.to_string(),
         event_id: 0,

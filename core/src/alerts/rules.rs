@@ -316,7 +316,25 @@ pub struct RuleConfig {
     pub notify: Vec<String>,
     #[serde(default)]
     pub severity: Severity,
+    /// Most scopes of this rule firing (and notified) one by one at the same time, at least 1.
+    /// Past it, the rule's further scopes fire as ONE summary alert, scope
+    /// `overflow=<group_by column>` ("N more ... firing"), with a dedup key of its own, which
+    /// resolves when none is left over. Default [`DEFAULT_MAX_FIRING`].
+    #[serde(default = "default_max_firing")]
+    pub max_firing: u32,
 }
+
+/// Default of [`RuleConfig::max_firing`]: a rule grouping by source topic over thousands of
+/// topics pages 20 times and once more for the rest, not thousands of times.
+pub const DEFAULT_MAX_FIRING: u32 = 20;
+
+fn default_max_firing() -> u32 {
+    DEFAULT_MAX_FIRING
+}
+
+/// The label of a rule's summary scope (`overflow=source_topic`): not a dead-letter column,
+/// so it never collides with a real scope.
+pub const OVERFLOW_LABEL: &str = "overflow";
 
 /// A rule that cannot work; the message names the rule (or notifier) and what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -396,6 +414,9 @@ impl RuleConfig {
         if self.group_by != GroupBy::DlqTopic && !self.kind.groups_dead_letters() {
             return unused("group_by");
         }
+        if self.max_firing == 0 {
+            return Err("`max_firing` must be at least 1".into());
+        }
         let filters = [
             ("dlq_topic", &self.dlq_topic),
             ("source_topic", &self.source_topic),
@@ -430,14 +451,59 @@ impl RuleConfig {
     }
 }
 
+/// Checks that `url` (the value of key `key`) is an absolute `http`/`https` URL with a host,
+/// parsed by the `url` crate (WHATWG URL Standard): `http://` alone, `https:///x`, `ftp://h`,
+/// `hooks.example/x` and text with spaces are refused. The message never repeats the URL (it
+/// may carry a secret).
+pub fn check_http_url(key: &str, url: &str) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(url.trim())
+        .map_err(|e| format!("`{key}` is not a URL ({e}); give an http:// or https:// URL"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{key}` must be an http:// or https:// URL (its scheme is `{}`)",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "`{key}` has no host (e.g. https://hooks.example/redrive)"
+        ));
+    }
+    Ok(parsed)
+}
+
+/// What [`redact_notifier_url`] puts in place of a URL's path, query and credentials.
+pub const REDACTED_URL_PART: &str = "<redacted>";
+
+/// `url` as `scheme://host[:port]/<redacted>`: everything past the host (user:password, path,
+/// query, fragment) is replaced, since any of it may be the secret (a Slack webhook's path, a
+/// `?token=`). A URL with nothing past its host is returned as parsed; text that is not a URL
+/// becomes `<redacted>`.
+pub fn redact_notifier_url(url: &str) -> String {
+    let Ok(u) = url::Url::parse(url.trim()) else {
+        return REDACTED_URL_PART.to_string();
+    };
+    let Some(host) = u.host_str().filter(|h| !h.is_empty()) else {
+        return REDACTED_URL_PART.to_string();
+    };
+    let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let bare = u.username().is_empty()
+        && u.password().is_none()
+        && matches!(u.path(), "" | "/")
+        && u.query().is_none()
+        && u.fragment().is_none();
+    if bare {
+        format!("{}://{host}{port}/", u.scheme())
+    } else {
+        format!("{}://{host}{port}/{REDACTED_URL_PART}", u.scheme())
+    }
+}
+
 impl NotifierConfig {
     fn check(&self) -> Result<(), String> {
-        let http = |u: &str| u.starts_with("http://") || u.starts_with("https://");
         match self.kind {
             NotifierKind::Webhook | NotifierKind::Slack => {
-                if !http(&self.url) {
-                    return Err("`url` must be an http:// or https:// URL".into());
-                }
+                check_http_url("url", &self.url)?;
                 if self.kind == NotifierKind::Webhook && self.secret.is_empty() {
                     return Err(
                         "a webhook needs `secret` (the HMAC-SHA256 key receivers verify)".into(),
@@ -454,9 +520,7 @@ impl NotifierConfig {
                 if self.routing_key.trim().is_empty() {
                     return Err("PagerDuty needs `routing_key` (the integration key)".into());
                 }
-                if !http(&self.events_url) {
-                    return Err("`events_url` must be an http:// or https:// URL".into());
-                }
+                check_http_url("events_url", &self.events_url)?;
                 if !self.url.is_empty() || !self.secret.is_empty() {
                     return Err(
                         "PagerDuty takes `routing_key` and `events_url`, not `url`/`secret`".into(),
@@ -486,9 +550,10 @@ impl AlertsConfig {
                 "`alerts.notify_backoff_max_ms` must be at least `notify_backoff_base_ms`".into(),
             );
         }
-        let url = &self.public_url;
-        if !(url.is_empty() || url.starts_with("http://") || url.starts_with("https://")) {
-            return bad("`alerts.public_url` must be an http:// or https:// URL".into());
+        if !self.public_url.is_empty() {
+            if let Err(m) = check_http_url("alerts.public_url", &self.public_url) {
+                return bad(m);
+            }
         }
         for (name, n) in &self.notifiers {
             if !valid_name(name) {
@@ -523,12 +588,55 @@ impl AlertsConfig {
         Ok(())
     }
 
+    /// Checks that every rule's `dlq_topic` filter can match a topic ingest subscribes to:
+    /// `dlq_topics` entries are exact names, or regular expressions when they start with `^`
+    /// (librdkafka's subscription syntax, `docs/configuration.md`). A filter no entry covers
+    /// would never see a dead letter. Errors name the rule, its topic and the entries.
+    pub fn check_dlq_scopes(&self, dlq_topics: &[String]) -> Result<(), RuleError> {
+        let entries: Vec<&str> = dlq_topics
+            .iter()
+            .map(|t| t.trim())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let covers = |topic: &str| {
+            entries.iter().any(|e| {
+                if e.starts_with('^') {
+                    regex::Regex::new(e).is_ok_and(|re| re.is_match(topic))
+                } else {
+                    *e == topic
+                }
+            })
+        };
+        for r in &self.rules {
+            let Some(topic) = r.dlq_topic.as_deref().map(str::trim) else {
+                continue;
+            };
+            if !covers(topic) {
+                let listed = entries
+                    .iter()
+                    .map(|e| format!("`{e}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(RuleError(format!(
+                    "alert rule `{}`: `dlq_topic = \"{topic}\"` is not among the DLQ topics \
+                     redrive ingests (`dlq_topics`: {listed}), so it would never match; add \
+                     the topic to `dlq_topics` or fix the rule",
+                    r.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The rule named `name`.
     pub fn rule(&self, name: &str) -> Option<&RuleConfig> {
         self.rules.iter().find(|r| r.name == name)
     }
 
-    /// A copy with notifier secrets and routing keys replaced by `redacted`.
+    /// A copy with notifier secrets and routing keys replaced by `redacted`, and notifier URLs
+    /// cut to their scheme and host ([`redact_notifier_url`]): a Slack webhook's path, a
+    /// webhook's query token or `user:password@` are secrets. PagerDuty's public default
+    /// `events_url` is kept.
     pub fn redacted(&self, redacted: &str) -> AlertsConfig {
         let mut out = self.clone();
         for n in out.notifiers.values_mut() {
@@ -537,6 +645,12 @@ impl AlertsConfig {
             }
             if !n.routing_key.is_empty() {
                 n.routing_key = redacted.to_string();
+            }
+            if !n.url.is_empty() {
+                n.url = redact_notifier_url(&n.url);
+            }
+            if n.events_url != PAGERDUTY_EVENTS_URL {
+                n.events_url = redact_notifier_url(&n.events_url);
             }
         }
         out
@@ -579,6 +693,7 @@ mod tests {
             consumer_group: None,
             notify: vec![],
             severity: Severity::Warning,
+            max_firing: DEFAULT_MAX_FIRING,
         }
     }
 
@@ -659,5 +774,145 @@ mod tests {
             };
             c.validate().unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         }
+    }
+
+    fn hook(url: &str) -> AlertsConfig {
+        let mut c = AlertsConfig::default();
+        c.notifiers.insert(
+            "hook".into(),
+            NotifierConfig {
+                kind: NotifierKind::Webhook,
+                url: url.into(),
+                secret: "s".into(),
+                routing_key: String::new(),
+                events_url: PAGERDUTY_EVENTS_URL.into(),
+            },
+        );
+        c
+    }
+
+    #[test]
+    fn notifier_urls_are_parsed_not_prefix_checked() {
+        for bad in [
+            "http://",
+            "https://",
+            "http:// spaces.example/x",
+            "ftp://files.example/x",
+            "hooks.example/redrive",
+            "",
+            "mailto:ops@example.com",
+        ] {
+            let e = hook(bad).validate().unwrap_err().0;
+            assert!(
+                e.contains("alert notifier `hook`") && e.contains("`url`"),
+                "{bad:?}: {e}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:9000/hook",
+            "https://hooks.slack.com/services/T000/B000/XXXX",
+            "https://ops:pw@hooks.example/x?token=1",
+        ] {
+            hook(good)
+                .validate()
+                .unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+        let mut c = AlertsConfig::default();
+        c.notifiers.insert(
+            "pd".into(),
+            NotifierConfig {
+                kind: NotifierKind::Pagerduty,
+                url: String::new(),
+                secret: String::new(),
+                routing_key: "k".into(),
+                events_url: "https://".into(),
+            },
+        );
+        let e = c.validate().unwrap_err().0;
+        assert!(
+            e.contains("alert notifier `pd`") && e.contains("events_url"),
+            "{e}"
+        );
+        c.notifiers.clear();
+        c.public_url = "http://".into();
+        assert!(c.validate().unwrap_err().0.contains("public_url"));
+    }
+
+    #[test]
+    fn max_firing_defaults_to_20_and_must_be_positive() {
+        let c =
+            parse(r#"{"alerts": {"rules": [{"name": "d", "kind": "dlq_size", "threshold": 1}]}}"#);
+        assert_eq!(c.rules[0].max_firing, 20);
+        let mut r = rule(RuleKind::Quarantined);
+        r.max_firing = 0;
+        let c = AlertsConfig {
+            rules: vec![r],
+            ..AlertsConfig::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("max_firing"));
+    }
+
+    #[test]
+    fn a_dlq_topic_scope_must_be_ingested() {
+        let mut r = rule(RuleKind::DlqSize);
+        r.name = "orders-depth".into();
+        r.threshold = Some(1);
+        r.dlq_topic = Some("orders.DLQ".into());
+        let c = AlertsConfig {
+            rules: vec![r],
+            ..AlertsConfig::default()
+        };
+        let topics = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e = c
+            .check_dlq_scopes(&topics(&["orders.DLT", "^pay-.*-dlt$"]))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("alert rule `orders-depth`")
+                && e.contains("orders.DLQ")
+                && e.contains("`orders.DLT`, `^pay-.*-dlt$`"),
+            "{e}"
+        );
+        c.check_dlq_scopes(&topics(&["orders.DLQ"])).unwrap();
+        c.check_dlq_scopes(&topics(&["x", r"^.*\.DLQ$"])).unwrap();
+        let mut rules = c.clone();
+        rules.rules[0].dlq_topic = None;
+        rules.check_dlq_scopes(&topics(&["x"])).unwrap();
+    }
+
+    #[test]
+    fn redaction_keeps_scheme_and_host_only() {
+        assert_eq!(
+            redact_notifier_url("https://hooks.slack.com/services/T000/B000/XXXX"),
+            "https://hooks.slack.com/<redacted>"
+        );
+        assert_eq!(
+            redact_notifier_url("https://ops:Hunter2@hooks.example:8443/x?token=Q#f"),
+            "https://hooks.example:8443/<redacted>"
+        );
+        assert_eq!(
+            redact_notifier_url("http://hooks.example"),
+            "http://hooks.example/"
+        );
+        assert_eq!(redact_notifier_url("not a url"), "<redacted>");
+        let mut c = hook("https://u:p@hooks.example/secret-path?token=T");
+        c.notifiers.insert(
+            "pd".into(),
+            NotifierConfig {
+                kind: NotifierKind::Pagerduty,
+                url: String::new(),
+                secret: String::new(),
+                routing_key: "R0UTING".into(),
+                events_url: PAGERDUTY_EVENTS_URL.into(),
+            },
+        );
+        let r = c.redacted("REDACTED");
+        let text = format!("{r:?}");
+        for secret in ["u:p", "secret-path", "token=T", "R0UTING"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        assert_eq!(r.notifiers["pd"].events_url, PAGERDUTY_EVENTS_URL);
+        // Still a configuration that validates (what `redrive config` prints can be read back).
+        r.validate().unwrap();
     }
 }

@@ -184,6 +184,8 @@ pub async fn run(
         bp_changes: config.backpressure.as_ref().map(|b| b.subscribe()),
         backpressure: config.backpressure.clone(),
         bp_seen: std::sync::atomic::AtomicU64::new(0),
+        received_since_tick: false,
+        probe_topic: sub.entries.iter().find(|t| !t.starts_with('^')).cloned(),
     };
     ingest.probe_store().await;
     ingest.probe_kafka().await;
@@ -222,6 +224,11 @@ struct IngestLoop {
     backpressure: Option<Arc<crate::retention::Backpressure>>,
     bp_changes: Option<tokio::sync::watch::Receiver<u64>>,
     bp_seen: std::sync::atomic::AtomicU64,
+    /// A record arrived since the last tick (then Kafka is evidently reachable).
+    received_since_tick: bool,
+    /// The topic an idle probe asks metadata for: the first exact subscription entry (a
+    /// small request), or every topic when the subscription is patterns only.
+    probe_topic: Option<String>,
 }
 
 /// Why [`IngestLoop::wait_serving`] returned.
@@ -269,9 +276,14 @@ impl IngestLoop {
                     // Also covers any race between a rebalance and a backpressure change.
                     self.apply_backpressure();
                     self.commit_uncommitted().await;
-                    if !self.status.kafka_connected() {
+                    // Idle (or disconnected): ask the cluster. A consumer whose broker went
+                    // away gets no error of its own for a long while (librdkafka reconnects
+                    // quietly; the group session only times out after `session.timeout.ms`),
+                    // so without this `/readyz` and `ingest_stalled` would say "connected".
+                    if !self.status.kafka_connected() || !self.received_since_tick {
                         self.probe_kafka().await;
                     }
+                    self.received_since_tick = false;
                     // With nothing to write, only a ping can tell that a failed store is back.
                     if !self.status.store_ok() && self.batch.is_empty() {
                         self.probe_store().await;
@@ -301,6 +313,7 @@ impl IngestLoop {
     ) {
         match msg {
             Ok(m) => {
+                self.received_since_tick = true;
                 self.status.set_kafka_connected(true);
                 let (raw, warnings) = record::raw_record(&m);
                 self.batch
@@ -541,12 +554,14 @@ impl IngestLoop {
         }
     }
 
-    /// Asks the cluster for metadata (at most 3 s) to learn whether it is reachable.
+    /// Asks the cluster for metadata (at most 3 s; of [`IngestLoop::probe_topic`]) to learn
+    /// whether it is reachable.
     async fn probe_kafka(&self) {
         let consumer = self.consumer.clone();
+        let topic = self.probe_topic.clone();
         let result = tokio::task::spawn_blocking(move || {
             consumer
-                .fetch_metadata(None, Duration::from_secs(3))
+                .fetch_metadata(topic.as_deref(), Duration::from_secs(3))
                 .map(|_| ())
         })
         .await;

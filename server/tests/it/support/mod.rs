@@ -1,8 +1,10 @@
 //! The one harness of the integration tests: [`TestApp`] is the real `redrive` binary on port
 //! 0 over a fresh store (SQLite or PostgreSQL, optionally seeded), with users and tokens made
 //! with its own CLI, and requests that sign in the way a browser or a script does;
-//! [`redrive_command`] and [`run_redrive`] run the binary's other subcommands.
+//! [`redrive_command`] and [`run_redrive`] run the binary's other subcommands;
+//! [`broker::OwnBroker`] is a Kafka broker a test may stop and start.
 
+pub mod broker;
 mod in_process;
 pub mod receiver;
 
