@@ -25,6 +25,9 @@ use crate::store::{
 pub const DEAD_LETTER_WATERMARK: &str = "dead_letters.id";
 /// Watermark: the latest `finished_at_ms` of replay jobs the `replay_failed` rules have seen.
 pub const JOBS_WATERMARK: &str = "replay_jobs.finished_at_ms";
+/// How far before [`JOBS_WATERMARK`] each evaluation reads again, ms: a job's finish time is
+/// stamped before its transaction commits (seen missed on PostgreSQL under load).
+pub const JOBS_LOOKBACK_MS: i64 = 60_000;
 
 /// What the evaluator reads besides the store.
 #[derive(Clone)]
@@ -119,10 +122,9 @@ pub async fn evaluate_once(
         .await?
         .unwrap_or(max_id)
         .min(max_id);
-    let jobs_after = store
-        .alert_watermark(JOBS_WATERMARK)
-        .await?
-        .unwrap_or(now_ms);
+    let jobs_mark = store.alert_watermark(JOBS_WATERMARK).await?;
+    let jobs_seen = jobs_mark.is_some();
+    let jobs_after = jobs_mark.unwrap_or(now_ms);
 
     let mut live_cache: BTreeMap<(GroupBy, AlertFilter), Vec<GroupCount>> = BTreeMap::new();
     // The maintained aggregates (migration 0006), read at most once per evaluation.
@@ -235,13 +237,26 @@ pub async fn evaluate_once(
                 }
             }
             RuleKind::ReplayFailed => {
-                for g in store.alert_failed_jobs(jobs_after, now_ms).await? {
+                // `finished_at_ms` is stamped before the relay's transaction commits, so a
+                // job may become visible after an evaluation has already read past its
+                // time: look back [`JOBS_LOOKBACK_MS`] (re-reading a job already seen is
+                // harmless: its state row de-duplicates it), and a job seen for the first
+                // time counts from now, so that a late one still fires.
+                let from = if jobs_seen {
+                    jobs_after.saturating_sub(JOBS_LOOKBACK_MS)
+                } else {
+                    jobs_after
+                };
+                for g in store.alert_failed_jobs(from, now_ms).await? {
+                    let scope = scope_of("job", g.value.as_deref());
+                    let seen = prev.contains_key(&(rule.name.clone(), scope.clone()));
+                    let at = if seen { g.at_ms } else { Some(now_ms) };
                     readings.insert(
-                        scope_of("job", g.value.as_deref()),
+                        scope,
                         Reading {
                             holds: true,
                             value: g.count,
-                            last_event_ms: g.at_ms.or(Some(now_ms)),
+                            last_event_ms: at.or(Some(now_ms)),
                         },
                     );
                 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::Consumer;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 /// One single-node KRaft broker (`scripts/kafka`), owned by one test.
@@ -37,6 +38,7 @@ impl OwnBroker {
             state: tempfile::tempdir().expect("tempdir"),
         };
         broker.run("start").await;
+        broker.wait_serving().await;
         broker
     }
 
@@ -65,9 +67,38 @@ impl OwnBroker {
         self.run("stop").await;
     }
 
-    /// Starts it again on the same port with the same data.
+    /// Starts it again on the same port with the same data, and returns once it answers a
+    /// metadata request (the port opens before a restarted KRaft node serves; on a busy
+    /// machine the gap is long, and a test must not count it against redrive).
     pub async fn restart(&self) {
         self.run("start").await;
+        self.wait_serving().await;
+    }
+
+    /// Waits (2 min at most) until the broker answers a metadata request.
+    pub async fn wait_serving(&self) {
+        let brokers = self.brokers.clone();
+        let served = tokio::task::spawn_blocking(move || {
+            let client: rdkafka::consumer::BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &brokers)
+                .create()
+                .expect("client");
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_secs(120) {
+                if client.fetch_metadata(None, Duration::from_secs(5)).is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            false
+        })
+        .await
+        .expect("join");
+        assert!(
+            served,
+            "the broker at {} did not serve within 2 min",
+            self.brokers
+        );
     }
 
     /// Creates `topic` with `partitions` partitions.
