@@ -409,6 +409,15 @@ impl Store {
                     }
                 }
             }
+            // One alert's notifications reach a notifier in order: never a resolve while its
+            // trigger is still pending or in flight (a claimed delivery stays `pending`).
+            qb.push(
+                " AND NOT EXISTS (SELECT 1 FROM alert_deliveries p \
+                 JOIN alert_events pe ON pe.id = p.event_id \
+                 JOIN alert_events me ON me.id = alert_deliveries.event_id \
+                 WHERE p.notifier = alert_deliveries.notifier AND p.status = 'pending' \
+                 AND p.id < alert_deliveries.id AND pe.rule = me.rule AND pe.scope = me.scope)",
+            );
             qb.push(" ORDER BY next_attempt_at_ms, id LIMIT ");
             DB::bind(&mut qb, Val::I64(Some(limit)));
             let ids: Vec<i64> = qb
