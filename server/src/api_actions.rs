@@ -646,19 +646,7 @@ pub async fn pause_job(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<JobItem>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "pause_job").await?;
-    let id = job_id(path)?;
-    let b: JobStateBody = if body.is_empty() {
-        JobStateBody::default()
-    } else {
-        parse_body(&body)?
-    };
-    let job = state
-        .store
-        .pause_job(&actor, &id, b.reason.as_deref())
-        .await
-        .map_err(|e| state.action_failed("pause_job", e))?;
-    Ok(Json(JobItem::from(&job)))
+    change_job_state(&state, &actor, path, &body, JobChange::Pause).await
 }
 
 /// `POST /api/v1/replays/{job_id}/resume` (operator): 404 unknown, 409 not paused.
@@ -668,18 +656,41 @@ pub async fn resume_job(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<JobItem>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "resume_job").await?;
+    change_job_state(&state, &actor, path, &body, JobChange::Resume).await
+}
+
+/// Which state change [`change_job_state`] makes.
+#[derive(Debug, Clone, Copy)]
+enum JobChange {
+    Pause,
+    Resume,
+}
+
+/// Pause or resume: the role check, the optional `{"reason"}` body, the store call.
+async fn change_job_state(
+    state: &AppState,
+    actor: &redrive_core::actions::Actor,
+    path: Result<Path<String>, PathRejection>,
+    body: &Bytes,
+    change: JobChange,
+) -> Result<Json<JobItem>, ActionError> {
+    let operation = match change {
+        JobChange::Pause => "pause_job",
+        JobChange::Resume => "resume_job",
+    };
+    require(&state.auth, actor, Role::Operator, operation).await?;
     let id = job_id(path)?;
     let b: JobStateBody = if body.is_empty() {
         JobStateBody::default()
     } else {
-        parse_body(&body)?
+        parse_body(body)?
     };
-    let job = state
-        .store
-        .resume_job(&actor, &id, b.reason.as_deref())
-        .await
-        .map_err(|e| state.action_failed("resume_job", e))?;
+    let reason = b.reason.as_deref();
+    let job = match change {
+        JobChange::Pause => state.store.pause_job(actor, &id, reason).await,
+        JobChange::Resume => state.store.resume_job(actor, &id, reason).await,
+    }
+    .map_err(|e| state.action_failed(operation, e))?;
     Ok(Json(JobItem::from(&job)))
 }
 
