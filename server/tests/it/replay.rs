@@ -159,6 +159,41 @@ impl RunningRelay {
     }
 }
 
+/// A fresh, migrated store of `backend` holding `n` dead letters (values of `value_len`
+/// bytes) and one replay job of all of them to a new topic named after `prefix`, throttled at
+/// `rate` msgs/s. Returns the store, its directory guard, the target topic and the job.
+pub(crate) async fn store_with_throttled_job(
+    backend: Backend,
+    prefix: &str,
+    n: i64,
+    value_len: usize,
+    rate: u32,
+) -> (Store, tempfile::TempDir, String, ReplayJob) {
+    let (store, dir) = redrive_testkit::fresh_store(backend)
+        .await
+        .expect("fresh store");
+    let target = unique(prefix);
+    create_topic(&target, 1, &[]).await.expect("topic");
+    let batch: Vec<NewDeadLetter> = (0..n)
+        .map(|i| dead_letter(i, None, Some(vec![b'x'; value_len]), vec![]))
+        .collect();
+    store.insert_batch(&batch).await.expect("insert");
+    let job = store
+        .request_replay(
+            &ann(),
+            &ReplayRequest {
+                selection: Selection::Filter(Filter::default()),
+                target_topic: Some(target.clone()),
+                rate_per_sec: Some(rate),
+                reason: None,
+            },
+        )
+        .await
+        .expect("replay");
+    assert_eq!(job.total, n);
+    (store, dir, target, job)
+}
+
 pub(crate) fn fast_relay() -> RelayConfig {
     RelayConfig {
         brokers: kafka_brokers(),
@@ -480,28 +515,8 @@ async fn a_throttled_replay_takes_as_long_as_its_rate_says() {
     const N: i64 = 400;
     const RATE: u32 = 200;
     for backend in Backend::ALL {
-        let (url, _dir) = fresh_database(backend).await.expect("database");
-        let store = Store::connect(&url).await.expect("connect");
-        store.migrate().await.expect("migrate");
-        let target = unique("throttled");
-        create_topic(&target, 1, &[]).await.expect("topic");
-        let batch: Vec<NewDeadLetter> = (0..N)
-            .map(|i| dead_letter(i, None, Some(vec![b'x'; 100]), vec![]))
-            .collect();
-        store.insert_batch(&batch).await.expect("insert");
-        let job = store
-            .request_replay(
-                &ann(),
-                &ReplayRequest {
-                    selection: Selection::Filter(Filter::default()),
-                    target_topic: Some(target.clone()),
-                    rate_per_sec: Some(RATE),
-                    reason: None,
-                },
-            )
-            .await
-            .expect("replay");
-        assert_eq!(job.total, N);
+        let (store, _dir, target, job) =
+            store_with_throttled_job(backend, "throttled", N, 100, RATE).await;
         let relay = RunningRelay::start(&store, fast_relay());
         let done = wait_job(
             &store,

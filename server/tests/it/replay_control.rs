@@ -12,12 +12,11 @@ use redrive_core::actions::{AuditQuery, JobStatus, ReplayRequest, Selection};
 use redrive_core::model::NewDeadLetter;
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::store::{Store, StoreError};
-use redrive_core::Filter;
-use redrive_testkit::{create_topic, fresh_database, unique, wait_for, Backend};
+use redrive_testkit::{unique, wait_for, Backend};
 
 use crate::replay::{
-    ann, consume, dead_letter, fast_relay, header_text, headers_of, record_count, wait_job,
-    RunningRelay,
+    ann, consume, fast_relay, header_text, headers_of, record_count, store_with_throttled_job,
+    wait_job, RunningRelay,
 };
 
 const N: i64 = 500;
@@ -60,28 +59,7 @@ async fn settled(store: &Store, relay: &RunningRelay, job: &str, target: &str) -
 }
 
 async fn pause_resume_publishes_each_record_once(backend: Backend) {
-    let (url, _dir) = fresh_database(backend).await.expect("database");
-    let store = Store::connect(&url).await.expect("connect");
-    store.migrate().await.expect("migrate");
-    let target = unique("paused");
-    create_topic(&target, 1, &[]).await.expect("topic");
-    let batch: Vec<NewDeadLetter> = (0..N)
-        .map(|i| dead_letter(i, None, Some(vec![b'x'; 50]), vec![]))
-        .collect();
-    store.insert_batch(&batch).await.expect("insert");
-    let job = store
-        .request_replay(
-            &ann(),
-            &ReplayRequest {
-                selection: Selection::Filter(Filter::default()),
-                target_topic: Some(target.clone()),
-                rate_per_sec: Some(RATE),
-                reason: None,
-            },
-        )
-        .await
-        .expect("replay");
-    assert_eq!(job.total, N);
+    let (store, _dir, target, job) = store_with_throttled_job(backend, "paused", N, 50, RATE).await;
     let relay = RunningRelay::start(&store, fast_relay());
     // Mid-way: some published, far from all (500 at 50 msgs/s is 10 s).
     wait_for("the first records", Duration::from_secs(60), || async {
