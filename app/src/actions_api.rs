@@ -402,6 +402,7 @@ mod seam {
                     target_topic: text(target_topic),
                     rate_per_sec: rate(rate_per_sec)?,
                     reason,
+                    options: Default::default(),
                 };
                 let job = store
                     .request_replay(&actor, &req)

@@ -656,6 +656,7 @@ async fn replay_rate(backend: Backend, n: usize, rate_per_sec: Option<u32>) -> R
                 target_topic: Some(target),
                 rate_per_sec,
                 reason: Some("bench".into()),
+                options: Default::default(),
             },
         )
         .await?;

@@ -72,6 +72,36 @@ pub struct ReplayRequest {
     /// Throttle, msgs/s; `None` = as fast as the relay goes.
     pub rate_per_sec: Option<u32>,
     pub reason: Option<String>,
+    /// How the relay publishes this job beyond target and rate (canary, transform, order,
+    /// placement, lag gate); every option off by default. Stored with the job.
+    #[serde(default)]
+    pub options: ReplayOptions,
+}
+
+/// A replay job's publishing options, stored with the job as JSON (`replay_jobs.options`)
+/// and read by the relay with each claim. `{}` (the default) is a plain replay: records in
+/// outbox-id order, partition by the producer's key hash, no canary, no transform.
+///
+/// Unknown fields are refused (a typo in an API request is a 422, not an ignored option).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplayOptions {}
+
+impl ReplayOptions {
+    /// The JSON stored in `replay_jobs.options`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    /// Parses `replay_jobs.options`; an empty text is the default.
+    ///
+    /// Errors: the serde message, for a stored value this version cannot read.
+    pub fn from_json(text: &str) -> Result<ReplayOptions, String> {
+        if text.trim().is_empty() {
+            return Ok(ReplayOptions::default());
+        }
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
 }
 
 /// What a replay would do, shown before "replay all matching" acts.
@@ -188,6 +218,9 @@ pub struct ReplayJob {
     pub last_error: Option<String>,
     /// The selection as requested (JSON of [`Selection`]).
     pub selection: String,
+    /// How it publishes (canary, transform, order, placement, lag gate).
+    #[serde(default)]
+    pub options: ReplayOptions,
 }
 
 /// One entry of the append-only audit trail.
@@ -372,4 +405,18 @@ pub struct HistoryEvent {
     /// e.g. `orders partition 2 offset 1234`, an error, or the reason.
     pub detail: Option<String>,
     pub job_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_options_default_is_empty_json_and_unknown_fields_are_refused() {
+        assert_eq!(ReplayOptions::default().to_json(), "{}");
+        assert_eq!(ReplayOptions::from_json(""), Ok(ReplayOptions::default()));
+        assert_eq!(ReplayOptions::from_json("{}"), Ok(ReplayOptions::default()));
+        let e = ReplayOptions::from_json(r#"{"canary_percnt": 1}"#).unwrap_err();
+        assert!(e.contains("canary_percnt"), "{e}");
+    }
 }

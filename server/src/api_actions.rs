@@ -157,6 +157,10 @@ pub struct ReplayBody {
     pub reason: Option<String>,
     /// With an empty filter: the number of dead letters it matches now (see the module doc).
     pub confirm_all: Option<i64>,
+    /// Publishing options (`redrive_core::actions::ReplayOptions`; `docs/replay.md`);
+    /// absent = a plain replay. Unknown fields are a 422.
+    #[serde(default)]
+    pub options: redrive_core::actions::ReplayOptions,
 }
 
 /// Body of `POST /api/v1/dead-letters/delete` and `/restore`.
@@ -310,6 +314,8 @@ pub struct JobItem {
     pub last_error: Option<String>,
     /// The selection as requested: `{"ids": [...]}` or `{"filter": {...}}`.
     pub selection: Value,
+    /// Publishing options as requested (`{}` = a plain replay).
+    pub options: redrive_core::actions::ReplayOptions,
 }
 
 /// Recent jobs, newest first.
@@ -429,6 +435,7 @@ impl From<&ReplayJob> for JobItem {
             reason: j.reason.clone(),
             last_error: j.last_error.clone(),
             selection: json_text(&j.selection),
+            options: j.options.clone(),
         }
     }
 }
@@ -504,6 +511,7 @@ pub async fn create_replay(
         target_topic: b.target_topic,
         rate_per_sec: b.rate_per_sec,
         reason: b.reason,
+        options: b.options,
     };
     let job = state
         .store

@@ -258,8 +258,8 @@ pub(super) fn reason_suffix(reason: Option<&str>) -> String {
 pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, \
-         target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, selection) \
-         VALUES (",
+         target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, selection, \
+         options) VALUES (",
     );
     let values = [
         Val::Text(Some(job.id.as_str())),
@@ -274,6 +274,7 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
         Val::I64(Some(job.skipped)),
         Val::I64(Some(job.skipped_without_target)),
         Val::Text(Some(job.selection.as_str())),
+        Val::OwnedText(Some(job.options.to_json())),
     ];
     for (i, v) in values.into_iter().enumerate() {
         if i > 0 {
@@ -397,6 +398,7 @@ impl Store {
             skipped_without_target: 0,
             last_error: None,
             selection: selection_json,
+            options: req.options.clone(),
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
@@ -801,6 +803,7 @@ mod tests {
             target_topic: t.map(str::to_string),
             rate_per_sec: r,
             reason: Some("  ".into()),
+            options: Default::default(),
         };
         assert_eq!(
             check_replay(&req(Some(" orders "), Some(5))).unwrap(),

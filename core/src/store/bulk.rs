@@ -929,10 +929,12 @@ mod tests {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 }
                 .selection,
             )
             .unwrap(),
+            options: Default::default(),
         };
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(

@@ -8,7 +8,7 @@ use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 
 pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
      finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
-     published, failed, cancelled, last_error, selection";
+     published, failed, cancelled, last_error, selection, options";
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -29,6 +29,7 @@ pub(crate) struct JobRow {
     cancelled: i64,
     last_error: Option<String>,
     selection: String,
+    options: String,
 }
 
 impl JobRow {
@@ -37,6 +38,8 @@ impl JobRow {
         let status = JobStatus::parse(&self.status).ok_or_else(|| {
             StoreError::Corrupt(format!("unknown replay job status `{}`", self.status))
         })?;
+        let options = crate::actions::ReplayOptions::from_json(&self.options)
+            .map_err(|e| StoreError::Corrupt(format!("replay job `{}` options: {e}", self.id)))?;
         Ok(ReplayJob {
             id: self.id,
             status,
@@ -55,6 +58,7 @@ impl JobRow {
             skipped_without_target: self.skipped_without_target,
             last_error: self.last_error,
             selection: self.selection,
+            options,
         })
     }
 }

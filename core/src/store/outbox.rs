@@ -28,6 +28,8 @@ pub(crate) struct ActiveJob {
     pub(crate) rate_per_sec: Option<u32>,
     /// When its current outage began (epoch ms); `None` while it publishes.
     pub(crate) waiting_since_ms: Option<i64>,
+    /// Its publishing options (`replay_jobs.options`).
+    pub(crate) options: crate::actions::ReplayOptions,
 }
 
 /// One claimed outbox row with what the relay needs to build the record.
@@ -119,16 +121,23 @@ struct ActiveRow {
     created_by: String,
     rate_per_sec: Option<i32>,
     waiting_since_ms: Option<i64>,
+    options: String,
 }
 
-impl From<ActiveRow> for ActiveJob {
-    fn from(r: ActiveRow) -> ActiveJob {
-        ActiveJob {
+impl TryFrom<ActiveRow> for ActiveJob {
+    type Error = StoreError;
+
+    /// Errors: `Corrupt` for options this version cannot read.
+    fn try_from(r: ActiveRow) -> Result<ActiveJob, StoreError> {
+        let options = crate::actions::ReplayOptions::from_json(&r.options)
+            .map_err(|e| StoreError::Corrupt(format!("replay job `{}` options: {e}", r.id)))?;
+        Ok(ActiveJob {
             id: r.id,
             created_by: r.created_by,
             rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
             waiting_since_ms: r.waiting_since_ms,
-        }
+            options,
+        })
     }
 }
 
@@ -245,14 +254,14 @@ impl Store {
     pub(crate) async fn active_jobs(&self) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec, waiting_since_ms FROM replay_jobs \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options FROM replay_jobs \
                  WHERE status IN ('running', 'waiting') ORDER BY created_at_ms, id",
             );
             let mut qb = qb;
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        Ok(rows.into_iter().map(ActiveJob::from).collect())
+        rows.into_iter().map(ActiveJob::try_from).collect()
     }
 
     /// Jobs of any status holding a claimed row whose lease expired before `now` (a relay
@@ -264,7 +273,7 @@ impl Store {
     ) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec, waiting_since_ms FROM replay_jobs WHERE id IN \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options FROM replay_jobs WHERE id IN \
                  (SELECT job_id FROM outbox WHERE status = 'claimed' AND lease_until_ms < ",
             );
             DB::bind(&mut qb, Val::I64(Some(now)));
@@ -272,7 +281,7 @@ impl Store {
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        Ok(rows.into_iter().map(ActiveJob::from).collect())
+        rows.into_iter().map(ActiveJob::try_from).collect()
     }
 
     /// Claims up to `limit` due rows of `job_id` (oldest first) for `lease_ms`, and loads
@@ -668,6 +677,7 @@ mod tests {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await

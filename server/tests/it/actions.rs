@@ -197,6 +197,7 @@ async fn dry_run_counts_match_what_the_actions_touch() {
                     target_topic: None,
                     rate_per_sec: Some(50),
                     reason: Some("incident 42 fixed".to_string()),
+                    options: Default::default(),
                 },
             )
             .await
@@ -231,6 +232,7 @@ async fn dry_run_counts_match_what_the_actions_touch() {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
@@ -255,12 +257,14 @@ async fn dry_run_counts_match_what_the_actions_touch() {
                 target_topic: Some("a/b".into()),
                 rate_per_sec: None,
                 reason: None,
+                options: Default::default(),
             },
             ReplayRequest {
                 selection: Selection::Ids(vec![1]),
                 target_topic: None,
                 rate_per_sec: Some(0),
                 reason: None,
+                options: Default::default(),
             },
         ] {
             assert!(matches!(
@@ -374,6 +378,7 @@ async fn every_action_writes_exactly_one_audit_row() {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: Some("fixed in v2.3".into()),
+                    options: Default::default(),
                 },
             )
             .await
@@ -514,6 +519,7 @@ async fn cancel_releases_pending_rows() {
                     target_topic: Some("elsewhere".into()),
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
@@ -557,6 +563,7 @@ async fn cancel_releases_pending_rows() {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
@@ -617,6 +624,7 @@ async fn history_lists_ingested_then_replay_requested_then_published() {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: Some("retry after fix".into()),
+                    options: Default::default(),
                 },
             )
             .await

@@ -200,6 +200,7 @@ async fn new_cell(app: &TestApp) -> Cell {
                 target_topic: None,
                 rate_per_sec: None,
                 reason: None,
+                options: Default::default(),
             },
         )
         .await

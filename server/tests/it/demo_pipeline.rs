@@ -452,6 +452,7 @@ async fn demo_retries_dead_letters_loses_nothing_and_replays_once() {
                 target_topic: None,
                 rate_per_sec: None,
                 reason: Some("demo pipeline test".to_string()),
+                options: Default::default(),
             },
         )
         .await

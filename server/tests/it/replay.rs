@@ -186,6 +186,7 @@ pub(crate) async fn store_with_throttled_job(
                 target_topic: Some(target.clone()),
                 rate_per_sec: Some(rate),
                 reason: None,
+                options: Default::default(),
             },
         )
         .await
@@ -331,6 +332,7 @@ async fn replayed_records_are_byte_exact_with_redrive_headers() {
                     target_topic: None,
                     rate_per_sec: None,
                     reason: Some("payment provider fixed".into()),
+                    options: Default::default(),
                 },
             )
             .await
@@ -460,6 +462,7 @@ async fn ten_thousand_by_filter_are_each_published_once() {
                     target_topic: Some(target.clone()),
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
@@ -565,6 +568,7 @@ async fn an_unreachable_kafka_makes_the_job_wait_and_it_resumes() {
                     target_topic: Some(target.clone()),
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
@@ -626,6 +630,7 @@ async fn replay_all(store: &Store, target: Option<&str>) -> ReplayJob {
                 target_topic: target.map(str::to_string),
                 rate_per_sec: None,
                 reason: None,
+                options: Default::default(),
             },
         )
         .await
@@ -854,6 +859,7 @@ async fn a_crash_between_publish_and_mark_republishes_with_the_same_key() {
                 target_topic: None,
                 rate_per_sec: None,
                 reason: None,
+                options: Default::default(),
             },
         )
         .await

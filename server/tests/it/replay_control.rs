@@ -143,6 +143,7 @@ async fn pause_resume_publishes_each_record_once(backend: Backend) {
                 target_topic: Some(target.clone()),
                 rate_per_sec: None,
                 reason: None,
+                options: Default::default(),
             },
         )
         .await

@@ -305,6 +305,7 @@ async fn aggregates_stay_exact_across_every_write() {
                     target_topic: Some("stats.replayed".into()),
                     rate_per_sec: None,
                     reason: None,
+                    options: Default::default(),
                 },
             )
             .await
