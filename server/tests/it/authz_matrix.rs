@@ -74,6 +74,10 @@ fn routes() -> Vec<Route> {
         r("ui restore selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "restore", "ids[]": c.to_restore, "back": "/"}), Operator, 302, Changes),
         r("ui act on filter", Form, |_| "/api/ui/act-on-filter".into(), |c| json!({"op": "delete", "filter": format!("dlq_topic={}&status=new", c.topic)}), Operator, 302, Changes),
         r("ui cancel job", Form, |_| "/api/ui/cancel-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
+        r("pause job", Api, |c| format!("/api/v1/replays/{}/pause", c.job_id), |_| json!({"reason": "matrix"}), Operator, 200, Changes),
+        r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), Operator, 200, Changes),
+        r("ui pause job", Form, |_| "/api/ui/pause-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
+        r("ui resume job", Form, |_| "/api/ui/resume-job".into(), |c| json!({"job_id": c.paused_job_id}), Operator, 302, Changes),
     ]
 }
 
@@ -135,6 +139,8 @@ struct Cell {
     to_restore: i64,
     pending: i64,
     job_id: String,
+    /// A job paused by the setup (its one row pending), to resume.
+    paused_job_id: String,
     /// A quarantine row (with its payload, so a retry can store it).
     quarantined: i64,
 }
@@ -145,6 +151,7 @@ struct Cell {
 struct Snapshot {
     statuses: Vec<(i64, String)>,
     job: String,
+    paused_job: String,
     in_quarantine: bool,
     session_alive: Option<bool>,
 }
@@ -173,7 +180,7 @@ fn record(topic: &str, offset: i64) -> NewDeadLetter {
 
 async fn new_cell(app: &TestApp) -> Cell {
     let topic = unique("matrix.DLT");
-    let batch: Vec<NewDeadLetter> = (0..4).map(|o| record(&topic, o)).collect();
+    let batch: Vec<NewDeadLetter> = (0..5).map(|o| record(&topic, o)).collect();
     app.store.insert_batch(&batch).await.expect("insert");
     let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic.as_str()), ("limit", "10")])
         .expect("query");
@@ -205,6 +212,24 @@ async fn new_cell(app: &TestApp) -> Cell {
         )
         .await
         .expect("replay");
+    let paused = app
+        .store
+        .request_replay(
+            &setup,
+            &ReplayRequest {
+                selection: Selection::Ids(vec![ids[4]]),
+                target_topic: None,
+                rate_per_sec: None,
+                reason: None,
+                options: Default::default(),
+            },
+        )
+        .await
+        .expect("replay");
+    app.store
+        .pause_job(&setup, &paused.id, Some("matrix setup"))
+        .await
+        .expect("pause");
     let mut held = record(&topic, 100).record;
     held.dlq_partition = 1;
     app.store
@@ -228,6 +253,7 @@ async fn new_cell(app: &TestApp) -> Cell {
         to_restore: ids[2],
         pending: ids[3],
         job_id: job.id,
+        paused_job_id: paused.id,
     }
 }
 
@@ -242,15 +268,12 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         let d = app.store.get(id).await.expect("get").expect("exists");
         statuses.push((id, d.summary.status.as_str().to_string()));
     }
-    let job = app
-        .store
-        .job(&cell.job_id)
-        .await
-        .expect("job")
-        .expect("exists")
-        .status
-        .as_str()
-        .to_string();
+    let mut jobs = Vec::new();
+    for id in [&cell.job_id, &cell.paused_job_id] {
+        let j = app.store.job(id).await.expect("job").expect("exists");
+        jobs.push(j.status.as_str().to_string());
+    }
+    let [job, paused_job]: [String; 2] = jobs.try_into().expect("two jobs");
     let session_alive = match session {
         Some(s) => {
             let token = s.cookie.trim_start_matches("redrive_session=");
@@ -278,6 +301,7 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
     Snapshot {
         statuses,
         job,
+        paused_job,
         in_quarantine,
         session_alive,
     }
