@@ -35,7 +35,8 @@ pub fn JobPage() -> impl IntoView {
 
     // Each answer for an active job schedules the next fetch (effects run in the browser only).
     Effect::new(move |_| {
-        let active = matches!(job.get(), Some(Ok(Some(ref s))) if s.job.status.is_active());
+        let active = matches!(job.get(), Some(Ok(Some(ref s)))
+            if s.job.status.is_active() || s.job.status == redrive_core::actions::JobStatus::Preparing);
         if active {
             if let Ok(handle) = set_timeout_with_handle(move || job.refetch(), POLL_EVERY) {
                 on_cleanup(move || handle.clear());
@@ -90,7 +91,9 @@ fn Job(
     resume: ServerAction<ResumeReplayJob>,
 ) -> impl IntoView {
     let JobSnapshot { job, as_of_ms } = snapshot;
-    let active = job.status.is_active();
+    // A job still queueing its rows (`preparing`) can be paused or cancelled too.
+    let active =
+        job.status.is_active() || job.status == redrive_core::actions::JobStatus::Preparing;
     let paused = job.status == redrive_core::actions::JobStatus::Paused;
     let id = job.id.clone();
     let (pause_id, resume_id) = (id.clone(), id.clone());

@@ -653,11 +653,14 @@ impl Store {
         Ok(n)
     }
 
-    /// Cancels a running or waiting replay job, in ONE transaction: its `pending` outbox rows
+    /// Cancels a preparing, running, waiting or paused replay job, in ONE transaction: its
+    /// `pending` outbox rows
     /// become `cancelled`, their dead letters go back to the status they had before the
     /// request (a `replay_cancelled` history event each), the job becomes `cancelled` with
     /// its `cancelled` count, and one audit row (`cancel_job`) is written. Rows a relay is
-    /// publishing at this moment finish normally and count as published (or failed).
+    /// publishing at this moment finish normally and count as published (or failed). A job
+    /// still `preparing` (its bulk action queueing rows over a filter) gets no more rows: the
+    /// action's next chunk sees the cancel and ends with the action's audit row (`bulk.rs`).
     ///
     /// Errors: `NotFound` (no such job), `Conflict` (already finished or cancelled),
     /// `Unavailable`, `Database`.
@@ -673,7 +676,7 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(now)));
             qb.push(" WHERE id = ");
             DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND status IN ('running', 'waiting', 'paused') RETURNING id");
+            qb.push(" AND status IN ('preparing', 'running', 'waiting', 'paused') RETURNING id");
             let hit: Option<String> = qb
                 .build_query_scalar()
                 .fetch_optional(&mut *tx)
@@ -691,8 +694,8 @@ impl Store {
                 return Err(match status {
                     None => StoreError::NotFound(format!("replay job {job_id}")),
                     Some(s) => StoreError::Conflict(format!(
-                        "replay job {job_id} is already {s}; only a running, waiting or \
-                         paused job can be cancelled"
+                        "replay job {job_id} is already {s}; only a preparing, running, \
+                         waiting or paused job can be cancelled"
                     )),
                 });
             }

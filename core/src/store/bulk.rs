@@ -222,6 +222,9 @@ pub(crate) struct Bulk {
     pub(crate) skipped_without_target: i64,
     pub(crate) chunks: i64,
     pub(crate) resumed: bool,
+    /// Replay only: its job was cancelled while it was `preparing`; the chunk that saw it
+    /// queued nothing and ended the action.
+    pub(crate) cancelled: bool,
 }
 
 impl Bulk {
@@ -249,6 +252,7 @@ impl Bulk {
             skipped_without_target: 0,
             chunks: 0,
             resumed: false,
+            cancelled: false,
         }
     }
 
@@ -263,6 +267,11 @@ impl Bulk {
             (n, true) => format!(" in {n} chunks, resumed after an interruption"),
         };
         match self.kind {
+            BulkKind::Replay if self.cancelled => format!(
+                "cancelled while preparing: {} queued before the cancel (released by it), {} \
+                 skipped ({} without a target topic){how}",
+                self.done, self.skipped, self.skipped_without_target
+            ),
             BulkKind::Replay => format!(
                 "ok: {} queued, {} skipped ({} without a target topic){how}",
                 self.done, self.skipped, self.skipped_without_target
@@ -323,12 +332,13 @@ impl Store {
             .map_err(|e| StoreError::Database(format!("bulk action task failed: {e}")))?
     }
 
-    /// Reads the next chunk's ids and commits it. Returns `true` after the last chunk.
+    /// Reads the next chunk's ids and commits it. Returns `true` after the last chunk (or the
+    /// chunk that found its replay job cancelled).
     async fn bulk_step(&self, bulk: &mut Bulk) -> Result<bool, StoreError> {
         let ids = self.next_chunk_ids(bulk).await?;
         let last = ids.len() < CHUNK_ROWS;
         self.commit_chunk(bulk, &ids, last).await?;
-        Ok(last)
+        Ok(last || bulk.cancelled)
     }
 
     /// The ids of the next chunk, read outside any write transaction: for a replay every
@@ -373,6 +383,27 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             let locked_at = std::time::Instant::now();
+            // A replay whose job was cancelled while preparing queues nothing more: this
+            // chunk ends the action (its audit row says so). The job's row is locked first, so
+            // a cancel committing meanwhile is seen (PostgreSQL re-reads the row after the
+            // cancel's lock) and never leaves rows queued under a cancelled job.
+            let cancelled = match &next.job {
+                Some(job) if next.chunks > 0 || next.resumed => {
+                    let mut qb: QueryBuilder<'_, DB> =
+                        QueryBuilder::new("UPDATE replay_jobs SET status = status WHERE id = ");
+                    DB::bind(&mut qb, Val::Text(Some(&job.id)));
+                    qb.push(" RETURNING status");
+                    let status: Option<String> = qb
+                        .build_query_scalar()
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    status.as_deref() == Some("cancelled")
+                }
+                _ => false,
+            };
+            next.cancelled = cancelled;
+            let (ids, last): (&[i64], bool) = if cancelled { (&[], true) } else { (ids, last) };
             // The replay job exists from the first chunk on, `preparing`.
             if let (Some(job), 0, false) = (&next.job, next.chunks, next.resumed) {
                 let job = ReplayJob {
@@ -623,7 +654,9 @@ impl Store {
                 job.total = next.done;
                 job.skipped = next.skipped;
                 job.skipped_without_target = next.skipped_without_target;
-                if last {
+                if last && cancelled {
+                    job.status = JobStatus::Cancelled;
+                } else if last {
                     job.status = if job.total == 0 {
                         job.finished_at_ms = Some(now);
                         JobStatus::Finished
@@ -638,11 +671,12 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(job.skipped)));
                 qb.push(", skipped_without_target = ");
                 DB::bind(&mut qb, Val::I64(Some(job.skipped_without_target)));
-                qb.push(", status = ");
+                // A pause (or a cancel) while preparing is a person's: kept as it is.
+                qb.push(", status = CASE WHEN status IN ('paused', 'cancelled') THEN status ELSE ");
                 DB::bind(&mut qb, Val::Text(Some(job.status.as_str())));
-                qb.push(", finished_at_ms = ");
+                qb.push(" END, finished_at_ms = CASE WHEN status IN ('paused', 'cancelled') THEN finished_at_ms ELSE ");
                 DB::bind(&mut qb, Val::I64(job.finished_at_ms));
-                qb.push(" WHERE id = ");
+                qb.push(" END WHERE id = ");
                 DB::bind(&mut qb, Val::Text(Some(&job.id)));
                 qb.build().execute(&mut *tx).await.map_err(store_error)?;
             }
@@ -792,8 +826,13 @@ fn resume_state(r: ResumeRow) -> Result<Bulk, StoreError> {
         skipped_without_target: r.skipped_without_target,
         chunks: r.chunks,
         resumed: true,
+        cancelled: false,
     })
 }
+
+#[cfg(test)]
+#[path = "bulk_job_tests.rs"]
+mod job_tests;
 
 #[cfg(test)]
 mod tests {
@@ -823,7 +862,7 @@ mod tests {
         }
     }
 
-    fn eve() -> Actor {
+    pub(super) fn eve() -> Actor {
         Actor {
             user: "eve".into(),
             role: Role::Operator,
@@ -834,7 +873,7 @@ mod tests {
     }
 
     impl Store {
-        async fn audit_count_for_test(&self, action: &str) -> usize {
+        pub(super) async fn audit_count_for_test(&self, action: &str) -> usize {
             let q = crate::actions::AuditQuery {
                 actor: None,
                 action: Some(action.to_string()),
@@ -847,7 +886,7 @@ mod tests {
         }
     }
 
-    async fn store_with(n: i64) -> Store {
+    pub(super) async fn store_with(n: i64) -> Store {
         let dir = std::env::temp_dir().join(format!("redrive-bulk-{}", uuid::Uuid::new_v4()));
         let url = format!("sqlite:{}/t.db", dir.display());
         let store = Store::connect(&url).await.unwrap();

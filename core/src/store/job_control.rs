@@ -13,11 +13,18 @@ use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, MAX_REASON_CHARS};
 
+/// What a resumed job becomes: `preparing` again when it was paused while its bulk action
+/// was still queueing rows (that action's last chunk turns it `running` with the audit row,
+/// so nothing is published early), else `running`.
+const RESUMED_STATUS: &str = "CASE WHEN EXISTS (SELECT 1 FROM bulk_actions b WHERE b.job_id = \
+     replay_jobs.id AND b.status = 'running') THEN 'preparing' ELSE 'running' END";
+
 impl Store {
-    /// Pauses a `running` or `waiting` job, with one audit row (`pause_job`, the reason).
+    /// Pauses a `preparing`, `running` or `waiting` job, with one audit row (`pause_job`, the
+    /// reason). A job paused while preparing finishes queueing its rows and stays `paused`.
     ///
-    /// Errors: `NotFound`, `Conflict` (not running or waiting), `Invalid` (reason too long),
-    /// `Unavailable`, `Database`.
+    /// Errors: `NotFound`, `Conflict` (not preparing, running or waiting), `Invalid` (reason
+    /// too long), `Unavailable`, `Database`.
     pub async fn pause_job(
         &self,
         actor: &Actor,
@@ -29,13 +36,14 @@ impl Store {
             job_id,
             reason,
             "pause_job",
-            &["running", "waiting"],
+            &["preparing", "running", "waiting"],
             "paused",
         )
         .await
     }
 
-    /// Resumes a `paused` job (it becomes `running`), with one audit row (`resume_job`).
+    /// Resumes a `paused` job (it becomes `running`, or `preparing` again while its rows are
+    /// still being queued), with one audit row (`resume_job`).
     ///
     /// Errors: `NotFound`, `Conflict` (not paused), `Invalid`, `Unavailable`, `Database`.
     pub async fn resume_job(
@@ -82,8 +90,13 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET status = '");
-            qb.push(to).push("' WHERE id = ");
+                QueryBuilder::new("UPDATE replay_jobs SET status = ");
+            if to == "running" {
+                qb.push(RESUMED_STATUS);
+            } else {
+                qb.push("'").push(to).push("'");
+            }
+            qb.push(" WHERE id = ");
             DB::bind(&mut qb, Val::Text(Some(job_id)));
             qb.push(" AND status IN (");
             for (i, s) in from.iter().enumerate() {
