@@ -141,10 +141,14 @@ async fn wait_kinds_after(app: &TestApp, rule: &str, skip: usize, want: &[EventK
 /// database.
 ///
 /// Ignored for now: it passes alone (sequentially: fired on stop, resolved on restart, on
-/// both databases), but under the whole suite's load the consumer's metadata probe kept
+/// both databases), but once, under the whole suite's load, the consumer's metadata probe kept
 /// failing (`BrokerTransportFailure`) for 90 s after the restarted broker already answered a
-/// fresh client. Not yet root-caused (librdkafka's reconnect backoff of the consumer's
-/// bootstrap connection is the suspect); run it with `--ignored`.
+/// fresh client. Not reproduced since: 9 runs in a row with librdkafka's debug on, under a
+/// load average of 7–11 (four other builds), all passed (fired about 10 s after the stop,
+/// resolved 16 s after it). One hazard that fits is removed: the broker's ports were in the
+/// kernel's ephemeral range, where any outgoing connection may take a stopped broker's port
+/// as its source port; they are now below it (`support::free_port`, `scripts/kafka`). Kept
+/// ignored until a full-suite run shows it stable; run it with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "flaky under load after a broker restart: see the docstring"]
 async fn ingest_stalled_fires_when_the_broker_stops_and_resolves_when_it_is_back() {

@@ -362,11 +362,7 @@ async fn moto(bucket: &str) -> (tokio::process::Child, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     let bin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let child = tokio::process::Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(std::process::Stdio::null())

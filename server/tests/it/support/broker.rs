@@ -25,13 +25,12 @@ fn script() -> PathBuf {
 }
 
 impl OwnBroker {
-    /// Starts a broker on a port that was free a moment ago (`scripts/kafka start` returns
-    /// once the port accepts connections; the first start formats its storage).
+    /// Starts a broker on a port that was free a moment ago, below the ephemeral range
+    /// ([`super::free_port`]: nothing else takes it while the broker is stopped;
+    /// `scripts/kafka` picks its controller port the same way). `scripts/kafka start` returns
+    /// once the port accepts connections; the first start formats its storage.
     pub async fn start() -> OwnBroker {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = super::free_port();
         let broker = OwnBroker {
             brokers: format!("127.0.0.1:{port}"),
             port,

@@ -512,3 +512,31 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A loopback port free a moment ago, for a server a test starts (and may stop and start
+/// again) or for an address nothing listens on. Taken BELOW the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768–60999 by default, read from /proc): a port in that
+/// range, while nothing listens on it, can be handed to any outgoing connection on the machine
+/// as its source port — a restarted broker then cannot bind it, and a client retrying a
+/// refused port can even connect to itself (TCP simultaneous open). Ports 20000..start of
+/// the range are tried in random order.
+pub fn free_port() -> u16 {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+        .clamp(20001, 32768);
+    let span = u32::from(low - 20000);
+    // RandomState is seeded randomly per process: a random start without a dependency.
+    let start = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
+            % span
+    };
+    (0..span)
+        .map(|i| 20000 + ((start + i) % span) as u16)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free loopback port below the ephemeral range")
+}

@@ -105,11 +105,10 @@ impl Receiver {
     }
 }
 
-/// A loopback URL nothing listens on (connection refused): a port that was just free.
+/// A loopback URL nothing listens on (connection refused): a port that was just free, below
+/// the ephemeral range ([`super::free_port`]).
 pub fn refused_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    drop(l);
+    let port = super::free_port();
     format!("http://127.0.0.1:{port}/hook")
 }
 
