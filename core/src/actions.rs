@@ -85,7 +85,97 @@ pub struct ReplayRequest {
 /// Unknown fields are refused (a typo in an API request is a 422, not an ignored option).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ReplayOptions {}
+pub struct ReplayOptions {
+    /// Transform on replay: a Rhai script run on each record before it is published, which
+    /// returns the record to publish (changed or not) or skips it (`docs/replay.md`,
+    /// "Transform on replay"). `None` = records are published as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transform: Option<TransformOptions>,
+}
+
+/// A replay's transform: the script and its per-record limits (`docs/replay.md`). Checked
+/// (compiled) when the replay is requested; the script is stored with the job, its SHA-256
+/// in the audit row and on the job page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TransformOptions {
+    /// The Rhai script's text, at most [`MAX_TRANSFORM_SCRIPT_BYTES`] bytes of UTF-8.
+    pub script: String,
+    /// Wall-clock limit per record, ms ([`TRANSFORM_TIME_LIMIT_MS`] when absent; 1 to
+    /// [`MAX_TRANSFORM_TIME_LIMIT_MS`]). A record that takes longer fails with the reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_ms: Option<u32>,
+    /// Rhai operations per record (roughly one per expression node, variable read, call or
+    /// loop iteration; [`TRANSFORM_MAX_OPERATIONS`] when absent; 1,000 to
+    /// [`MAX_TRANSFORM_OPERATIONS`]). A record that needs more fails with the reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_operations: Option<u64>,
+}
+
+/// Longest accepted transform script, bytes of UTF-8 (it travels in the confirmation page's
+/// URL, and a transform is meant to be small).
+pub const MAX_TRANSFORM_SCRIPT_BYTES: usize = 8 * 1024;
+/// Default wall-clock limit of a transform per record, ms.
+pub const TRANSFORM_TIME_LIMIT_MS: u32 = 100;
+/// Highest accepted `time_limit_ms`, ms.
+pub const MAX_TRANSFORM_TIME_LIMIT_MS: u32 = 10_000;
+/// Default operation limit of a transform per record.
+pub const TRANSFORM_MAX_OPERATIONS: u64 = 1_000_000;
+/// Lowest accepted `max_operations`.
+pub const MIN_TRANSFORM_OPERATIONS: u64 = 1_000;
+/// Highest accepted `max_operations`.
+pub const MAX_TRANSFORM_OPERATIONS: u64 = 1_000_000_000;
+
+impl TransformOptions {
+    /// The per-record wall-clock limit in effect, ms.
+    pub fn time_limit_ms(&self) -> u32 {
+        self.time_limit_ms.unwrap_or(TRANSFORM_TIME_LIMIT_MS)
+    }
+
+    /// The per-record operation limit in effect.
+    pub fn max_operations(&self) -> u64 {
+        self.max_operations.unwrap_or(TRANSFORM_MAX_OPERATIONS)
+    }
+
+    /// SHA-256 of the script's UTF-8 bytes, 64 lowercase hex digits: what the audit row and
+    /// the job page show to identify the script.
+    pub fn script_sha256(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(self.script.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Checks the sizes and limits (not the script's syntax: that needs the engine, see
+    /// `redrive_core::replay::transform::Transform::compile`). Errors: what to change.
+    pub fn check_limits(&self) -> Result<(), String> {
+        if self.script.trim().is_empty() {
+            return Err("the transform script is empty; give a script, or no transform".into());
+        }
+        if self.script.len() > MAX_TRANSFORM_SCRIPT_BYTES {
+            return Err(format!(
+                "the transform script is {} bytes; at most {MAX_TRANSFORM_SCRIPT_BYTES} bytes",
+                self.script.len()
+            ));
+        }
+        if let Some(t) = self.time_limit_ms {
+            if t == 0 || t > MAX_TRANSFORM_TIME_LIMIT_MS {
+                return Err(format!(
+                    "the transform's time_limit_ms must be from 1 to \
+                     {MAX_TRANSFORM_TIME_LIMIT_MS} ms (got {t})"
+                ));
+            }
+        }
+        if let Some(n) = self.max_operations {
+            if !(MIN_TRANSFORM_OPERATIONS..=MAX_TRANSFORM_OPERATIONS).contains(&n) {
+                return Err(format!(
+                    "the transform's max_operations must be from {MIN_TRANSFORM_OPERATIONS} \
+                     to {MAX_TRANSFORM_OPERATIONS} (got {n})"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 impl ReplayOptions {
     /// The JSON stored in `replay_jobs.options`.
@@ -221,6 +311,23 @@ pub struct ReplayJob {
     /// How it publishes (canary, transform, order, placement, lag gate).
     #[serde(default)]
     pub options: ReplayOptions,
+    /// What its transform did (all 0 without one; migration 0015). When the job is done,
+    /// `total = published + failed + cancelled + transform.skipped`.
+    #[serde(default)]
+    pub transform: TransformCounts,
+}
+
+/// A replay job's transform counters (`docs/replay.md`, "Transform on replay").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformCounts {
+    /// Published as the script returned them (changed or not).
+    pub transformed: i64,
+    /// Not published: the script skipped them (`skip()`); their dead letters went back to
+    /// their status before the replay.
+    pub skipped: i64,
+    /// Of the job's `failed`: the script failed on them (an error, a limit, a wrong answer);
+    /// nothing was published for them, their dead letters are `replay_failed`, bytes as stored.
+    pub failed: i64,
 }
 
 /// One entry of the append-only audit trail.

@@ -49,6 +49,8 @@ mod config;
 mod kafka;
 mod record;
 mod status;
+pub mod transform;
+mod transform_batch;
 mod worker;
 
 use std::collections::{HashMap, HashSet};

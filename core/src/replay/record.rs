@@ -32,6 +32,22 @@ pub(crate) struct ReplayIds<'a> {
     pub(crate) idempotency_key: &'a str,
 }
 
+/// The headers a replay keeps of `original`, in order (duplicates and null values kept):
+/// without the diagnostics of `convention` (unless `forward_diagnostics`) and without earlier
+/// `redrive-*` headers. What a transform script sees as `record.headers`.
+pub(crate) fn application_headers(
+    original: &[Header],
+    convention: Convention,
+    forward_diagnostics: bool,
+) -> Vec<Header> {
+    original
+        .iter()
+        .filter(|h| !h.name.starts_with(REDRIVE_HEADER_PREFIX))
+        .filter(|h| forward_diagnostics || !diagnostic_header(convention, &h.name))
+        .cloned()
+        .collect()
+}
+
 /// The headers to publish: `original` in order (duplicates and null values kept) without the
 /// diagnostics of `convention` (unless `forward_diagnostics`) and without earlier `redrive-*`
 /// headers, then redrive's five headers.
@@ -41,12 +57,7 @@ pub(crate) fn replay_headers(
     forward_diagnostics: bool,
     ids: &ReplayIds<'_>,
 ) -> Vec<Header> {
-    let mut out: Vec<Header> = original
-        .iter()
-        .filter(|h| !h.name.starts_with(REDRIVE_HEADER_PREFIX))
-        .filter(|h| forward_diagnostics || !diagnostic_header(convention, &h.name))
-        .cloned()
-        .collect();
+    let mut out = application_headers(original, convention, forward_diagnostics);
     let text = |name: &str, value: String| Header {
         name: name.to_string(),
         value: Some(value.into_bytes()),

@@ -22,6 +22,7 @@ use crate::store::{
 use super::backoff::{full_jitter_ms, random_unit};
 use super::kafka::{batch_level, classify, Failure, ProducerSlot, RelayProducer};
 use super::record::{replay_headers, ReplayIds};
+use super::transform_batch::JobTransform;
 use super::{now_ms, RelayConfig, RelayStatus, FAULT_ABORT_AFTER_PUBLISH_ENV, LEASE_MARGIN_MS};
 
 /// State shared by the supervisor loop and the job workers.
@@ -53,6 +54,7 @@ impl Relay {
         let limiter = job.rate_per_sec.and_then(NonZeroU32::new).map(token_bucket);
         let claim_size = self.config.claim_size(job.rate_per_sec);
         let lease = Duration::from_millis(self.config.lease_ms);
+        let transform = JobTransform::for_job(&job);
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
         let mut marking: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
             std::collections::VecDeque::new();
@@ -90,7 +92,9 @@ impl Relay {
             cursor = Some(last_id);
             let claim_ms = claimed_at.elapsed().as_millis() as u64;
             let rows = claim.rows.len();
-            let mut batch = self.publish(&job, claim, limiter.as_ref()).await;
+            let mut batch = self
+                .publish(&job, claim, limiter.as_ref(), &transform)
+                .await;
             batch.last = rows < claim_size;
             tracing::debug!(
                 target: "redrive::replay",
@@ -132,6 +136,7 @@ impl Relay {
         job: &ActiveJob,
         claim: Claim,
         limiter: Option<&DefaultDirectRateLimiter>,
+        transform: &JobTransform,
     ) -> MarkBatch {
         let producer = self.producer.get();
         let mut batch = MarkBatch {
@@ -143,7 +148,17 @@ impl Relay {
         };
         let mut in_flight: Vec<(ClaimedRow, DeliveryFuture)> = Vec::with_capacity(claim.rows.len());
         let mut failures: Vec<(ClaimedRow, Failure)> = Vec::new();
-        let mut rows = claim.rows.into_iter();
+        // Transform on replay (`transform_batch.rs`): what the script returned is sent; rows
+        // it skipped or failed on are not.
+        let applied = transform
+            .apply(claim.rows, self.config.forward_diagnostic_headers)
+            .await;
+        for (row, e) in applied.retry {
+            self.count_attempt(&mut batch, row, e, now_ms());
+        }
+        batch.failed.extend(applied.failed);
+        batch.script = applied.marks;
+        let mut rows = applied.rows.into_iter();
         // A throttled batch takes a while to send: every PAUSE_CHECK the job's status is read,
         // and a job paused (or cancelled) meanwhile gets its unsent rows handed back.
         let mut next_check = Instant::now() + PAUSE_CHECK;

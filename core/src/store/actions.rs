@@ -25,8 +25,8 @@ use super::dialect::{store_error, Dialect, Val};
 use super::sql;
 use super::{Pool, Store, StoreError};
 use crate::actions::{
-    valid_topic_name, Actor, DryRun, NewAuditEntry, ReplayJob, ReplayRequest, Selection,
-    MAX_RATE_PER_SEC, MAX_REASON_CHARS,
+    valid_topic_name, Actor, DryRun, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest,
+    Selection, MAX_RATE_PER_SEC, MAX_REASON_CHARS,
 };
 use crate::filter::Filter;
 
@@ -323,9 +323,41 @@ fn check_target(target: Option<&str>) -> Result<Option<String>, StoreError> {
     }
 }
 
+/// A replay's audit `detail` with its transform's identity merged in
+/// (`{"transform": {"sha256", "bytes", "time_limit_ms", "max_operations"}}`, beside what
+/// `detail` already holds); `detail` unchanged without a transform.
+pub(super) fn replay_detail(detail: Option<String>, options: Option<&ReplayOptions>) -> Option<String> {
+    let Some(t) = options.and_then(|o| o.transform.as_ref()) else {
+        return detail;
+    };
+    let mut d = detail
+        .as_deref()
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    d["transform"] = serde_json::json!({
+        "sha256": t.script_sha256(),
+        "bytes": t.script.len(),
+        "time_limit_ms": t.time_limit_ms(),
+        "max_operations": t.max_operations(),
+    });
+    Some(d.to_string())
+}
+
+/// Checks a replay's options: a transform must compile under its limits. Errors: `Invalid`
+/// with the compiler's message and line.
+pub(crate) fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
+    if let Some(t) = &options.transform {
+        crate::replay::transform::Transform::compile(t)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// Checks a replay request; returns the trimmed target override and reason.
 fn check_replay(req: &ReplayRequest) -> Result<(Option<String>, Option<String>), StoreError> {
     let target = check_target(req.target_topic.as_deref())?;
+    check_options(&req.options)?;
     if let Some(r) = req.rate_per_sec {
         if r == 0 || r > MAX_RATE_PER_SEC {
             return Err(StoreError::Invalid(format!(
@@ -399,6 +431,7 @@ impl Store {
             last_error: None,
             selection: selection_json,
             options: req.options.clone(),
+            transform: Default::default(),
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
@@ -485,9 +518,11 @@ impl Store {
                 "ok: {} queued, {} skipped ({} without a target topic)",
                 job.total, job.skipped, job.skipped_without_target
             );
+            let base = action_audit(actor, "replay", sel, job.total, reason.as_deref(), outcome);
             let audit = NewAuditEntry {
                 job_id: Some(job.id.clone()),
-                ..action_audit(actor, "replay", sel, job.total, reason.as_deref(), outcome)
+                detail: replay_detail(base.detail.clone(), Some(&job.options)),
+                ..base
             };
             super::audit::insert_audit::<DB>(&audit, now)
                 .build()

@@ -701,7 +701,10 @@ impl Store {
                 );
                 let audit = NewAuditEntry {
                     job_id: next.job.as_ref().map(|j| j.id.clone()),
-                    detail: detail.or(base.detail.clone()),
+                    detail: super::actions::replay_detail(
+                        detail.or(base.detail.clone()),
+                        next.job.as_ref().map(|j| &j.options),
+                    ),
                     ..base
                 };
                 super::audit::insert_audit::<DB>(&audit, now)
@@ -974,6 +977,7 @@ mod tests {
             )
             .unwrap(),
             options: Default::default(),
+            transform: Default::default(),
         };
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(

@@ -8,7 +8,8 @@ use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 
 pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
      finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
-     published, failed, cancelled, last_error, selection, options";
+     published, failed, cancelled, last_error, selection, options, transformed, skipped_by_script, \
+     failed_by_script";
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -30,6 +31,9 @@ pub(crate) struct JobRow {
     last_error: Option<String>,
     selection: String,
     options: String,
+    transformed: i64,
+    skipped_by_script: i64,
+    failed_by_script: i64,
 }
 
 impl JobRow {
@@ -59,6 +63,11 @@ impl JobRow {
             last_error: self.last_error,
             selection: self.selection,
             options,
+            transform: crate::actions::TransformCounts {
+                transformed: self.transformed,
+                skipped: self.skipped_by_script,
+                failed: self.failed_by_script,
+            },
         })
     }
 }

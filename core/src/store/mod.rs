@@ -177,6 +177,7 @@ mod lock;
 mod outbox;
 mod quarantine;
 mod stats;
+mod transform_marks;
 // Retention and the archive (issue 8).
 mod archive;
 mod retention;
@@ -192,6 +193,7 @@ pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFT
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };

@@ -102,6 +102,8 @@ pub(crate) struct MarkBatch {
     /// Probably the job's last batch (its claim came back short): check whether the job is
     /// done. (Checking after every batch would cost more than the batch on a big job.)
     pub(crate) last: bool,
+    /// What the job's transform did (skipped rows, counters); empty for a plain replay.
+    pub(crate) script: super::transform_marks::ScriptMarks,
 }
 
 /// What [`Store::mark`] changed (rows whose claim had been lost are not counted).
@@ -513,6 +515,7 @@ impl Store {
 
             // Final failures.
             let mut failed_events: Vec<(i64, &'static str, String)> = Vec::new();
+            let mut failed_by_script = 0i64;
             for f in &b.failed {
                 let error = clean_text(&f.error);
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
@@ -525,6 +528,7 @@ impl Store {
                 if done.rows_affected() == 0 {
                     continue;
                 }
+                failed_by_script += i64::from(b.script.failed.contains(&f.outbox_id));
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                     "UPDATE dead_letters SET status = 'replay_failed', status_before = NULL \
                      WHERE id = ",
@@ -559,6 +563,35 @@ impl Store {
                 push_held(&mut qb, &b.released, token);
                 let done = qb.build().execute(&mut *tx).await.map_err(store_error)?;
                 summary.released = done.rows_affected();
+            }
+
+            // What the transform did: rows it skipped, the job's script counters
+            // (`transform_marks.rs`).
+            if !b.script.is_empty() {
+                use super::transform_marks as tm;
+                let mut skipped: Vec<MarkedRow> = Vec::new();
+                for mut qb in tm::skip_rows::<DB>(&b.script.skipped, token) {
+                    let rows: Vec<MarkedRow> = qb
+                        .build_query_as()
+                        .persistent(false)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    skipped.extend(rows);
+                }
+                if !skipped.is_empty() {
+                    let outbox_ids: Vec<i64> = skipped.iter().map(|m| m.id).collect();
+                    let dl_ids: Vec<i64> = skipped.iter().map(|m| m.dead_letter_id).collect();
+                    for mut qb in tm::after_skip::<DB>(&outbox_ids, &dl_ids, &actor, now) {
+                        qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    }
+                }
+                let n = skipped.len() as i64;
+                tm::count::<DB>(job, token, &b.script.transformed, n, failed_by_script, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
             }
 
             // The job: counters, waiting <-> running, last error.
@@ -717,6 +750,7 @@ mod tests {
                 release_error: None,
                 outage: false,
                 last: true,
+                script: Default::default(),
             })
             .await
             .unwrap();
