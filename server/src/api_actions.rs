@@ -316,6 +316,26 @@ pub struct JobItem {
     pub selection: Value,
     /// Publishing options as requested (`{}` = a plain replay).
     pub options: redrive_core::actions::ReplayOptions,
+    /// The transform's identity and what it did; `null` for a job without one.
+    pub transform: Option<JobTransform>,
+}
+
+/// A job's transform (`docs/replay.md`, "Transform on replay").
+#[derive(Debug, Serialize)]
+pub struct JobTransform {
+    /// SHA-256 of the script (64 hex digits), as in the audit row.
+    pub sha256: String,
+    /// The script's size, bytes.
+    pub bytes: usize,
+    /// Per-record limits in effect: wall clock (ms) and operations.
+    pub time_limit_ms: u32,
+    pub max_operations: u64,
+    /// Published as the script returned them.
+    pub transformed: i64,
+    /// Not published: the script skipped them (`skip()`).
+    pub skipped: i64,
+    /// Of `failed`: the script failed on them (nothing published for them).
+    pub failed: i64,
 }
 
 /// Recent jobs, newest first.
@@ -436,6 +456,15 @@ impl From<&ReplayJob> for JobItem {
             last_error: j.last_error.clone(),
             selection: json_text(&j.selection),
             options: j.options.clone(),
+            transform: j.options.transform.as_ref().map(|t| JobTransform {
+                sha256: t.script_sha256(),
+                bytes: t.script.len(),
+                time_limit_ms: t.time_limit_ms(),
+                max_operations: t.max_operations(),
+                transformed: j.transform.transformed,
+                skipped: j.transform.skipped,
+                failed: j.transform.failed,
+            }),
         }
     }
 }
@@ -540,6 +569,8 @@ pub async fn dry_run(
 ) -> Result<Json<DryRunResult>, ActionError> {
     let b: ReplayBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
+    redrive_core::store::check_replay_options(&b.options)
+        .map_err(|e| state.action_failed("dry_run", e))?;
     let d = state
         .store
         .dry_run(&sel, b.target_topic.as_deref())

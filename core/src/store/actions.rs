@@ -346,7 +346,7 @@ pub(super) fn replay_detail(detail: Option<String>, options: Option<&ReplayOptio
 
 /// Checks a replay's options: a transform must compile under its limits. Errors: `Invalid`
 /// with the compiler's message and line.
-pub(crate) fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
+pub fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
     if let Some(t) = &options.transform {
         crate::replay::transform::Transform::compile(t)
             .map_err(|e| StoreError::Invalid(e.to_string()))?;

@@ -46,4 +46,5 @@ mod soak;
 mod stats;
 mod stats_caps;
 mod store;
+mod transform;
 mod ui_actions;
