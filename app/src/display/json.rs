@@ -133,7 +133,7 @@ mod tests {
         let widest = out.text.lines().map(str::len).max().unwrap_or(0);
         assert!(widest <= 2 * JSON_INDENT_LEVELS + 1, "{widest}");
         // Objects nest the same way.
-        let doc = "{\"a\":".repeat(50_000) + "1" + &"}".repeat(50_000);
+        let doc = "{\"a\":".repeat(50_000) + "1" + "}".repeat(50_000).as_str();
         let out = pretty_json(doc.as_bytes(), 64 * 1024).expect("valid JSON");
         assert!(out.cut && out.text.len() <= 64 * 1024);
     }

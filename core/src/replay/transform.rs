@@ -151,21 +151,26 @@ impl std::fmt::Debug for Transform {
 /// `eval`, no modules, `print` and `debug` discarded, [`ENGINE_LIMITS`] and the job's limits.
 fn engine(max_operations: u64) -> Engine {
     let mut e = Engine::new_raw();
-    e.register_global_module(
-        rhai::packages::Package::as_shared_module(&rhai::packages::StandardPackage::new()),
-    );
+    e.register_global_module(rhai::packages::Package::as_shared_module(
+        &rhai::packages::StandardPackage::new(),
+    ));
     e.disable_symbol("eval");
     e.set_max_operations(max_operations);
     e.set_max_string_size(ENGINE_LIMITS.max_string_bytes);
     e.set_max_array_size(ENGINE_LIMITS.max_array_len);
     e.set_max_map_size(ENGINE_LIMITS.max_map_len);
     e.set_max_call_levels(ENGINE_LIMITS.max_call_levels);
-    e.set_max_expr_depths(ENGINE_LIMITS.max_expr_depth.0, ENGINE_LIMITS.max_expr_depth.1);
+    e.set_max_expr_depths(
+        ENGINE_LIMITS.max_expr_depth.0,
+        ENGINE_LIMITS.max_expr_depth.1,
+    );
     e.on_progress(|ops| {
         if ops % CLOCK_EVERY_OPS != 0 {
             return None;
         }
-        let late = DEADLINE.with(|d| d.get()).is_some_and(|d| Instant::now() >= d);
+        let late = DEADLINE
+            .with(|d| d.get())
+            .is_some_and(|d| Instant::now() >= d);
         late.then(|| Dynamic::from("time limit"))
     });
     e.register_type_with_name::<SkipRecord>("Skip");
@@ -435,11 +440,13 @@ fn record_out(mut map: Map, input: RecordIn<'_>, json_in: &Dynamic) -> Result<Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::MAX_TRANSFORM_OPERATIONS;
+    use crate::actions::{MAX_TRANSFORM_OPERATIONS, MAX_TRANSFORM_TIME_LIMIT_MS};
 
+    /// A transform whose clock cannot run out on a busy machine.
     fn t(script: &str) -> Transform {
         Transform::compile(&TransformOptions {
             script: script.into(),
+            time_limit_ms: Some(MAX_TRANSFORM_TIME_LIMIT_MS),
             ..TransformOptions::default()
         })
         .unwrap()
@@ -483,11 +490,15 @@ mod tests {
             record.headers.push(#{ name: "x-fixed", value: "yes" });
             record
         "#;
-        let Outcome::Publish(out) = t(s).apply(rec(br#"{"version":1,"legacy":true,"id":"a"}"#, &[]))
+        let Outcome::Publish(out) =
+            t(s).apply(rec(br#"{"version":1,"legacy":true,"id":"a"}"#, &[]))
         else {
             panic!("published")
         };
-        assert_eq!(out.value.as_deref(), Some(&br#"{"id":"a","version":2}"#[..]));
+        assert_eq!(
+            out.value.as_deref(),
+            Some(&br#"{"id":"a","version":2}"#[..])
+        );
         assert_eq!(out.headers.len(), 1);
         assert_eq!(out.headers[0].value.as_deref(), Some(&b"yes"[..]));
     }
@@ -505,21 +516,40 @@ mod tests {
             panic!()
         };
         assert_eq!(e, "the script threw: bad record 3 (line 1)");
-        let Outcome::Failed(e) = t("loop { }").apply(r) else { panic!() };
-        assert!(e.contains("operations"), "{e}");
+        // The operation limit, with a clock that cannot run out first on a busy machine.
+        let spinning = Transform::compile(&TransformOptions {
+            script: "loop { }".into(),
+            time_limit_ms: Some(MAX_TRANSFORM_TIME_LIMIT_MS),
+            max_operations: Some(10_000),
+        })
+        .unwrap();
+        let Outcome::Failed(e) = spinning.apply(r) else {
+            panic!()
+        };
+        assert!(e.contains("limit of 10000 operations"), "{e}");
         let slow = Transform::compile(&TransformOptions {
             script: "let x = 0; loop { x += 1; }".into(),
             time_limit_ms: Some(20),
             max_operations: Some(MAX_TRANSFORM_OPERATIONS),
         })
         .unwrap();
-        let Outcome::OutOfTime(e) = slow.apply(r) else { panic!() };
+        let Outcome::OutOfTime(e) = slow.apply(r) else {
+            panic!()
+        };
         assert!(e.contains("time limit of 20 ms"), "{e}");
-        let Outcome::Failed(e) = t("if false { record }").apply(r) else { panic!() };
+        let Outcome::Failed(e) = t("if false { record }").apply(r) else {
+            panic!()
+        };
         assert!(e.contains("returned nothing"), "{e}");
-        let Outcome::Failed(e) = t(r#"record.headers.push(#{name: "redrive-replay-id", value: "x"}); record"#).apply(r) else { panic!() };
+        let Outcome::Failed(e) =
+            t(r#"record.headers.push(#{name: "redrive-replay-id", value: "x"}); record"#).apply(r)
+        else {
+            panic!()
+        };
         assert!(e.contains("redrive's own"), "{e}");
-        let Outcome::Failed(e) = t(r#"record.valeu = "x"; record"#).apply(r) else { panic!() };
+        let Outcome::Failed(e) = t(r#"record.valeu = "x"; record"#).apply(r) else {
+            panic!()
+        };
         assert!(e.contains("unknown field `valeu`"), "{e}");
     }
 

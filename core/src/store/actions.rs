@@ -326,7 +326,10 @@ fn check_target(target: Option<&str>) -> Result<Option<String>, StoreError> {
 /// A replay's audit `detail` with its transform's identity merged in
 /// (`{"transform": {"sha256", "bytes", "time_limit_ms", "max_operations"}}`, beside what
 /// `detail` already holds); `detail` unchanged without a transform.
-pub(super) fn replay_detail(detail: Option<String>, options: Option<&ReplayOptions>) -> Option<String> {
+pub(super) fn replay_detail(
+    detail: Option<String>,
+    options: Option<&ReplayOptions>,
+) -> Option<String> {
     let Some(t) = options.and_then(|o| o.transform.as_ref()) else {
         return detail;
     };

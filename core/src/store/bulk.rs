@@ -663,6 +663,10 @@ impl Store {
                     } else {
                         JobStatus::Running
                     };
+                } else {
+                    // Still queueing: the relay must not publish (nor mark) any of its rows
+                    // before the last chunk (`request_replay` hands over a `running` job).
+                    job.status = JobStatus::Preparing;
                 }
                 let mut qb: QueryBuilder<'_, DB> =
                     QueryBuilder::new("UPDATE replay_jobs SET total = ");

@@ -27,6 +27,7 @@ fn preparing_job() -> ReplayJob {
         last_error: None,
         selection: serde_json::to_string(&Selection::Filter(Filter::default())).unwrap(),
         options: Default::default(),
+        transform: Default::default(),
     }
 }
 

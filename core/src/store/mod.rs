@@ -184,6 +184,7 @@ mod retention;
 
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
+pub use self::actions::check_options as check_replay_options;
 pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
 pub use self::alerts::{
     AlertCycle, ClaimFor, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS,
@@ -193,8 +194,6 @@ pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFT
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
-pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
-pub use self::actions::check_options as check_replay_options;
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };
@@ -203,6 +202,7 @@ pub use self::stats::{
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
+pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;

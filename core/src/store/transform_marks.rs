@@ -117,7 +117,8 @@ pub(super) fn count<'a, DB: Dialect>(
     failed: i64,
     now: i64,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new("UPDATE replay_jobs SET skipped_by_script = skipped_by_script + ");
+    let mut qb =
+        QueryBuilder::new("UPDATE replay_jobs SET skipped_by_script = skipped_by_script + ");
     DB::bind(&mut qb, Val::I64(Some(skipped)));
     qb.push(", failed_by_script = failed_by_script + ");
     DB::bind(&mut qb, Val::I64(Some(failed)));
