@@ -80,6 +80,9 @@ pub struct TopicRow {
     pub replay_pending: i64,
     pub replayed: i64,
     pub replay_failed: i64,
+    /// Replayed, then the record came back (`re_failed`).
+    #[serde(default)]
+    pub re_failed: i64,
     pub deleted: i64,
     /// Key + value bytes of the live ones.
     pub live_bytes: i64,
@@ -172,6 +175,7 @@ mod seam {
             replay_pending: t.counts.replay_pending,
             replayed: t.counts.replayed,
             replay_failed: t.counts.replay_failed,
+            re_failed: t.counts.re_failed,
             deleted: t.counts.deleted,
             live_bytes: t.bytes.live(),
             new_last_hour: t.new_last_hour,

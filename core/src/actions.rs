@@ -315,6 +315,10 @@ pub struct ReplayJob {
     /// `total = published + failed + cancelled + transform.skipped`.
     #[serde(default)]
     pub transform: TransformCounts,
+    /// Published records that came back as dead letters (each publish counted once; linked
+    /// by ingest, `docs/replay.md`, "Outcome").
+    #[serde(default)]
+    pub refailed: i64,
 }
 
 /// A replay job's transform counters (`docs/replay.md`, "Transform on replay").
@@ -505,7 +509,7 @@ pub fn valid_topic_name(name: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEvent {
     pub at_ms: i64,
-    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `replay_cancelled`,
+    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `re_failed`, `replay_cancelled`,
     /// `deleted`, `restored`.
     pub kind: String,
     pub actor: Option<String>,

@@ -37,7 +37,7 @@ pub struct ExportLine {
     pub value_b64: Option<String>,
     /// Every header in record order.
     pub headers: Vec<ExportHeader>,
-    /// `new`, `replay_pending`, `replayed`, `replay_failed`, `deleted`.
+    /// `new`, `replay_pending`, `replayed`, `replay_failed`, `re_failed`, `deleted`.
     pub status: String,
     /// The header convention recognised (`docs/conventions.md`).
     pub convention: String,

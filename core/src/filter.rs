@@ -18,7 +18,7 @@ pub const DEFAULT_LIMIT: u32 = 50;
 ///
 /// Query-string names (the page URL, `GET /api/v1/dead-letters`, and JSON bodies) are the field
 /// names: `fingerprint`, `error_class`, `q`, `source_topic`, `dlq_topic`, `consumer_group`,
-/// `status`, `from`, `to`, `label`, `unlabelled`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
+/// `status`, `from`, `to`, `label`, `unlabelled`, `came_back`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
 /// `datetime-local` value (`2026-12-01T06:00`, taken as UTC), a date (`2026-12-01`) or epoch ms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Filter {
@@ -45,6 +45,10 @@ pub struct Filter {
     /// `true`, `1`, `yes` or `on`, as a checkbox sends it).
     #[serde(default)]
     pub unlabelled: bool,
+    /// Came back after a replay: linked by ingest to an earlier dead letter whose replay
+    /// failed again (`docs/replay.md`, "Outcome"; query value as for `unlabelled`).
+    #[serde(default)]
+    pub came_back: bool,
 }
 
 /// A list request: the filter plus pagination (`limit` ≤ [`MAX_LIMIT`], `cursor`).
@@ -71,7 +75,7 @@ pub enum FilterError {
     #[error("parameter `{0}` is given more than once")]
     Repeated(String),
     #[error(
-        "`status` must be one of new, replay_pending, replayed, replay_failed, deleted (got `{0}`)"
+        "`status` must be one of new, replay_pending, replayed, replay_failed, re_failed, deleted (got `{0}`)"
     )]
     BadStatus(String),
     #[error("`{name}` is not a time (use RFC 3339 like 2026-12-01T06:00:00Z, a date, or epoch ms): `{value}`")]
@@ -84,8 +88,9 @@ pub enum FilterError {
     EmptyRange,
     #[error("`label`: {0}")]
     BadLabel(crate::labels::LabelError),
-    #[error("`unlabelled` must be true or false (got `{0}`)")]
-    BadFlag(String),
+    /// A yes/no parameter (`unlabelled`, `came_back`) with another value: (name, value).
+    #[error("`{0}` must be true or false (got `{1}`)")]
+    BadFlag(&'static str, String),
     #[error("`label` and `unlabelled` contradict each other: give one of them")]
     LabelConflict,
 }
@@ -163,6 +168,16 @@ fn exact_value(v: &str) -> Option<String> {
     (!v.trim_matches(' ').is_empty()).then(|| v.to_string())
 }
 
+/// A checkbox-style value: `true`, `1`, `yes`, `on` (any case) or `false`, `0`, `no`, `off`,
+/// empty meaning false.
+fn flag(name: &'static str, value: &str) -> Result<bool, FilterError> {
+    match non_empty(value).map(|v| v.to_ascii_lowercase()).as_deref() {
+        None | Some("false" | "0" | "no" | "off") => Ok(false),
+        Some("true" | "1" | "yes" | "on") => Ok(true),
+        Some(_) => Err(FilterError::BadFlag(name, value.to_string())),
+    }
+}
+
 impl Filter {
     /// True when no field narrows the set.
     pub fn is_empty(&self) -> bool {
@@ -194,13 +209,8 @@ impl Filter {
                     .transpose()
                     .map_err(FilterError::BadLabel)?
             }
-            "unlabelled" => {
-                self.unlabelled = match v.as_deref().map(str::to_ascii_lowercase).as_deref() {
-                    None | Some("false" | "0" | "no" | "off") => false,
-                    Some("true" | "1" | "yes" | "on") => true,
-                    Some(_) => return Err(FilterError::BadFlag(value.to_string())),
-                }
-            }
+            "unlabelled" => self.unlabelled = flag("unlabelled", value)?,
+            "came_back" => self.came_back = flag("came_back", value)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -227,6 +237,9 @@ impl Filter {
         push("label", &self.label);
         if self.unlabelled {
             out.push(("unlabelled", "true".to_string()));
+        }
+        if self.came_back {
+            out.push(("came_back", "true".to_string()));
         }
         out
     }
@@ -368,14 +381,18 @@ mod tests {
         ));
         assert!(matches!(
             ListQuery::from_pairs([("unlabelled", "maybe")]),
-            Err(FilterError::BadFlag(_))
+            Err(FilterError::BadFlag("unlabelled", _))
         ));
         assert!(matches!(
             ListQuery::from_pairs([("unlabelled", "on"), ("label", "x")]),
             Err(FilterError::LabelConflict)
         ));
-        let q = ListQuery::from_pairs([("unlabelled", "on")]).unwrap();
-        assert!(q.filter.unlabelled);
+        assert!(matches!(
+            ListQuery::from_pairs([("came_back", "perhaps")]),
+            Err(FilterError::BadFlag("came_back", _))
+        ));
+        let q = ListQuery::from_pairs([("unlabelled", "on"), ("came_back", "1")]).unwrap();
+        assert!(q.filter.unlabelled && q.filter.came_back);
         let pairs = q.filter.to_pairs();
         let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(back.filter, q.filter);

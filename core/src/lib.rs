@@ -16,6 +16,7 @@ pub mod fingerprint;
 pub mod labels;
 pub mod limits;
 pub mod model;
+pub mod outcome;
 pub mod quarantine;
 
 #[cfg(feature = "server")]

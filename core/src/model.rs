@@ -154,16 +154,20 @@ pub enum Status {
     Replayed,
     /// The replay failed after its retries.
     ReplayFailed,
+    /// Re-published, and then the record came back: a later dead letter was linked to this
+    /// one by ingest (`docs/replay.md`, "Outcome"). The later one carries the failure now.
+    ReFailed,
     /// Soft-deleted: hidden from the default list, restorable until purged by retention.
     Deleted,
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::New,
         Status::ReplayPending,
         Status::Replayed,
         Status::ReplayFailed,
+        Status::ReFailed,
         Status::Deleted,
     ];
 
@@ -173,6 +177,7 @@ impl Status {
             Status::ReplayPending => "replay_pending",
             Status::Replayed => "replayed",
             Status::ReplayFailed => "replay_failed",
+            Status::ReFailed => "re_failed",
             Status::Deleted => "deleted",
         }
     }
@@ -213,6 +218,10 @@ pub struct DeadLetterSummary {
     /// Its error group's triage labels, sorted.
     #[serde(default)]
     pub group_labels: Vec<String>,
+    /// How many times this record has come back after a replay (0: it did not come from a
+    /// replay; see [`ReplayLink`]).
+    #[serde(default)]
+    pub repeat_failures: i32,
 }
 
 /// A whole dead letter: the raw record, byte-exact, plus everything normalised.
@@ -225,6 +234,79 @@ pub struct DeadLetter {
     pub ingested_at_ms: i64,
     /// How many times redrive has replayed it.
     pub replay_count: i32,
+    /// Where it came back from, if it arrived from an earlier replay.
+    #[serde(default)]
+    pub link: Option<ReplayLink>,
+}
+
+/// How a dead letter that came back after a replay was linked to its earlier self, by
+/// ingest in the insert's transaction (`docs/replay.md`, "Outcome").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayLink {
+    /// The earlier dead letter (now `re_failed`, unless someone changed it since; it may
+    /// have been purged by retention).
+    pub earlier_id: i64,
+    /// How the link was found.
+    pub via: LinkVia,
+    /// The replay job whose publish came back, when known.
+    pub job_id: Option<String>,
+}
+
+/// Which evidence linked a returning dead letter to its earlier self, strongest first; ingest
+/// tries them in this order and takes the first that names a replayed dead letter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkVia {
+    /// The `redrive-idempotency-key` header names one of redrive's outbox rows (one publish).
+    IdempotencyKey,
+    /// The `redrive-dead-letter-id` header names a replayed dead letter (and, with
+    /// `redrive-replay-id`, a job that replayed it).
+    DeadLetterId,
+    /// The decoded source topic / partition / offset is where a replay published a record.
+    PublishedPosition,
+    /// The decoded source topic / partition / offset is that of a replayed dead letter (the
+    /// framework kept the original record's coordinates).
+    SourcePosition,
+    /// The application message id (seed `message_id`, Watermill uuid) of a replayed one.
+    MessageId,
+}
+
+impl LinkVia {
+    /// Every kind, strongest first.
+    pub const ALL: [LinkVia; 5] = [
+        LinkVia::IdempotencyKey,
+        LinkVia::DeadLetterId,
+        LinkVia::PublishedPosition,
+        LinkVia::SourcePosition,
+        LinkVia::MessageId,
+    ];
+
+    /// The stable name stored in `dead_letters.linked_via`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkVia::IdempotencyKey => "idempotency_key",
+            LinkVia::DeadLetterId => "dead_letter_id",
+            LinkVia::PublishedPosition => "published_position",
+            LinkVia::SourcePosition => "source_position",
+            LinkVia::MessageId => "message_id",
+        }
+    }
+
+    /// Inverse of [`LinkVia::as_str`].
+    pub fn parse(s: &str) -> Option<LinkVia> {
+        LinkVia::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// What the detail page says about it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LinkVia::IdempotencyKey => "its redrive-idempotency-key header",
+            LinkVia::DeadLetterId => "its redrive-dead-letter-id header",
+            LinkVia::PublishedPosition => "its source offset is where the replay published it",
+            LinkVia::SourcePosition => "the same source topic, partition and offset",
+            LinkVia::MessageId => "the same message id",
+        }
+    }
 }
 
 /// A dead letter ready to be stored: produced by ingest from a [`RawRecord`].

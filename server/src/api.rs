@@ -166,7 +166,7 @@ pub struct DeadLetterItem {
     pub error_class: Option<String>,
     pub error_message: Option<String>,
     pub retry_count: Option<i32>,
-    /// `new`, `replay_pending`, `replayed`, `replay_failed` or `deleted`.
+    /// `new`, `replay_pending`, `replayed`, `replay_failed`, `re_failed` or `deleted`.
     pub status: &'static str,
     /// The recognised header convention (`spring_dlt`, `kafka_connect`, ..., `unknown`).
     pub convention: &'static str,

@@ -416,7 +416,7 @@ pub struct AuditPage {
 pub struct HistoryItem {
     pub at: Option<String>,
     pub at_ms: i64,
-    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `replay_cancelled`,
+    /// `ingested`, `replay_requested`, `published`, `replay_failed`, `re_failed`, `replay_cancelled`,
     /// `deleted`, `restored`.
     pub kind: String,
     pub actor: Option<String>,

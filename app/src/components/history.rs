@@ -11,6 +11,7 @@ fn describe(kind: &str) -> &'static str {
         "replay_requested" => "replay requested",
         "published" => "published",
         "replay_failed" => "replay failed",
+        "re_failed" => "came back after the replay (failed again)",
         "replay_cancelled" => "replay cancelled",
         "deleted" => "deleted",
         "restored" => "restored",

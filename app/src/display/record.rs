@@ -54,6 +54,7 @@ pub fn summary_row(s: &DeadLetterSummary) -> DeadLetterSummary {
         // Bounded by the label rules (at most 20 of at most 64 characters each).
         labels: s.labels.clone(),
         group_labels: s.group_labels.clone(),
+        repeat_failures: s.repeat_failures,
     }
 }
 

@@ -108,6 +108,7 @@ fn TopicTable(
                     <td>{count_link(r.new, link(&[("status", "new")]))}</td>
                     <td>{count_link(r.replay_failed, link(&[("status", "replay_failed")]))}</td>
                     <td>{count_link(r.replayed, link(&[("status", "replayed")]))}</td>
+                    <td>{count_link(r.re_failed, link(&[("status", "re_failed")]))}</td>
                     <td>{count_link(r.deleted, link(&[("status", "deleted")]))}</td>
                     <td class="num">{r.new_groups_24h.to_string()}</td>
                 </tr>
@@ -127,6 +128,7 @@ fn TopicTable(
                     <th scope="col">"Untouched"</th>
                     <th scope="col">"Replay failed"</th>
                     <th scope="col">"Replayed"</th>
+                    <th scope="col" title="Replayed, then the record came back as a new dead letter">"Came back"</th>
                     <th scope="col">"Deleted"</th>
                     <th scope="col">"New groups"</th>
                 </tr>
@@ -230,6 +232,10 @@ fn OverviewBody(o: Overview) -> impl IntoView {
             <div class="tile">
                 <span class="label">"Replayed"</span>
                 {count_link(t.replayed, Some(href("/", [("status", "replayed")])))}
+            </div>
+            <div class="tile">
+                <span class="label">"Replayed, came back"</span>
+                {count_link(t.re_failed, Some(href("/", [("status", "re_failed")])))}
             </div>
             <div class="tile">
                 <span class="label">"Deleted"</span>

@@ -100,11 +100,11 @@ pub fn archive_target(config: &RetentionConfig) -> Result<Option<ArchiveTarget>,
     }
 }
 
-/// Live usage of a topic: dead letters not `deleted`/`replayed`, and their bytes.
+/// Live usage of a topic: dead letters not `deleted`/`replayed`/`re_failed`, and their bytes.
 fn live(usage: &[crate::store::StatusUsage]) -> (u64, u64) {
     usage
         .iter()
-        .filter(|u| u.status != "deleted" && u.status != "replayed")
+        .filter(|u| !matches!(u.status.as_str(), "deleted" | "replayed" | "re_failed"))
         .fold((0, 0), |(c, b), u| {
             (c + u.count.max(0) as u64, b + u.bytes.max(0) as u64)
         })
@@ -204,6 +204,12 @@ async fn plan_topic(
         ),
         (
             "replayed",
+            policy.replayed_max_age_ms,
+            PurgeReason::ReplayedMaxAge,
+        ),
+        // Replayed, then came back (`docs/replay.md`, "Outcome"): as done as `replayed`.
+        (
+            "re_failed",
             policy.replayed_max_age_ms,
             PurgeReason::ReplayedMaxAge,
         ),

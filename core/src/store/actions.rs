@@ -435,6 +435,7 @@ impl Store {
             selection: selection_json,
             options: req.options.clone(),
             transform: Default::default(),
+            refailed: 0,
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.

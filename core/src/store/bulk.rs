@@ -982,6 +982,7 @@ mod tests {
             .unwrap(),
             options: Default::default(),
             transform: Default::default(),
+            refailed: 0,
         };
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(

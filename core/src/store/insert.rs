@@ -10,6 +10,7 @@ use sqlx::QueryBuilder;
 
 use super::codec::{ascii_json, encode_headers, encode_warnings, text_field};
 use super::dialect::{store_error, Dialect, Val};
+use super::outcome::{self, find_links, write_links};
 use super::{Pool, Store, StoreError};
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -72,6 +73,12 @@ impl<'a> Row<'a> {
             normalized: Cow::Owned(limits::reduce(&d.normalized, reason)),
             headers: ascii_json(&encode_headers(&d.record.headers)),
         }
+    }
+
+    /// What this record offers for linking it to an earlier dead letter (its fields as
+    /// stored, so a lookup compares what the database holds).
+    pub(crate) fn evidence(&self) -> outcome::Evidence<'_> {
+        outcome::Evidence::of(self.d, &self.normalized)
     }
 
     fn approx_bytes(&self) -> usize {
@@ -180,6 +187,9 @@ impl Store {
     /// Errors: `Unavailable` (retry later: connection lost, pool timed out, database locked,
     /// disk full), `Rejected` (the database refused some record's data: see
     /// [`StoreError::Rejected`]), `Database` otherwise. On error nothing of the batch is stored.
+    ///
+    /// In the same transaction, a record that came back after a replay is linked to its
+    /// earlier dead letter (`outcome.rs`; `docs/replay.md`, "Outcome").
     pub async fn insert_batch(&self, batch: &[NewDeadLetter]) -> Result<u64, StoreError> {
         let rows: Vec<Row<'_>> = batch.iter().map(Row::full).collect();
         self.insert_rows(&rows).await
@@ -200,8 +210,13 @@ impl Store {
         if rows.is_empty() {
             return Ok(0);
         }
+        let now = super::actions::now_ms();
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
+            // Replay outcome (`outcome.rs`): look for the earlier dead letters first (indexed
+            // lookups, one statement per kind of evidence), write the links after the insert.
+            let mut linker = outcome::Linker::new(rows.iter().map(Row::evidence).collect());
+            find_links!(linker, tx, DB);
             let mut inserted = 0u64;
             for chunk in insert_chunks::<DB>(rows) {
                 let mut qb = insert_values::<DB>(chunk);
@@ -213,6 +228,12 @@ impl Store {
                     .await
                     .map_err(store_error)?;
                 inserted += done.rows_affected();
+            }
+            if linker.any() {
+                let linked = write_links!(linker, tx, DB, now);
+                if linked > 0 {
+                    tracing::debug!(linked, "dead letters linked to their earlier replay");
+                }
             }
             tx.commit().await.map_err(store_error)?;
             Ok(inserted)

@@ -9,7 +9,7 @@ use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
      finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
      published, failed, cancelled, last_error, selection, options, transformed, skipped_by_script, \
-     failed_by_script";
+     failed_by_script, refailed";
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -34,6 +34,7 @@ pub(crate) struct JobRow {
     transformed: i64,
     skipped_by_script: i64,
     failed_by_script: i64,
+    refailed: i64,
 }
 
 impl JobRow {
@@ -68,6 +69,7 @@ impl JobRow {
                 skipped: self.skipped_by_script,
                 failed: self.failed_by_script,
             },
+            refailed: self.refailed,
         })
     }
 }

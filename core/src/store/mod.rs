@@ -175,6 +175,7 @@ mod label_reads;
 mod labels;
 mod lock;
 mod outbox;
+pub(crate) mod outcome;
 mod quarantine;
 mod stats;
 mod transform_marks;
@@ -464,6 +465,7 @@ impl Store {
         };
         self.attach_labels(std::slice::from_mut(&mut d.summary))
             .await?;
+        d.link = self.replay_link(id).await?;
         Ok(Some(d))
     }
 

@@ -479,6 +479,12 @@ impl Store {
                     );
                     DB::push_json_ids(&mut qb, ids_json(&dl_ids));
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    // Replay outcome: a record that already came back ends `re_failed`.
+                    super::outcome::settle_published::<DB>(ids_json(&outbox_ids))
+                        .build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                         "INSERT INTO dead_letter_events \
                          (dead_letter_id, at_ms, kind, actor, detail, job_id) \

@@ -27,6 +27,7 @@ pub(crate) struct SummaryRow {
     fingerprint: String,
     dead_lettered_at_ms: i64,
     decode_warnings: String,
+    repeat_failures: i32,
 }
 
 /// The columns of [`super::sql::FULL_COLUMNS`].
@@ -84,6 +85,7 @@ impl SummaryRow {
             malformed: !warnings.is_empty(),
             labels: Vec::new(),
             group_labels: Vec::new(),
+            repeat_failures: self.repeat_failures,
         })
     }
 }
@@ -123,6 +125,8 @@ impl FullRow {
             normalized,
             ingested_at_ms: self.ingested_at_ms,
             replay_count: self.replay_count,
+            // Read apart (`Store::get`): it lives in `dead_letter_links`.
+            link: None,
         })
     }
 }

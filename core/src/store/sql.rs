@@ -11,13 +11,16 @@ use crate::model::Status;
 /// Columns of a list row ([`super::rows::SummaryRow`]), cheap ones only.
 pub(crate) const SUMMARY_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
      source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
-     retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings";
+     retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
+     COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
+     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures";
 
 /// Columns of a whole dead letter ([`super::rows::FullRow`]).
 pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
      source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
      retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
-     source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
+     COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
+     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
      ingested_at_ms, replay_count, headers, key, value";
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
@@ -66,6 +69,10 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
         qb.push(") OR fingerprint IN (SELECT fingerprint FROM group_labels WHERE label = ");
         DB::bind(qb, Val::Text(Some(label.as_str())));
         qb.push("))");
+    }
+    // Migration 0013: the linked ones, from `dead_letter_links`' primary key (as labels).
+    if f.came_back {
+        qb.push(" AND id IN (SELECT dead_letter_id FROM dead_letter_links)");
     }
     if f.unlabelled {
         qb.push(

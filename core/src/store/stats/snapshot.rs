@@ -29,6 +29,9 @@ pub struct PerStatus<T> {
     pub replay_pending: T,
     pub replayed: T,
     pub replay_failed: T,
+    /// Replayed, then came back (`re_failed`, migration 0013).
+    #[serde(default)]
+    pub re_failed: T,
     pub deleted: T,
 }
 
@@ -40,6 +43,7 @@ impl<T: Copy> PerStatus<T> {
             Status::ReplayPending => self.replay_pending,
             Status::Replayed => self.replayed,
             Status::ReplayFailed => self.replay_failed,
+            Status::ReFailed => self.re_failed,
             Status::Deleted => self.deleted,
         }
     }
@@ -51,6 +55,7 @@ impl<T: Copy> PerStatus<T> {
             Status::ReplayPending => &mut self.replay_pending,
             Status::Replayed => &mut self.replayed,
             Status::ReplayFailed => &mut self.replay_failed,
+            Status::ReFailed => &mut self.re_failed,
             Status::Deleted => &mut self.deleted,
         }
     }
@@ -59,7 +64,7 @@ impl<T: Copy> PerStatus<T> {
 impl PerStatus<i64> {
     /// Every status but `deleted` (what the list shows by default).
     pub fn live(&self) -> i64 {
-        self.new + self.replay_pending + self.replayed + self.replay_failed
+        self.new + self.replay_pending + self.replayed + self.replay_failed + self.re_failed
     }
 
     /// Every status.
@@ -82,6 +87,7 @@ impl PerStatus<Option<i64>> {
             self.replay_pending,
             self.replayed,
             self.replay_failed,
+            self.re_failed,
         ]
         .into_iter()
         .flatten()
