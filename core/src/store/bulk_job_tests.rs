@@ -28,6 +28,7 @@ fn preparing_job() -> ReplayJob {
         selection: serde_json::to_string(&Selection::Filter(Filter::default())).unwrap(),
         options: Default::default(),
         transform: Default::default(),
+        refailed: 0,
     }
 }
 
