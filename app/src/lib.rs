@@ -13,6 +13,7 @@ pub mod api;
 pub mod auth_context;
 pub mod components;
 pub mod display;
+pub mod edit_api;
 pub mod http_status;
 pub mod job_control_api;
 pub mod labels_api;
@@ -29,7 +30,7 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, ErrorGroupPage,
+    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage, ErrorGroupPage,
     ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
 };
 
@@ -83,6 +84,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/groups") view=ErrorGroupsPage ssr=SsrMode::Async />
                     <Route path=path!("/groups/:fingerprint") view=ErrorGroupPage ssr=SsrMode::Async />
                     <Route path=path!("/dead-letters/:id") view=DeadLetterPage ssr=SsrMode::Async />
+                    <Route path=path!("/dead-letters/:id/edit") view=EditPage ssr=SsrMode::Async />
                     <Route path=path!("/confirm") view=ConfirmPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />

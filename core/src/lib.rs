@@ -11,6 +11,7 @@ pub mod auth;
 pub mod conventions;
 #[cfg(any(test, feature = "server"))]
 pub mod corpus;
+pub mod edit;
 pub mod filter;
 pub mod fingerprint;
 pub mod labels;

@@ -11,6 +11,7 @@ mod api_actions;
 mod api_archive;
 mod api_labels;
 mod api_quarantine;
+mod api_versions;
 mod archive_cli;
 mod auth;
 mod config;

@@ -59,6 +59,7 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::api_labels::router(state.clone()))
         .merge(crate::export::router(state.clone()))
         .merge(crate::api_quarantine::router(state.clone()))
+        .merge(crate::api_versions::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)
         // Inside the layers below (so refusals are traced and timed out like the rest): every

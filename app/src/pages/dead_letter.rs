@@ -45,6 +45,12 @@ pub fn DeadLetterPage() -> impl IntoView {
             None => Ok(None),
         }
     });
+    let versions = wire::resource(id, |id| async move {
+        match id {
+            Some(id) => crate::edit_api::get_versions(id).await,
+            None => Ok(Vec::new()),
+        }
+    });
     let session = use_session();
     let act = ServerAction::<ActOnSelected>::new();
     let label_act = ServerAction::<ChangeLabel>::new();
@@ -93,11 +99,13 @@ pub fn DeadLetterPage() -> impl IntoView {
                     let events = history.await.unwrap_or_default();
                     // The triage too: without it the record is still shown.
                     let triage = triage.await.ok().flatten();
+                    // And the edited versions.
+                    let versions = versions.await.unwrap_or_default();
                     match found.await {
                         Ok(Some(d)) => {
                             let id = d.summary.id;
                             view! {
-                                <Detail d=d history=events can_act=can_act act=act />
+                                <Detail d=d history=events can_act=can_act act=act versions=versions />
                                 {triage.map(|t| view! {
                                     <TriageSection id=id t=t can_edit=can_act label_act=label_act note_act=note_act />
                                 })}
@@ -214,6 +222,7 @@ fn Detail(
     history: Vec<HistoryEvent>,
     can_act: bool,
     act: ServerAction<ActOnSelected>,
+    versions: Vec<redrive_core::edit::VersionInfo>,
 ) -> impl IntoView {
     let s = d.summary;
     let n = d.normalized;
@@ -285,6 +294,12 @@ fn Detail(
         </h1>
         {message}
         {can_act.then(|| view! { <RecordActions id=id status=s.status act=act /> })}
+        {can_act.then(|| view! {
+            <p class="edit-link">
+                <a href=format!("/dead-letters/{id}/edit")>"Edit and replay…"</a>
+                <span class="dim small">" change the value, key or headers; the original is kept"</span>
+            </p>
+        })}
         <dl class="facts">
             <dt>"Dead letter"</dt>
             <dd class="mono">{id}</dd>
@@ -341,6 +356,7 @@ fn Detail(
                 }}
             </dd>
         </dl>
+        <super::versions::Versions id=id versions=versions />
         <section>
             <h2>"History"</h2>
             <History events=history />

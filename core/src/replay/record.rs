@@ -17,6 +17,10 @@ pub const HEADER_REPLAYED_BY: &str = "redrive-replayed-by";
 /// after a crash), so a consumer can drop a duplicate.
 pub const HEADER_IDEMPOTENCY_KEY: &str = "redrive-idempotency-key";
 
+/// The edited version published (decimal, 1, 2, ...), only on a record that is an edit of its
+/// dead letter (`docs/replay.md`, "Edit and replay"); absent when the original is published.
+pub const HEADER_EDIT_VERSION: &str = "redrive-edit-version";
+
 /// Prefix of every header redrive writes. Such headers on a dead letter come from an earlier
 /// replay that failed again; they are replaced, never repeated.
 pub const REDRIVE_HEADER_PREFIX: &str = "redrive-";
@@ -30,6 +34,8 @@ pub(crate) struct ReplayIds<'a> {
     pub(crate) replay_count: i64,
     pub(crate) replayed_by: &'a str,
     pub(crate) idempotency_key: &'a str,
+    /// The edited version published; 0 = the original (no [`HEADER_EDIT_VERSION`]).
+    pub(crate) edit_version: i32,
 }
 
 /// The headers a replay keeps of `original`, in order (duplicates and null values kept):
@@ -50,7 +56,7 @@ pub(crate) fn application_headers(
 
 /// The headers to publish: `original` in order (duplicates and null values kept) without the
 /// diagnostics of `convention` (unless `forward_diagnostics`) and without earlier `redrive-*`
-/// headers, then redrive's five headers.
+/// headers, then redrive's five headers (six for an edited version: [`HEADER_EDIT_VERSION`]).
 pub(crate) fn replay_headers(
     original: &[Header],
     convention: Convention,
@@ -70,6 +76,9 @@ pub(crate) fn replay_headers(
         HEADER_IDEMPOTENCY_KEY,
         ids.idempotency_key.to_string(),
     ));
+    if ids.edit_version > 0 {
+        out.push(text(HEADER_EDIT_VERSION, ids.edit_version.to_string()));
+    }
     out
 }
 
@@ -101,6 +110,7 @@ mod tests {
             replay_count: 2,
             replayed_by: "ann",
             idempotency_key: "5f0c6f4e-2b1d-4c1e-9a55-0d3b1f2e6a77",
+            edit_version: 0,
         };
         let got = replay_headers(&original, Convention::SpringDlt, false, &ids);
         let names: Vec<&str> = got.iter().map(|h| h.name.as_str()).collect();

@@ -379,6 +379,7 @@ impl Relay {
             replay_count: i64::from(row.replay_count) + 1,
             replayed_by: &job.created_by,
             idempotency_key: &row.idempotency_key,
+            edit_version: row.version,
         };
         let headers = replay_headers(
             &row.headers,

@@ -287,7 +287,8 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
 }
 
 /// One outbox row per dead letter of `ids`, each with a fresh UUID v4 idempotency key, in id
-/// order (so a replay publishes in ingest order).
+/// order (so a replay publishes in ingest order), pinned to the dead letter's latest edited
+/// version (`versions.rs`; none = the original).
 pub(super) fn insert_outbox<'a, DB: Dialect>(
     job_id: &'a str,
     ids: &[i64],
@@ -296,7 +297,7 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
 ) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, status, \
-         attempts, next_attempt_at_ms, created_at_ms) SELECT ",
+         attempts, next_attempt_at_ms, created_at_ms, version_id) SELECT ",
     );
     DB::bind(&mut qb, Val::Text(Some(job_id)));
     qb.push(", id, ").push(DB::NEW_UUID).push(", COALESCE(");
@@ -305,6 +306,9 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
     DB::bind(&mut qb, Val::I64(Some(now)));
     qb.push(", ");
     DB::bind(&mut qb, Val::I64(Some(now)));
+    qb.push(", ")
+        .push(super::versions::LATEST_VERSION_ID)
+        .push(" AS version_id");
     qb.push(" FROM dead_letters WHERE id IN ");
     DB::push_json_ids(&mut qb, ids_json(ids));
     qb.push(" ORDER BY id");
@@ -358,7 +362,9 @@ pub fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
 }
 
 /// Checks a replay request; returns the trimmed target override and reason.
-fn check_replay(req: &ReplayRequest) -> Result<(Option<String>, Option<String>), StoreError> {
+pub(super) fn check_replay(
+    req: &ReplayRequest,
+) -> Result<(Option<String>, Option<String>), StoreError> {
     let target = check_target(req.target_topic.as_deref())?;
     check_options(&req.options)?;
     if let Some(r) = req.rate_per_sec {

@@ -179,6 +179,7 @@ pub(crate) mod outcome;
 mod quarantine;
 mod stats;
 mod transform_marks;
+mod versions;
 // Retention and the archive (issue 8).
 mod archive;
 mod retention;
@@ -204,6 +205,7 @@ pub use self::stats::{
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
+pub use self::versions::MAX_VERSIONS_LISTED;
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;

@@ -47,6 +47,9 @@ pub(crate) struct ClaimedRow {
     pub(crate) convention: Convention,
     /// Replays so far (this one not counted yet).
     pub(crate) replay_count: i32,
+    /// The edited version whose key, value and headers these are (`versions.rs`); 0 = the
+    /// original.
+    pub(crate) version: i32,
 }
 
 /// The rows of one claim and the token that holds them.
@@ -155,6 +158,7 @@ struct ClaimRow {
     headers: String,
     convention: String,
     replay_count: i32,
+    version: i32,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -384,11 +388,14 @@ impl Store {
             tx.commit().await.map_err(store_error)?;
             // Read after the commit: SQLite's write lock is held only for the claim itself.
             // The rows are ours by token until the lease ends.
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+            // The row's pinned version (an edit) in place of the original, never beside it.
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
                 "SELECT o.id AS outbox_id, o.dead_letter_id, o.idempotency_key, o.target_topic, \
-                 o.attempts, d.key, d.value, d.headers, d.convention, d.replay_count \
-                 FROM outbox o JOIN dead_letters d ON d.id = o.dead_letter_id WHERE o.id IN ",
-            );
+                 o.attempts, {}, d.convention, d.replay_count \
+                 FROM outbox o JOIN dead_letters d ON d.id = o.dead_letter_id {} WHERE o.id IN ",
+                super::versions::CLAIM_RECORD_COLUMNS,
+                super::versions::CLAIM_VERSION_JOIN
+            ));
             DB::push_json_ids(&mut qb, ids_json(&ids));
             qb.push(" ORDER BY o.id");
             qb.build_query_as()
@@ -410,6 +417,7 @@ impl Store {
                     headers: decode_headers(&r.headers)?,
                     convention: Convention::parse(&r.convention),
                     replay_count: r.replay_count,
+                    version: r.version,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

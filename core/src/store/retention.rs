@@ -20,6 +20,8 @@ use crate::actions::NewAuditEntry;
 pub const DEPENDENT_TABLES: &[(&str, &str)] = &[
     ("outbox", "dead_letter_id"),
     ("dead_letter_events", "dead_letter_id"),
+    // After the outbox rows, which reference versions (`outbox.version_id`).
+    ("dead_letter_versions", "dead_letter_id"),
 ];
 
 /// A run that has not moved for this long is taken to be interrupted (its process died), ms.

@@ -67,12 +67,14 @@ fn routes() -> Vec<Route> {
         r("cancel job", Api, |c| format!("/api/v1/replays/{}/cancel", c.job_id), |_| json!({}), Operator, 200, Changes),
         r("delete", Api, |_| "/api/v1/dead-letters/delete".into(), |c| json!({"ids": [c.to_delete], "reason": "matrix"}), Operator, 200, Changes),
         r("restore", Api, |_| "/api/v1/dead-letters/restore".into(), |c| json!({"ids": [c.to_restore]}), Operator, 200, Changes),
+        r("edit and replay", Api, |c| format!("/api/v1/dead-letters/{}/versions", c.to_replay), |_| json!({"value": {"text": "matrix edit"}, "reason": "matrix", "replay": true}), Operator, 201, Changes),
         r("retry quarantined", Api, |_| "/api/v1/quarantine/retry".into(), |c| json!({"ids": [c.quarantined]}), Operator, 200, Changes),
         r("sign out", Form, |_| "/auth/sign-out".into(), |_| json!({}), Viewer, 303, Changes),
         r("ui replay selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "replay", "ids[]": c.to_replay, "back": "/"}), Operator, 302, Changes),
         r("ui delete selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "delete", "ids[]": c.to_delete, "back": "/"}), Operator, 302, Changes),
         r("ui restore selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "restore", "ids[]": c.to_restore, "back": "/"}), Operator, 302, Changes),
         r("ui act on filter", Form, |_| "/api/ui/act-on-filter".into(), |c| json!({"op": "delete", "filter": format!("dlq_topic={}&status=new", c.topic)}), Operator, 302, Changes),
+        r("ui edit", Form, |_| "/api/ui/edit".into(), |c| json!({"id": c.to_replay.to_string(), "value_as": "text", "value": "matrix form edit", "key_as": "keep", "headers_keep": "true", "op": "save"}), Operator, 302, Changes),
         r("ui cancel job", Form, |_| "/api/ui/cancel-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
         r("pause job", Api, |c| format!("/api/v1/replays/{}/pause", c.job_id), |_| json!({"reason": "matrix"}), Operator, 200, Changes),
         r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), Operator, 200, Changes),
@@ -154,6 +156,8 @@ struct Snapshot {
     paused_job: String,
     in_quarantine: bool,
     session_alive: Option<bool>,
+    /// The latest edited version of `to_replay` (an edit saves a new one).
+    edit_version: Option<i32>,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -298,12 +302,18 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .await
         .expect("quarantined")
         .is_some();
+    let edit_version = app
+        .store
+        .latest_version(cell.to_replay)
+        .await
+        .expect("latest version");
     Snapshot {
         statuses,
         job,
         paused_job,
         in_quarantine,
         session_alive,
+        edit_version,
     }
 }
 

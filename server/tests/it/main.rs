@@ -30,6 +30,7 @@ mod corpus;
 mod crash_safety;
 mod demo_pipeline;
 mod display_caps;
+mod edit_replay;
 mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_hostile;
