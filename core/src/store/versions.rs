@@ -361,6 +361,7 @@ impl Store {
                     selection: serde_json::to_string(&selection)
                         .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?,
                     options: ReplayOptions::default(),
+                    transform: Default::default(),
                 };
                 insert_job::<DB>(&j)
                     .build()
