@@ -362,6 +362,7 @@ impl Store {
                         .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?,
                     options: ReplayOptions::default(),
                     transform: Default::default(),
+                    refailed: 0,
                 };
                 insert_job::<DB>(&j)
                     .build()
