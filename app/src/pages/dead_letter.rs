@@ -299,7 +299,8 @@ fn Detail(
                 <a href=format!("/dead-letters/{id}/edit")>"Edit and replay…"</a>
                 <span class="dim small">" change the value, key or headers; the original is kept"</span>
             </p>
-        })}
+        }
+        .into_any())}
         <dl class="facts">
             <dt>"Dead letter"</dt>
             <dd class="mono">{id}</dd>

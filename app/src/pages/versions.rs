@@ -45,9 +45,11 @@ fn part(what: &'static str, p: &PartDiff) -> Option<impl IntoView> {
 
 /// The saved versions (none: nothing is shown).
 #[component]
-pub fn Versions(id: i64, versions: Vec<VersionInfo>) -> impl IntoView {
+pub fn Versions(id: i64, versions: Vec<VersionInfo>) -> AnyView {
+    // Type-erased: the detail page's view type is deep enough already (the wasm build's
+    // query depth).
     let latest = versions.first().map(|v| v.version);
-    latest.map(|latest| {
+    let view = latest.map(|latest| {
         let items = versions
             .into_iter()
             .map(|v| {
@@ -105,5 +107,7 @@ pub fn Versions(id: i64, versions: Vec<VersionInfo>) -> impl IntoView {
                 <ol class="version-list" reversed="">{items}</ol>
             </section>
         }
-    })
+        .into_any()
+    });
+    view.into_any()
 }
