@@ -113,6 +113,9 @@ pub struct Preview {
 pub struct JobSnapshot {
     pub job: ReplayJob,
     pub as_of_ms: i64,
+    /// The re-failure watch window in force (`replay_outcome_window_ms`), ms.
+    #[serde(default)]
+    pub window_ms: u64,
 }
 
 /// The notice a page shows after a delete or restore, carried in the URL as `done=CODE-N` so
@@ -653,7 +656,12 @@ pub async fn get_replay_job(id: String) -> Result<Option<JobSnapshot>, ServerFnE
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    Ok(job.map(|job| JobSnapshot { job, as_of_ms }))
+    let window_ms = redrive_core::outcome::window_ms();
+    Ok(job.map(|job| JobSnapshot {
+        job,
+        as_of_ms,
+        window_ms,
+    }))
 }
 
 /// The most recent replay jobs, newest first.

@@ -65,6 +65,15 @@ pub struct DeadLetterDetail {
     /// characters marked, and a link built from them would select nothing (issue #12).
     pub dlq_topic_value: String,
     pub source_topic_value: Option<String>,
+    /// The earlier dead letter it came back from, if it did (`docs/replay.md`, "Outcome").
+    #[serde(default)]
+    pub link: Option<redrive_core::ReplayLink>,
+    /// The chain of replays around it (bounded: `CHAIN_LINKS_SHOWN` a side).
+    #[serde(default)]
+    pub chain: redrive_core::outcome::ReplayChain,
+    /// What the page says of its replay's outcome, at `as_of_ms`.
+    #[serde(default)]
+    pub verdict: Option<redrive_core::outcome::Verdict>,
 }
 
 #[cfg(feature = "ssr")]
@@ -201,5 +210,21 @@ pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, Server
         .get(id)
         .await
         .map_err(|e| seam::store_failed("read the dead letter", e))?;
-    Ok(found.as_ref().map(crate::display::record::detail))
+    let Some(d) = found else {
+        return Ok(None);
+    };
+    let mut detail = crate::display::record::detail(&d);
+    detail.chain = store
+        .replay_chain(id)
+        .await
+        .map_err(|e| seam::store_failed("read the replay chain", e))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_millis() as i64)
+        .unwrap_or(0);
+    detail.verdict =
+        detail
+            .chain
+            .verdict(d.summary.status, now, redrive_core::outcome::window_ms());
+    Ok(Some(detail))
 }

@@ -13,6 +13,21 @@ use crate::model::{LinkVia, Status};
 /// re-failure seen", ms (1 h).
 pub const DEFAULT_WINDOW_MS: u64 = 3_600_000;
 
+/// The watch window in force (`replay_outcome_window_ms`), ms: set once by `redrive serve`
+/// from its configuration ([`set_window_ms`]), [`DEFAULT_WINDOW_MS`] until then.
+static WINDOW_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_WINDOW_MS);
+
+/// Sets the watch window for this process (ms).
+pub fn set_window_ms(ms: u64) {
+    WINDOW_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The watch window for this process (ms).
+pub fn window_ms() -> u64 {
+    WINDOW_MS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Most links the detail page shows on each side of the chain (earlier, later); the rest
 /// are counted as "more" (`docs/limits.md`).
 pub const CHAIN_LINKS_SHOWN: usize = 20;

@@ -220,6 +220,12 @@ pub struct Config {
     #[serde(default)]
     pub relay_forward_diagnostic_headers: bool,
 
+    /// How long after its last publish a replayed dead letter is watched for a re-failure
+    /// (its record coming back as a new dead letter, `docs/replay.md` "Outcome") before the
+    /// detail page says "no re-failure seen", in ms. Default 3,600,000 (1 h).
+    #[serde(default = "default_replay_outcome_window_ms")]
+    pub replay_outcome_window_ms: u64,
+
     /// IP addresses of reverse proxies whose `X-Forwarded-For` header is believed. Comma list
     /// in the environment, an array in the file; exact addresses (no CIDR ranges). Default
     /// none: the client address is the TCP peer's. When the peer is listed, the client is the
@@ -350,6 +356,7 @@ impl Default for Config {
             relay_poll_interval_ms: replay::default_poll_interval_ms(),
             relay_max_parallel_jobs: replay::default_max_parallel_jobs(),
             relay_forward_diagnostic_headers: false,
+            replay_outcome_window_ms: default_replay_outcome_window_ms(),
             trusted_proxies: Vec::new(),
             alerts: AlertsConfig::default(),
             retention: redrive_core::retention::RetentionConfig::default(),
@@ -396,6 +403,7 @@ const TYPED_FIELDS: &[&str] = &[
     "relay_poll_interval_ms",
     "relay_max_parallel_jobs",
     "relay_forward_diagnostic_headers",
+    "replay_outcome_window_ms",
 ];
 
 /// `REDRIVE_*` variables that are not settings and are not worth a warning (the config file
@@ -884,6 +892,11 @@ mod de {
             Ok(out)
         }
     }
+}
+
+/// Default [`Config::replay_outcome_window_ms`]: 1 h.
+fn default_replay_outcome_window_ms() -> u64 {
+    redrive_core::outcome::DEFAULT_WINDOW_MS
 }
 
 #[cfg(test)]

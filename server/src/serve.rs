@@ -202,6 +202,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     };
     let relay_health = RelayHealth::default();
     let alerts_config = Arc::new(config.alerts.clone());
+    redrive_core::outcome::set_window_ms(config.replay_outcome_window_ms);
     let alert_status = Arc::new(
         AlertStatus::default()
             .with_rules(config.alerts.rules.iter().map(|r| r.name.as_str()))

@@ -128,6 +128,12 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
             <td class="nowrap">
                 <StatusBadge status=d.status />
                 {d.malformed.then(|| view! { " " <MalformedBadge /> })}
+                {(d.repeat_failures > 0).then(|| view! {
+                    " "
+                    <span class="badge came-back" title="Came back after a replay: how many times">
+                        {format!("came back ×{}", d.repeat_failures)}
+                    </span>
+                })}
             </td>
         </tr>
     }

@@ -40,6 +40,10 @@ pub fn FilterBar(
         v("unlabelled").to_ascii_lowercase().as_str(),
         "true" | "1" | "yes" | "on"
     );
+    let came_back = matches!(
+        v("came_back").to_ascii_lowercase().as_str(),
+        "true" | "1" | "yes" | "on"
+    );
     view! {
         <form class="filter-bar" method="get" action=action role="search">
             <label class="wide">
@@ -94,6 +98,10 @@ pub fn FilterBar(
             <label class="check">
                 <input type="checkbox" name="unlabelled" value="true" checked=unlabelled />
                 <span>"No label"</span>
+            </label>
+            <label class="check" title="Linked by ingest to an earlier dead letter whose replay failed again">
+                <input type="checkbox" name="came_back" value="true" checked=came_back />
+                <span>"Came back after replay"</span>
             </label>
             <label class="time">
                 <span>"From (UTC)"</span>

@@ -126,5 +126,8 @@ pub fn detail(d: &DeadLetter) -> DeadLetterDetail {
         replay_count: d.replay_count,
         dlq_topic_value: d.summary.dlq_topic.clone(),
         source_topic_value: n.source_topic.clone(),
+        link: d.link.clone(),
+        chain: Default::default(),
+        verdict: None,
     }
 }

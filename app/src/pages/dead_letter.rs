@@ -358,6 +358,12 @@ fn Detail(
             </dd>
         </dl>
         <super::versions::Versions id=id versions=versions />
+        <ReplayOutcome
+            repeat_failures=s.repeat_failures
+            link=d.link.clone()
+            chain=d.chain.clone()
+            verdict=d.verdict
+        />
         <section>
             <h2>"History"</h2>
             <History events=history />
@@ -370,4 +376,86 @@ fn Detail(
             <HeaderTable headers=d.headers raw_href=format!("/dead-letters/{id}/raw/headers") />
         </section>
     }
+}
+
+/// One dead letter of a replay chain, as a list item: link, status, time, how it was linked.
+fn chain_item(l: &redrive_core::outcome::ChainLink) -> impl IntoView {
+    let href = format!("/dead-letters/{}", l.id);
+    let via = l.via.map(|v| format!(" · linked by {}", v.describe()));
+    let repeat = (l.repeat_failures > 0).then(|| format!(" · came back ×{}", l.repeat_failures));
+    view! {
+        <li>
+            <a href=href class="mono">{format!("#{}", l.id)}</a>
+            " "
+            <StatusBadge status=l.status />
+            " "
+            <span class="mono small">{format_time(l.dead_lettered_at_ms)} " UTC"</span>
+            <span class="dim small">{repeat}{via}</span>
+        </li>
+    }
+}
+
+/// "Replay outcome": where this dead letter came back from, what came back from its
+/// replays (each side bounded by `CHAIN_LINKS_SHOWN`), and the verdict on its last replay
+/// (`docs/replay.md`, "Outcome"). Nothing when it was never replayed and did not come back.
+#[component]
+fn ReplayOutcome(
+    repeat_failures: i32,
+    link: Option<redrive_core::ReplayLink>,
+    chain: redrive_core::outcome::ReplayChain,
+    verdict: Option<redrive_core::outcome::Verdict>,
+) -> impl IntoView {
+    use redrive_core::outcome::Verdict;
+    let empty =
+        link.is_none() && chain.earlier.is_empty() && chain.later.is_empty() && verdict.is_none();
+    (!empty).then(|| {
+        let came_back = link.map(|l| {
+            let job = l.job_id.clone().map(|j| {
+                view! { " of replay job " <a class="mono" href=format!("/jobs/{j}")>{j.chars().take(8).collect::<String>()}</a> }
+            });
+            view! {
+                <p class="came-back">
+                    {format!("This record came back after a replay (repeat failure {repeat_failures}), linked by {}", l.via.describe())}
+                    {job}
+                    "."
+                </p>
+            }
+        });
+        let verdict = verdict.map(|v| match v {
+            Verdict::CameBack => view! { <p class="verdict">"Its replay failed again: see the later dead letters below."</p> }.into_any(),
+            Verdict::NoRefailureSeen => view! { <p class="verdict no-refailure">"No re-failure seen within the watch window after its last replay."</p> }.into_any(),
+            Verdict::Watching { until_ms } => view! { <p class="verdict watching">"Replayed; watching for a re-failure until " {format_time(until_ms)} " UTC."</p> }.into_any(),
+        });
+        let earlier = (!chain.earlier.is_empty() || chain.earlier_purged.is_some()).then(|| {
+            let more = chain.earlier_more.then(|| view! { <li class="dim">"… and earlier ones"</li> });
+            let gone = chain.earlier_purged.map(|id| view! { <li class="dim">{format!("#{id} (no longer stored: purged by retention)")}</li> });
+            view! {
+                <h3>"Came back from (nearest first)"</h3>
+                <ol class="chain earlier">
+                    {chain.earlier.iter().map(chain_item).collect_view()}
+                    {gone}
+                    {more}
+                </ol>
+            }
+        });
+        let later = (!chain.later.is_empty()).then(|| {
+            let more = chain.later_more.then(|| view! { <li class="dim">"… and more"</li> });
+            view! {
+                <h3>"Came back as (oldest first)"</h3>
+                <ol class="chain later">
+                    {chain.later.iter().map(chain_item).collect_view()}
+                    {more}
+                </ol>
+            }
+        });
+        view! {
+            <section class="replay-outcome">
+                <h2>"Replay outcome"</h2>
+                {came_back}
+                {verdict}
+                {earlier}
+                {later}
+            </section>
+        }
+    })
 }

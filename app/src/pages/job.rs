@@ -90,7 +90,12 @@ fn Job(
     pause: ServerAction<PauseReplayJob>,
     resume: ServerAction<ResumeReplayJob>,
 ) -> impl IntoView {
-    let JobSnapshot { job, as_of_ms } = snapshot;
+    let JobSnapshot {
+        job,
+        as_of_ms,
+        window_ms,
+    } = snapshot;
+    let outcome = outcome_line(&job, as_of_ms, window_ms);
     // A job still queueing its rows (`preparing`) can be paused or cancelled too.
     let active =
         job.status.is_active() || job.status == redrive_core::actions::JobStatus::Preparing;
@@ -121,6 +126,7 @@ fn Job(
         </h1>
         {move || error().map(|e| view! { <ActionError error=e /> })}
         <JobProgress job=job as_of_ms=as_of_ms />
+        {outcome}
         {(active && can_act).then(|| view! {
             <ActionForm action=pause attr:class="pause-job">
                 <CsrfField />
@@ -159,6 +165,8 @@ fn Job(
             </ActionForm>
         })}
         <p>
+            <a href="/?came_back=true">"Came back after replay"</a>
+            " · "
             <a href="/?status=replayed">"Replayed dead letters"</a>
             " · "
             <a href="/?status=replay_failed">"Failed replays"</a>
@@ -166,4 +174,33 @@ fn Job(
             <a href="/audit?action=replay">"Audit trail"</a>
         </p>
     }
+}
+
+/// "Came back: N of M published" and, once the job finished longer ago than the watch
+/// window, "no re-failure seen" for the rest (`docs/replay.md`, "Outcome"). Nothing before
+/// anything was published.
+fn outcome_line(
+    job: &redrive_core::actions::ReplayJob,
+    as_of_ms: i64,
+    window_ms: u64,
+) -> Option<impl IntoView> {
+    (job.published > 0).then(|| {
+        let rest = (job.published - job.refailed).max(0);
+        let watch = match job.finished_at_ms {
+            Some(f) if as_of_ms >= f.saturating_add(i64::try_from(window_ms).unwrap_or(i64::MAX)) => {
+                format!("no re-failure seen for the other {rest} within the watch window")
+            }
+            Some(f) => format!(
+                "watching the other {rest} for re-failures until {} UTC",
+                crate::display::format_time(f.saturating_add(i64::try_from(window_ms).unwrap_or(i64::MAX)))
+            ),
+            None => "watching for re-failures while it runs".to_string(),
+        };
+        view! {
+            <p class="job-outcome">
+                <strong class="refailed">{format!("Came back: {} of {} published", job.refailed, job.published)}</strong>
+                " — " {watch}
+            </p>
+        }
+    })
 }

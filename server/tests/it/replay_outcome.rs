@@ -267,6 +267,40 @@ async fn demo_agent_dead_letters_a_replay_again_and_it_is_linked(backend: Backen
     assert_eq!(totals.counts.re_failed, POISON as i64);
     assert_eq!(totals.counts.new, POISON as i64);
 
+    // The pages, as a browser without JavaScript gets them.
+    let site = crate::support::InProcessSite::over(redrive.store.clone());
+    let (status, job_page) = site.get(&format!("/jobs/{}", job.id)).await;
+    assert_eq!(status, 200);
+    assert!(
+        job_page.contains(&format!("Came back: {POISON} of {POISON} published")),
+        "{job_page}"
+    );
+    let (_, list) = site.get("/?came_back=true").await;
+    assert_eq!(
+        list.matches("came back ×1").count() as u64,
+        POISON,
+        "{list}"
+    );
+    let (new_id, earlier_id) = (came_back[0], earlier_seen[0]);
+    let new_link = redrive
+        .store
+        .get(new_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .link
+        .unwrap();
+    let (_, new_page) = site.get(&format!("/dead-letters/{new_id}")).await;
+    assert!(new_page.contains("Replay outcome"), "{new_page}");
+    assert!(new_page.contains("This record came back after a replay (repeat failure 1)"));
+    assert!(new_page.contains(&format!("href=\"/dead-letters/{}\"", new_link.earlier_id)));
+    let (_, earlier_page) = site.get(&format!("/dead-letters/{earlier_id}")).await;
+    assert!(
+        earlier_page.contains("Came back as (oldest first)"),
+        "{earlier_page}"
+    );
+    assert!(earlier_page.contains("Its replay failed again"));
+
     redrive.stop().await;
     demo.stop().await;
 }

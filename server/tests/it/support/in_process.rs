@@ -35,6 +35,20 @@ impl InProcessSite {
         }
     }
 
+    /// The site router over `store` as it is (the caller keeps its database alive).
+    pub fn over(store: redrive_core::store::Store) -> InProcessSite {
+        let site_root = tempfile::tempdir().expect("tempdir");
+        let options = site::leptos_options(
+            &site_root.path().display().to_string(),
+            "127.0.0.1:0".parse().expect("addr"),
+        );
+        InProcessSite {
+            router: site::site_router(store, options),
+            _db: tempfile::tempdir().expect("tempdir"),
+            _site_root: site_root,
+        }
+    }
+
     /// GET `uri`: the status and the whole body (64 MiB at most) as text.
     pub async fn get(&self, uri: &str) -> (StatusCode, String) {
         let res = self
