@@ -79,8 +79,8 @@ pub struct ReplayRequest {
 }
 
 /// A replay job's publishing options, stored with the job as JSON (`replay_jobs.options`)
-/// and read by the relay with each claim. `{}` (the default) is a plain replay: records in
-/// outbox-id order, partition by the producer's key hash, no canary, no transform.
+/// and read by the relay with each claim. `{}` (the default) is a plain replay: per-key
+/// order, partition by the producer's key hash, no canary, no transform.
 ///
 /// Unknown fields are refused (a typo in an API request is a 422, not an ignored option).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +91,26 @@ pub struct ReplayOptions {
     /// "Transform on replay"). `None` = records are published as stored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transform: Option<TransformOptions>,
+    /// Turns per-key order off. By default (`false`) records with the same target topic and
+    /// key are published one at a time in source order: a record is not sent while an
+    /// earlier one of its key in the job is not yet published (retrying, claimed, in
+    /// flight); when one fails for good the later ones of its key fail with it instead of
+    /// overtaking it. Null keys carry no order. `true`: every record is independent (the
+    /// relay's full batch parallelism). `docs/replay.md`, "Per-key order".
+    #[serde(skip_serializing_if = "is_false")]
+    pub unordered: bool,
+    /// Publish each record to the partition it came from (`source_partition`, as the
+    /// convention decoded it) instead of letting the producer pick one by key hash. A record
+    /// whose partition the target topic does not have (or whose partition is unknown) fails
+    /// with a message naming the partition and the target's partition count: it is never
+    /// remapped. `docs/replay.md`, "Original partition".
+    #[serde(skip_serializing_if = "is_false")]
+    pub original_partition: bool,
+}
+
+/// serde's `skip_serializing_if` for flags that are off: a plain job's options stay `{}`.
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A replay's transform: the script and its per-record limits (`docs/replay.md`). Checked

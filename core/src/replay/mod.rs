@@ -47,6 +47,8 @@
 pub mod backoff;
 mod config;
 mod kafka;
+pub(crate) mod order;
+mod placement;
 mod record;
 mod status;
 pub mod transform;
@@ -131,6 +133,7 @@ pub async fn run(
         outage_streak: AtomicU32::new(0),
         write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
         marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
+        partitions: placement::PartitionCounts::default(),
     });
     status.set_running(true);
 

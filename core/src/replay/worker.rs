@@ -43,6 +43,8 @@ pub(super) struct Relay {
     pub(super) write_turn: Option<tokio::sync::Mutex<()>>,
     /// Batches being marked at once per job: 1 on SQLite (one writer anyway), 2 on PostgreSQL.
     pub(super) marks_in_flight: usize,
+    /// Target topics' partition counts, for jobs that publish to original partitions.
+    pub(super) partitions: super::placement::PartitionCounts,
 }
 
 /// How often a worker publishing a throttled batch re-reads its job's status (pause, cancel).
@@ -85,6 +87,14 @@ impl Relay {
             let Some(last_id) = claim.rows.last().map(|r| r.outbox_id) else {
                 if cursor.take().is_some() {
                     reclaim = true;
+                    continue;
+                }
+                // Batches still being marked may make rows claimable (per-key order: the next
+                // record of a key is released when the one before it is marked published).
+                if !marking.is_empty() {
+                    for m in marking.drain(..) {
+                        let _ = m.await;
+                    }
                     continue;
                 }
                 break;
@@ -401,6 +411,13 @@ impl Relay {
         }
         if let Some(v) = &row.value {
             record = record.payload(v.as_slice());
+        }
+        if job.options.original_partition {
+            let p = self
+                .partitions
+                .partition_for(producer, &row.target_topic, row.source_partition)
+                .await?;
+            record = record.partition(p);
         }
         loop {
             match producer.send_result(record) {

@@ -506,6 +506,22 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
+                // Per-key order (`order.rs`): each row's key group and place, heads unheld.
+                if !job.options.unordered {
+                    let keys: Vec<super::order::KeyRow> = super::order::read_keys::<DB>(&ids)
+                        .build_query_as()
+                        .persistent(false)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    for mut qb in super::order::order_statements::<DB>(&job.id, target, &keys) {
+                        qb.build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    }
+                }
                 insert_events_for_ids::<DB>(
                     &ids,
                     now,

@@ -174,6 +174,8 @@ mod label_bulk;
 mod label_reads;
 mod labels;
 mod lock;
+// Per-key order of a replay job's outbox rows (issue 9, migration 0016).
+mod order;
 mod outbox;
 pub(crate) mod outcome;
 mod quarantine;

@@ -50,6 +50,9 @@ pub(crate) struct ClaimedRow {
     /// The edited version whose key, value and headers these are (`versions.rs`); 0 = the
     /// original.
     pub(crate) version: i32,
+    /// The partition the record came from, as its convention decoded it (for
+    /// `ReplayOptions::original_partition`).
+    pub(crate) source_partition: Option<i32>,
 }
 
 /// The rows of one claim and the token that holds them.
@@ -159,6 +162,7 @@ struct ClaimRow {
     convention: String,
     replay_count: i32,
     version: i32,
+    source_partition: Option<i32>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -349,6 +353,10 @@ impl Store {
                     .push(deadline_column)
                     .push(op);
                 DB::bind(&mut qb, Val::I64(Some(now)));
+                if condition == "pending" {
+                    // Per-key order: a row waiting for an earlier one of its key is not due.
+                    qb.push(" AND held = 0");
+                }
                 if let (Some(after), "pending") = (after_id, condition) {
                     qb.push(" AND id > ");
                     DB::bind(&mut qb, Val::I64(Some(after)));
@@ -391,7 +399,8 @@ impl Store {
             // The row's pinned version (an edit) in place of the original, never beside it.
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
                 "SELECT o.id AS outbox_id, o.dead_letter_id, o.idempotency_key, o.target_topic, \
-                 o.attempts, {}, d.convention, d.replay_count \
+                 o.attempts, {}, d.convention, d.replay_count, \
+                 d.source_partition \
                  FROM outbox o JOIN dead_letters d ON d.id = o.dead_letter_id {} WHERE o.id IN ",
                 super::versions::CLAIM_RECORD_COLUMNS,
                 super::versions::CLAIM_VERSION_JOIN
@@ -418,6 +427,7 @@ impl Store {
                     convention: Convention::parse(&r.convention),
                     replay_count: r.replay_count,
                     version: r.version,
+                    source_partition: r.source_partition,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -509,6 +519,13 @@ impl Store {
                     DB::push_json_ids(&mut qb, ids_json(&outbox_ids));
                     qb.push(" ORDER BY id");
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    // Per-key order: the next record of each key may go now.
+                    super::order::release_next::<DB>(&outbox_ids)
+                        .build()
+                        .persistent(false)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
                 }
                 summary.published = marked.len() as u64;
             }
@@ -550,6 +567,25 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(f.dead_letter_id)));
                 qb.build().execute(&mut *tx).await.map_err(store_error)?;
                 failed_events.push((f.dead_letter_id, "replay_failed", error));
+                // Per-key order: the later records of its key fail with it, not overtake it.
+                let held: Vec<i64> = super::order::fail_held::<DB>(f.outbox_id, f.dead_letter_id)
+                    .build_query_scalar()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if !held.is_empty() {
+                    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                        "UPDATE dead_letters SET status = 'replay_failed', status_before = NULL \
+                         WHERE id IN ",
+                    );
+                    DB::push_json_ids(&mut qb, ids_json(&held));
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    let why = super::order::held_back_error(f.dead_letter_id);
+                    failed_events.extend(
+                        held.into_iter()
+                            .map(|id| (id, "replay_failed", why.clone())),
+                    );
+                }
             }
             for chunk in failed_events.chunks(chunk_rows::<DB>(6)) {
                 insert_events::<DB>(chunk, &actor, job, now)
@@ -684,7 +720,8 @@ mod tests {
                 dlq_partition: 0,
                 dlq_offset: offset,
                 timestamp_ms: Some(1_000),
-                key: Some(b"k".to_vec()),
+                // Distinct keys: per-key order would otherwise claim one at a time.
+                key: Some(format!("k{offset}").into_bytes()),
                 value: Some(b"v".to_vec()),
                 headers: vec![],
             },

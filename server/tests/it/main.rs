@@ -44,6 +44,7 @@ mod pages;
 mod replay;
 mod replay_control;
 mod replay_outcome;
+mod replay_order;
 mod retention;
 mod soak;
 mod stats;

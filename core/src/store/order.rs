@@ -1,0 +1,287 @@
+//! Per-key order in the outbox (`docs/replay.md`, "Per-key order"; migration 0016).
+//!
+//! The rows of one job with the same target topic and key form a *key group*
+//! (`outbox.order_key`, a 64-bit hash, see [`crate::replay::order::order_key`]), ordered by
+//! `outbox.order_pos` (the source offset, see [`crate::replay::order::order_pos`]) and then
+//! by outbox id. Only a group's *head* — its earliest row not yet published — has
+//! `held = 0`; every later row is `held = 1` and is never claimed (`Store::claim` only takes
+//! `held = 0` rows). So at most one row per key is claimed or in flight, and a row is sent
+//! only once every earlier row of its key is published:
+//!
+//! - **Insert** ([`order_statements`]): after a chunk's outbox rows are written, each row
+//!   gets its group and place, and every row of those groups that has an earlier unheld row
+//!   becomes held (in a bulk replay a later chunk may hold a record that comes before a
+//!   group's head from an earlier chunk: that head is held again).
+//! - **Published** ([`release_next`]): the next held row of each published row's group is
+//!   released, in the same transaction as the mark.
+//! - **Retry, release, lease expiry**: the head stays the head (pending or claimed), so the
+//!   rest of its group waits.
+//! - **Failed for good** ([`fail_held`]): the held rest of the group fails with it, with a
+//!   message naming the record that failed: publishing them would let them overtake it.
+//!
+//! Every statement is an index range on `outbox_by_order_key (job_id, order_key, held,
+//! order_pos, id)` or `outbox_claimable`, never a scan of the job.
+
+use sqlx::QueryBuilder;
+
+use super::actions::ids_json;
+use super::dialect::{Dialect, Val};
+
+/// What the store needs of a dead letter to place it in its key group.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(super) struct KeyRow {
+    /// The dead letter's id.
+    pub(super) id: i64,
+    pub(super) source_topic: Option<String>,
+    pub(super) source_offset: Option<i64>,
+    /// `None` = a null key (no order constraint).
+    pub(super) key: Option<Vec<u8>>,
+}
+
+/// `SELECT id, source_topic, source_offset, key FROM dead_letters WHERE id IN (ids)`: what
+/// [`order_statements`] needs, read in the inserting transaction.
+pub(super) fn read_keys<'a, DB: Dialect>(ids: &[i64]) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(
+        "SELECT id, source_topic, source_offset, key FROM dead_letters WHERE id IN ",
+    );
+    DB::push_json_ids(&mut qb, ids_json(ids));
+    qb
+}
+
+/// The statements that put a job's freshly inserted outbox rows (of the dead letters in
+/// `rows`, published to `target`, `None` = each one's source topic) in their key groups, to
+/// run in order in the inserting transaction. Empty when nothing has a key.
+pub(super) fn order_statements<'a, DB: Dialect>(
+    job_id: &'a str,
+    target: Option<&str>,
+    rows: &[KeyRow],
+) -> Vec<QueryBuilder<'a, DB>> {
+    let mut keyed: Vec<(i64, i32, i64)> = Vec::new();
+    let mut places: Vec<(i64, i32, i64)> = Vec::new();
+    let mut groups: Vec<i64> = Vec::new();
+    for r in rows {
+        let Some(key) = r.key.as_deref() else {
+            continue;
+        };
+        let Some(topic) = target.or(r.source_topic.as_deref()) else {
+            continue;
+        };
+        let group = crate::replay::order::order_key(topic, key);
+        keyed.push((r.id, 0, group));
+        places.push((
+            r.id,
+            0,
+            crate::replay::order::order_pos(r.source_offset, r.id),
+        ));
+        groups.push(group);
+    }
+    if keyed.is_empty() {
+        return Vec::new();
+    }
+    groups.sort_unstable();
+    groups.dedup();
+    let mut out = Vec::new();
+    let per = ((DB::MAX_BINDS - 8) / 3).clamp(1, 5_000);
+    for (column, values) in [("order_key", &keyed), ("order_pos", &places)] {
+        for chunk in values.chunks(per) {
+            let mut qb: QueryBuilder<'a, DB> = QueryBuilder::new("UPDATE outbox SET ");
+            qb.push(column).push(" = v.column3 FROM ");
+            DB::push_triples(&mut qb, chunk);
+            qb.push(" AS v WHERE outbox.job_id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.push(" AND outbox.dead_letter_id = v.column1 AND outbox.status = 'pending'");
+            out.push(qb);
+        }
+    }
+    // Every unheld row of these groups with an earlier unheld row becomes held. The rows
+    // just inserted start unheld; so does each group's head from an earlier chunk. Held rows
+    // all come after their group's head, so "an earlier unheld row" is the same as "an
+    // earlier row", and the group's minimum is the one row no statement order can change:
+    // the result does not depend on how the database sees its own updates.
+    let mut qb: QueryBuilder<'a, DB> =
+        QueryBuilder::new("UPDATE outbox SET held = 1 WHERE job_id = ");
+    DB::bind(&mut qb, Val::Text(Some(job_id)));
+    qb.push(" AND status = 'pending' AND held = 0 AND order_key IN ");
+    DB::push_json_ids(&mut qb, ids_json(&groups));
+    qb.push(
+        " AND EXISTS (SELECT 1 FROM outbox e WHERE e.job_id = outbox.job_id \
+         AND e.order_key = outbox.order_key AND e.held = 0 AND e.status = 'pending' \
+         AND (e.order_pos, e.id) < (outbox.order_pos, outbox.id))",
+    );
+    out.push(qb);
+    out
+}
+
+/// Releases the next held row of the key group of each of `published` (outbox ids just
+/// marked published): one statement, one index probe per group.
+pub(super) fn release_next<'a, DB: Dialect>(published: &[i64]) -> QueryBuilder<'a, DB> {
+    let mut qb: QueryBuilder<'a, DB> = QueryBuilder::new(
+        "UPDATE outbox SET held = 0 WHERE id IN (SELECT (SELECT n.id FROM outbox n \
+         WHERE n.job_id = p.job_id AND n.order_key = p.order_key AND n.held = 1 \
+         AND n.status = 'pending' ORDER BY n.order_pos, n.id LIMIT 1) \
+         FROM outbox p WHERE p.order_key IS NOT NULL AND p.id IN ",
+    );
+    DB::push_json_ids(&mut qb, ids_json(published));
+    qb.push(")");
+    qb
+}
+
+/// The held rest of the key group of `failed` (an outbox row that just failed for good,
+/// of dead letter `dead_letter_id`): failed too, with `attempts` unchanged, because
+/// publishing them would let them overtake it. Returns their dead letters' ids.
+pub(super) fn fail_held<'a, DB: Dialect>(
+    failed_outbox_id: i64,
+    dead_letter_id: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb: QueryBuilder<'a, DB> =
+        QueryBuilder::new("UPDATE outbox SET status = 'failed', held = 0, last_error = ");
+    DB::bind(
+        &mut qb,
+        Val::OwnedText(Some(held_back_error(dead_letter_id))),
+    );
+    qb.push(
+        " WHERE held = 1 AND status = 'pending' \
+         AND job_id = (SELECT f.job_id FROM outbox f WHERE f.id = ",
+    );
+    DB::bind(&mut qb, Val::I64(Some(failed_outbox_id)));
+    qb.push(") AND order_key = (SELECT f.order_key FROM outbox f WHERE f.id = ");
+    DB::bind(&mut qb, Val::I64(Some(failed_outbox_id)));
+    qb.push(") RETURNING dead_letter_id");
+    qb
+}
+
+/// The error of a record held back behind `dead_letter_id`, which failed for good.
+pub(crate) fn held_back_error(dead_letter_id: i64) -> String {
+    format!(
+        "not sent: dead letter #{dead_letter_id}, earlier in source order with the same key, \
+         failed to publish, and per-key order keeps the later records of a key from \
+         overtaking it; fix it and replay them together (or replay with per-key order off)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{MarkBatch, Published, Store};
+    use crate::actions::{Actor, ReplayOptions, ReplayRequest, Role, Selection};
+    use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord};
+
+    const KEYS: i64 = 12;
+    const PER_KEY: i64 = 50;
+
+    /// `KEYS` x `PER_KEY` records ingested in scrambled source order: more than one bulk
+    /// chunk (500), so heads of one chunk meet earlier records in the next.
+    fn scrambled() -> Vec<NewDeadLetter> {
+        let mut pairs: Vec<(i64, i64)> = (0..KEYS)
+            .flat_map(|k| (0..PER_KEY).map(move |o| (k, o)))
+            .collect();
+        pairs.sort_by_key(|(k, o)| ((k * PER_KEY + o) * 7_919) % 10_007);
+        pairs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (k, o))| NewDeadLetter {
+                record: RawRecord {
+                    dlq_topic: "orders.DLT".into(),
+                    dlq_partition: 0,
+                    dlq_offset: i as i64,
+                    timestamp_ms: Some(1_000),
+                    key: Some(format!("key-{k}").into_bytes()),
+                    value: Some(format!("key-{k}:{o}").into_bytes()),
+                    headers: vec![],
+                },
+                convention: Convention::Unknown,
+                fingerprint: "f".into(),
+                normalized: Normalized {
+                    source_topic: Some("orders".into()),
+                    source_offset: Some(1_000 + o),
+                    ..Normalized::default()
+                },
+                dead_lettered_at_ms: 1_000,
+                ingested_at_ms: 1_000,
+            })
+            .collect()
+    }
+
+    fn eve() -> Actor {
+        Actor {
+            user: "eve".into(),
+            role: Role::Operator,
+            via_token: None,
+            client_ip: None,
+            user_agent: None,
+        }
+    }
+
+    async fn store() -> Store {
+        let url = std::env::var("REDRIVE_ORDER_TEST_URL")
+            .unwrap_or_else(|_| "sqlite::memory:".to_string());
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        store
+    }
+
+    /// Claims everything claimable, publishes it, and returns each claim's values: with
+    /// per-key order every claim holds one record per key, the next in source order.
+    #[tokio::test]
+    async fn only_each_keys_next_record_is_claimable_across_chunks() {
+        let store = store().await;
+        store.insert_batch(&scrambled()).await.unwrap();
+        let job = store
+            .request_replay(
+                &eve(),
+                &ReplayRequest {
+                    selection: Selection::Filter(crate::Filter::default()),
+                    target_topic: None,
+                    rate_per_sec: None,
+                    reason: None,
+                    options: ReplayOptions::default(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(job.total, KEYS * PER_KEY);
+        let mut next: std::collections::HashMap<String, i64> = Default::default();
+        for round in 0..PER_KEY {
+            let claim = store
+                .claim(&job.id, 10_000, 60_000, None, true)
+                .await
+                .unwrap();
+            assert_eq!(claim.rows.len() as i64, KEYS, "round {round}: one per key");
+            for r in &claim.rows {
+                let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+                let (k, o) = v.rsplit_once(':').unwrap();
+                let o: i64 = o.parse().unwrap();
+                let want = next.entry(k.to_string()).or_insert(0);
+                assert_eq!(o, *want, "round {round}: {k}");
+                *want += 1;
+            }
+            // Nothing more while these are in flight.
+            let more = store
+                .claim(&job.id, 10_000, 60_000, None, true)
+                .await
+                .unwrap();
+            assert!(more.rows.is_empty(), "round {round}");
+            let summary = store
+                .mark(&MarkBatch {
+                    job_id: job.id.clone(),
+                    claim_token: claim.token.clone(),
+                    actor: "eve".into(),
+                    published: claim
+                        .rows
+                        .iter()
+                        .map(|r| Published {
+                            outbox_id: r.outbox_id,
+                            partition: 0,
+                            offset: 0,
+                        })
+                        .collect(),
+                    last: round == PER_KEY - 1,
+                    ..MarkBatch::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(summary.published as i64, KEYS);
+        }
+        let done = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(done.status, crate::actions::JobStatus::Finished);
+    }
+}
