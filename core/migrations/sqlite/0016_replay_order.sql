@@ -22,3 +22,11 @@ CREATE INDEX outbox_claimable ON outbox (job_id, status, held, id);
 -- replay adds a chunk: one index probe per group, only over ordered rows.
 CREATE INDEX outbox_by_order_key ON outbox (job_id, order_key, held, order_pos, id)
     WHERE order_key IS NOT NULL;
+
+-- Lag-aware replay (issue 9, item 4; docs/replay.md, "Lag-aware replay"): what the relay last
+-- read of the job's consumer group (`ReplayOptions::lag_gate`), for the job page and JSON.
+-- All NULL for a job without a lag gate, and until the first read.
+ALTER TABLE replay_jobs ADD COLUMN lag_records INTEGER;        -- the group's lag on the job's target topics, records
+ALTER TABLE replay_jobs ADD COLUMN lag_read_at_ms INTEGER;     -- when it was read (or failed to be read)
+ALTER TABLE replay_jobs ADD COLUMN lag_held_since_ms INTEGER;  -- held back by lag (or an unreadable lag) since; NULL = publishing
+ALTER TABLE replay_jobs ADD COLUMN lag_error TEXT;        -- why the lag cannot be read; NULL = it was read

@@ -635,6 +635,14 @@ impl Store {
                     for mut qb in tm::after_skip::<DB>(&outbox_ids, &dl_ids, &actor, now) {
                         qb.build().execute(&mut *tx).await.map_err(store_error)?;
                     }
+                    // Per-key order: a record the script skipped is done; the next of its
+                    // key may go.
+                    super::order::release_next::<DB>(&outbox_ids)
+                        .build()
+                        .persistent(false)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
                 }
                 let n = skipped.len() as i64;
                 tm::count::<DB>(job, token, &b.script.transformed, n, failed_by_script, now)
