@@ -19,6 +19,7 @@ pub mod limits;
 pub mod model;
 pub mod outcome;
 pub mod quarantine;
+pub mod replay_sample;
 
 #[cfg(feature = "server")]
 pub mod archive;

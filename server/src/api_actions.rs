@@ -4,7 +4,7 @@
 //! | route | role | answer |
 //! |---|---|---|
 //! | `POST /api/v1/replays` | operator | 202 `{"job_id", "total", "skipped", ...}` |
-//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all"}` |
+//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all", "sample"}` |
 //! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
 //! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ...}` |
 //! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled (running, waiting or paused) |
@@ -161,6 +161,9 @@ pub struct ReplayBody {
     /// absent = a plain replay. Unknown fields are a 422.
     #[serde(default)]
     pub options: redrive_core::actions::ReplayOptions,
+    /// Dry run only: records sampled per target topic (default 3, 1 to 20; `docs/replay.md`,
+    /// "Dry run with samples").
+    pub sample_per_target: Option<u32>,
 }
 
 /// Body of `POST /api/v1/dead-letters/delete` and `/restore`.
@@ -369,6 +372,11 @@ pub struct DryRunResult {
     /// The number to send as `"confirm_all"` (the dead letters the empty filter matches
     /// now); `null` when not required.
     pub confirm_all: Option<i64>,
+    /// The first records the replay would send per target topic, after the transform if
+    /// any (`redrive_core::replay_sample::ReplaySample`: `{"transform_sha256", "targets":
+    /// [{"topic", "records": [{"dead_letter_id", "before", "after": {"outcome": "as_is" |
+    /// "publish" | "skip" | "error", ...}}]}]}`).
+    pub sample: redrive_core::replay_sample::ReplaySample,
 }
 
 /// Answer of delete and restore.
@@ -483,6 +491,7 @@ impl From<DryRun> for DryRunResult {
             skipped: d.skipped,
             requires_confirm_all: false,
             confirm_all: None,
+            sample: Default::default(),
         }
     }
 }
@@ -533,6 +542,11 @@ pub async fn create_replay(
 ) -> Result<Response, ActionError> {
     require(&state.auth, &actor, Role::Operator, "replay").await?;
     let b: ReplayBody = parse_body(&body)?;
+    if b.sample_per_target.is_some() {
+        return Err(ActionError::Unprocessable(
+            "`sample_per_target` is for POST /api/v1/replays/dry-run only".into(),
+        ));
+    }
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "replay").await?;
     let req = ReplayRequest {
@@ -576,7 +590,29 @@ pub async fn dry_run(
         .dry_run(&sel, b.target_topic.as_deref())
         .await
         .map_err(|e| state.action_failed("dry_run", e))?;
+    let per_target = b
+        .sample_per_target
+        .unwrap_or(redrive_core::replay_sample::SAMPLE_PER_TARGET);
+    if !(1..=redrive_core::replay_sample::MAX_SAMPLE_PER_TARGET).contains(&per_target) {
+        return Err(ActionError::Unprocessable(format!(
+            "`sample_per_target` must be from 1 to {}",
+            redrive_core::replay_sample::MAX_SAMPLE_PER_TARGET
+        )));
+    }
+    let topics: Vec<String> = d.per_target.iter().map(|(t, _)| t.clone()).collect();
+    let sample = state
+        .store
+        .replay_sample(
+            &sel,
+            b.target_topic.as_deref().map(str::trim).filter(|t| !t.is_empty()),
+            &topics,
+            &b.options,
+            per_target,
+        )
+        .await
+        .map_err(|e| state.action_failed("dry_run", e))?;
     let mut out = DryRunResult::from(d);
+    out.sample = sample;
     if sel.is_all() {
         out.requires_confirm_all = true;
         out.confirm_all = Some(

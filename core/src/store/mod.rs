@@ -179,6 +179,7 @@ mod order;
 mod outbox;
 pub(crate) mod outcome;
 mod quarantine;
+mod replay_sample;
 mod stats;
 mod transform_marks;
 mod versions;

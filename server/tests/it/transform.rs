@@ -119,6 +119,53 @@ async fn a_transform_over_ten_thousand_publishes_what_the_script_returns() {
             "target_topic": target,
             "options": {"transform": transform},
         });
+        // The dry run's sample: without a transform, the records as they would be sent ...
+        let plain = json!({"filter": {"fingerprint": FINGERPRINT}, "target_topic": target});
+        let dry_run = "/api/v1/replays/dry-run";
+        let (status, dry) =
+            json_of(app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &plain).await)
+                .await;
+        assert_eq!(status, 200, "{dry}");
+        assert_eq!(dry["queued"], N);
+        let targets = dry["sample"]["targets"].as_array().expect("targets");
+        assert_eq!(targets.len(), 1, "{dry}");
+        assert_eq!(targets[0]["topic"], target);
+        let records = targets[0]["records"].as_array().expect("records");
+        assert_eq!(records.len(), 3, "three per target by default");
+        assert_eq!(records[0]["before"]["value"]["text"], r#"{"n": 0, "v": 1}"#);
+        assert_eq!(records[0]["after"]["outcome"], "as_is");
+        // ... and with the transform, the preview: before and after, errors per record.
+        let preview = json!({
+            "filter": {"fingerprint": FINGERPRINT},
+            "target_topic": target,
+            "options": {"transform": transform},
+            "sample_per_target": 20,
+        });
+        let (status, dry) =
+            json_of(app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &preview).await)
+                .await;
+        assert_eq!(status, 200, "{dry}");
+        let records = dry["sample"]["targets"][0]["records"].as_array().expect("records");
+        assert_eq!(records.len(), 20);
+        for (n, r) in records.iter().enumerate() {
+            let after = &r["after"];
+            match n {
+                7 => {
+                    assert_eq!(after["outcome"], "error", "{r}");
+                    assert_eq!(after["error"], "the script threw: cannot fix record 7 (line 3)");
+                }
+                13 => assert_eq!(after, &json!({"outcome": "skip", "reason": "obsolete"})),
+                _ => {
+                    assert_eq!(after["outcome"], "publish", "{r}");
+                    let v = format!(r#"{{"fixed":true,"n":{n},"v":2}}"#);
+                    assert_eq!(after["record"]["value"]["text"], v);
+                    assert_eq!(after["record"]["headers"][0][0], "x-transformed");
+                    assert_eq!(r["before"]["value"]["text"], format!(r#"{{"n": {n}, "v": 1}}"#));
+                }
+            }
+        }
+        assert!(app.audit_of("replay").await.is_empty(), "a dry run does nothing");
+
         let (status, accepted) = json_of(
             app.post_json(
                 "/api/v1/replays",
