@@ -105,6 +105,16 @@ pub struct Preview {
     /// person must type to confirm (`Store::check_confirm_all`); `None` for any other filter.
     #[serde(default)]
     pub confirm_all: Option<i64>,
+    /// A replay's transform script as typed (the `transform` parameter), `None` without one.
+    #[serde(default)]
+    pub transform: Option<String>,
+    /// Why the script cannot be used (it does not compile, or is too long); the sample is then
+    /// shown without it and the replay cannot be confirmed with it.
+    #[serde(default)]
+    pub transform_error: Option<String>,
+    /// A replay's sample: the first records per target topic, after the transform if any.
+    #[serde(default)]
+    pub sample: Option<redrive_core::replay_sample::ReplaySample>,
 }
 
 /// A replay job as read at `as_of_ms` (epoch ms, the server's clock: the reference for a
@@ -371,6 +381,7 @@ mod seam {
         reason: &str,
         label: &str,
         back: &str,
+        transform: &str,
     ) -> Result<ActionDone, ServerFnError> {
         let store = store()?;
         let actor = operator(op.as_str()).await?;
@@ -405,7 +416,14 @@ mod seam {
                     target_topic: text(target_topic),
                     rate_per_sec: rate(rate_per_sec)?,
                     reason,
-                    options: Default::default(),
+                    options: redrive_core::actions::ReplayOptions {
+                        transform: text(transform).map(|script| {
+                            redrive_core::actions::TransformOptions {
+                                script,
+                                ..Default::default()
+                            }
+                        }),
+                    },
                 };
                 let job = store
                     .request_replay(&actor, &req)
@@ -475,6 +493,7 @@ pub async fn act_on_selected(
         &reason,
         &label,
         &back,
+        "",
     )
     .await
 }
@@ -496,6 +515,9 @@ pub async fn act_on_filter(
     /// With an empty filter: the count typed into "type N to confirm".
     #[server(default)]
     confirm_all: String,
+    /// A replay's transform script (`docs/replay.md`); empty = none.
+    #[server(default)]
+    transform: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
@@ -518,6 +540,7 @@ pub async fn act_on_filter(
         &reason,
         &label,
         &back,
+        &transform,
     )
     .await
 }
@@ -558,12 +581,13 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         ));
     };
     let target_topic = seam::text(crate::query::value(&pairs, "target_topic"));
+    let transform = seam::text(crate::query::value(&pairs, "transform"));
     let filter_pairs: Vec<(&str, &str)> = pairs
         .iter()
         .filter(|(k, _)| {
             !matches!(
                 k.as_str(),
-                "op" | "target_topic" | "limit" | "cursor" | "op_label"
+                "op" | "target_topic" | "limit" | "cursor" | "op_label" | "transform"
             ) && !PAGE_PARAMS.contains(&k.as_str())
         })
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -634,6 +658,36 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
                 .map_err(|e| seam::failed("count what the restore would do", e))?,
         ),
     };
+    // A replay's sample, through the transform when one is given (`docs/replay.md`).
+    let (mut sample, mut transform_error) = (None, None);
+    if let Some(d) = &dry_run {
+        let topics: Vec<String> = d.per_target.iter().map(|(t, _)| t.clone()).collect();
+        let options = redrive_core::actions::ReplayOptions {
+            transform: transform
+                .clone()
+                .map(|script| redrive_core::actions::TransformOptions {
+                    script,
+                    ..Default::default()
+                }),
+        };
+        let per_target = redrive_core::replay_sample::SAMPLE_PER_TARGET;
+        let target = target_topic.as_deref();
+        match store
+            .replay_sample(&selection, target, &topics, &options, per_target)
+            .await
+        {
+            Ok(s) => sample = Some(s),
+            Err(StoreError::Invalid(m)) => {
+                transform_error = Some(m);
+                let plain = redrive_core::actions::ReplayOptions::default();
+                sample = store
+                    .replay_sample(&selection, target, &topics, &plain, per_target)
+                    .await
+                    .ok();
+            }
+            Err(e) => return Err(seam::failed("read a sample of the replay", e)),
+        }
+    }
     Ok(Listing::Found(Preview {
         op,
         filter,
@@ -642,6 +696,9 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         count,
         label,
         confirm_all,
+        transform,
+        transform_error,
+        sample,
     }))
 }
 

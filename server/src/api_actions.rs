@@ -604,7 +604,10 @@ pub async fn dry_run(
         .store
         .replay_sample(
             &sel,
-            b.target_topic.as_deref().map(str::trim).filter(|t| !t.is_empty()),
+            b.target_topic
+                .as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty()),
             &topics,
             &b.options,
             per_target,

@@ -13,6 +13,7 @@ fn describe(kind: &str) -> &'static str {
         "replay_failed" => "replay failed",
         "re_failed" => "came back after the replay (failed again)",
         "replay_cancelled" => "replay cancelled",
+        "replay_skipped" => "replay skipped (transform)",
         "deleted" => "deleted",
         "restored" => "restored",
         "label_added" => "label added",

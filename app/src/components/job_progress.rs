@@ -9,9 +9,10 @@ pub fn JobStatusBadge(status: JobStatus) -> impl IntoView {
     view! { <span class=format!("badge job-{}", status.as_str())>{status.as_str()}</span> }
 }
 
-/// Rows settled so far: published, failed or released by a cancel.
+/// Rows settled so far: published, failed, released by a cancel, or skipped by the job's
+/// transform script.
 pub fn settled(job: &ReplayJob) -> i64 {
-    job.published + job.failed + job.cancelled
+    job.published + job.failed + job.cancelled + job.transform.skipped
 }
 
 /// The measured publish rate, msgs/s, over the time the relay has worked on the job (until

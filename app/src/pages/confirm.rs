@@ -2,6 +2,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 
+use super::confirm_sample::{SampleView, TransformField};
 use super::{BadQuery, LoadError};
 use crate::actions_api::{preview_action, without_page_params, ActOnFilter, Op, Preview};
 use crate::api::Listing;
@@ -75,6 +76,9 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         count,
         label,
         confirm_all,
+        transform,
+        transform_error,
+        sample,
     } = preview;
     let label = label.unwrap_or_default();
     let pairs: Vec<(&str, &str)> = filter
@@ -249,10 +253,13 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         placeholder="each record's source topic"
                     />
                 </label>
-                <button type="submit" class="secondary-button">"Count again"</button>
+                <TransformField script=transform.clone() error=transform_error.clone() />
+                <button type="submit" class="secondary-button">"Count again and preview"</button>
             </form>
         }
     });
+    let sample_view = sample.map(|s| view! { <SampleView sample=s /> });
+    let script_broken = transform_error.is_some();
     let error = move || act.value().get().and_then(Result::err);
     let confirm_label = format!(
         "Confirm: {} {}",
@@ -263,6 +270,11 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
     let form = if !can_act {
         view! {
             <p class="notice">"Your role can read but not change dead letters; ask an operator."</p>
+        }
+        .into_any()
+    } else if op == Op::Replay && script_broken {
+        view! {
+            <p class="notice">"Fix the transform script above (or clear it) and preview again before confirming."</p>
         }
         .into_any()
     } else if count == 0 {
@@ -284,9 +296,13 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <strong class="mono">
                             {target_topic.clone().unwrap_or_else(|| "each record's source topic".to_string())}
                         </strong>
-                        <span class="dim">" (change it above with \u{201c}Count again\u{201d})"</span>
+                        <span class="dim">" (change it above with \u{201c}Count again and preview\u{201d})"</span>
                     </p>
                     <input type="hidden" name="target_topic" value=target_topic.clone().unwrap_or_default() />
+                    <input type="hidden" name="transform" value=transform.clone().unwrap_or_default() />
+                    {transform.as_ref().map(|_| view! {
+                        <p class="target">"With the transform script previewed below (it runs on every record)."</p>
+                    })}
                     <label>
                         <span>"Rate limit (msgs/s)"</span>
                         <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
@@ -315,6 +331,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         {move || error().map(|e| view! { <ActionError error=e /> })}
         {filter_view}
         <section class="confirm">{summary} {retarget}</section>
+        {sample_view}
         {form}
     }
 }

@@ -125,7 +125,35 @@ fn Job(
             <JobStatusBadge status=job.status />
         </h1>
         {move || error().map(|e| view! { <ActionError error=e /> })}
-        <JobProgress job=job as_of_ms=as_of_ms />
+        {job.options.transform.as_ref().map(|t| {
+            let c = job.transform;
+            view! {
+                <section class="job-transform">
+                    <h2>"Transform"</h2>
+                    <p>
+                        "Script SHA-256 "
+                        <span class="mono transform-sha256">{t.script_sha256()}</span>
+                        {format!(
+                            " ({} bytes; limits {} ms and {} operations per record).",
+                            t.script.len(),
+                            t.time_limit_ms(),
+                            t.max_operations()
+                        )}
+                    </p>
+                    <p class="transform-counts">
+                        {format!(
+                            "{} transformed and published, {} skipped by the script, {} failed by the script (not published).",
+                            c.transformed, c.skipped, c.failed
+                        )}
+                    </p>
+                    <details>
+                        <summary>"The script"</summary>
+                        <pre class="mono">{crate::display::visible::shown(&t.script, 64 * 1024, crate::display::visible::Lines::Keep).text}</pre>
+                    </details>
+                </section>
+            }
+        })}
+        <JobProgress job=job.clone() as_of_ms=as_of_ms />
         {outcome}
         {(active && can_act).then(|| view! {
             <ActionForm action=pause attr:class="pause-job">

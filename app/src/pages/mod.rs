@@ -3,6 +3,7 @@
 mod alerts;
 mod audit;
 mod confirm;
+mod confirm_sample;
 mod dead_letter;
 mod dead_letters;
 mod edit;

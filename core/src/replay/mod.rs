@@ -71,12 +71,12 @@ use self::kafka::{create_producer, ProducerSlot};
 use self::worker::Relay;
 
 pub use self::config::*;
+pub(crate) use self::record::application_headers;
 pub use self::record::{
     HEADER_DEAD_LETTER_ID, HEADER_EDIT_VERSION, HEADER_IDEMPOTENCY_KEY, HEADER_REPLAYED_BY,
     HEADER_REPLAY_COUNT, HEADER_REPLAY_ID, REDRIVE_HEADER_PREFIX,
 };
 pub use self::status::{RelaySnapshot, RelayStatus};
-pub(crate) use self::record::application_headers;
 
 /// Test hook (see the module docs): abort the process after this many delivery reports.
 pub const FAULT_ABORT_AFTER_PUBLISH_ENV: &str = "REDRIVE_FAULT_RELAY_ABORT_AFTER_PUBLISH";

@@ -42,9 +42,7 @@ impl Store {
         per_target: u32,
     ) -> Result<ReplaySample, StoreError> {
         let transform = match &options.transform {
-            Some(t) => Some(
-                Transform::compile(t).map_err(|e| StoreError::Invalid(e.to_string()))?,
-            ),
+            Some(t) => Some(Transform::compile(t).map_err(|e| StoreError::Invalid(e.to_string()))?),
             None => None,
         };
         let per_target = i64::from(per_target.clamp(1, MAX_SAMPLE_PER_TARGET));

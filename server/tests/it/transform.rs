@@ -122,9 +122,11 @@ async fn a_transform_over_ten_thousand_publishes_what_the_script_returns() {
         // The dry run's sample: without a transform, the records as they would be sent ...
         let plain = json!({"filter": {"fingerprint": FINGERPRINT}, "target_topic": target});
         let dry_run = "/api/v1/replays/dry-run";
-        let (status, dry) =
-            json_of(app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &plain).await)
-                .await;
+        let (status, dry) = json_of(
+            app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &plain)
+                .await,
+        )
+        .await;
         assert_eq!(status, 200, "{dry}");
         assert_eq!(dry["queued"], N);
         let targets = dry["sample"]["targets"].as_array().expect("targets");
@@ -141,18 +143,25 @@ async fn a_transform_over_ten_thousand_publishes_what_the_script_returns() {
             "options": {"transform": transform},
             "sample_per_target": 20,
         });
-        let (status, dry) =
-            json_of(app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &preview).await)
-                .await;
+        let (status, dry) = json_of(
+            app.post_json(dry_run, Auth::Bearer(&token), Csrf::Missing, &preview)
+                .await,
+        )
+        .await;
         assert_eq!(status, 200, "{dry}");
-        let records = dry["sample"]["targets"][0]["records"].as_array().expect("records");
+        let records = dry["sample"]["targets"][0]["records"]
+            .as_array()
+            .expect("records");
         assert_eq!(records.len(), 20);
         for (n, r) in records.iter().enumerate() {
             let after = &r["after"];
             match n {
                 7 => {
                     assert_eq!(after["outcome"], "error", "{r}");
-                    assert_eq!(after["error"], "the script threw: cannot fix record 7 (line 3)");
+                    assert_eq!(
+                        after["error"],
+                        "the script threw: cannot fix record 7 (line 3)"
+                    );
                 }
                 13 => assert_eq!(after, &json!({"outcome": "skip", "reason": "obsolete"})),
                 _ => {
@@ -160,11 +169,17 @@ async fn a_transform_over_ten_thousand_publishes_what_the_script_returns() {
                     let v = format!(r#"{{"fixed":true,"n":{n},"v":2}}"#);
                     assert_eq!(after["record"]["value"]["text"], v);
                     assert_eq!(after["record"]["headers"][0][0], "x-transformed");
-                    assert_eq!(r["before"]["value"]["text"], format!(r#"{{"n": {n}, "v": 1}}"#));
+                    assert_eq!(
+                        r["before"]["value"]["text"],
+                        format!(r#"{{"n": {n}, "v": 1}}"#)
+                    );
                 }
             }
         }
-        assert!(app.audit_of("replay").await.is_empty(), "a dry run does nothing");
+        assert!(
+            app.audit_of("replay").await.is_empty(),
+            "a dry run does nothing"
+        );
 
         let (status, accepted) = json_of(
             app.post_json(
@@ -392,4 +407,90 @@ async fn a_script_that_does_not_compile_is_a_422_with_its_line() {
     let jobs = app.store.jobs(10).await.expect("jobs");
     assert!(jobs.is_empty());
     app.terminate(Duration::from_secs(30)).await;
+}
+
+/// The confirmation page without JavaScript: the script typed into its GET form ("Count again
+/// and preview") shows the sample before and after, with the error per record; a script that
+/// does not compile says so and offers no Confirm; Confirm starts a job that carries the
+/// script, and the job page names it by its SHA-256.
+#[tokio::test]
+async fn the_confirmation_page_previews_a_transform_without_javascript() {
+    use crate::ui_actions::{Browser, ACT_ON_FILTER, OPERATOR};
+    let app = app(Backend::Sqlite, 12).await;
+    app.add_user(OPERATOR.0, "operator", OPERATOR.1).await;
+    let b = Browser::sign_in(&app, OPERATOR).await;
+    let target = unique("transform_page");
+    create_topic(&target, 1, &[]).await.expect("topic");
+    let script = "if record.json.n == 7 { throw \"no seven\" }\nrecord.json.v = 2;\nrecord";
+    let q = |script: &str| {
+        format!(
+            "/confirm?op=replay&fingerprint={FINGERPRINT}&target_topic={target}&transform={}",
+            urlencode(script)
+        )
+    };
+    let (status, html) = b
+        .page(&format!(
+            "/confirm?op=replay&fingerprint={FINGERPRINT}&target_topic={target}"
+        ))
+        .await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("Sample of what will be sent"), "{html}");
+    assert!(html.contains("name=\"transform\""), "{html}");
+    assert!(html.contains("Count again and preview"), "{html}");
+
+    let (status, html) = b.page(&q(script)).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("After the transform"), "{html}");
+    assert!(
+        html.contains("{&quot;n&quot;:0,&quot;v&quot;:2}") || html.contains(r#"{"n":0,"v":2}"#),
+        "{html}"
+    );
+    // The default sample is the first 3: n = 0, 1, 2 (7 is not in it).
+    assert!(!html.contains("sample-error"), "{html}");
+
+    let (_, broken) = b.page(&q("record.json.v = ;")).await;
+    assert!(broken.contains("does not compile"), "{broken}");
+    assert!(
+        !broken.contains("Confirm: replay"),
+        "no confirm with a broken script: {broken}"
+    );
+
+    let fields = [
+        ("op", "replay"),
+        ("filter", &format!("fingerprint={FINGERPRINT}")[..]),
+        ("target_topic", &target[..]),
+        ("transform", script),
+    ];
+    let res = b.submit(&q(script), ACT_ON_FILTER, &fields, None).await;
+    assert_eq!(res.status(), 302, "{}", app.log());
+    let job_path = crate::support::location(&res);
+    let job_path = job_path
+        .strip_prefix(&app.base)
+        .unwrap_or(&job_path)
+        .to_string();
+    assert!(job_path.starts_with("/jobs/"), "{job_path}");
+    let id = job_path.trim_start_matches("/jobs/").to_string();
+    let token = app.admin_token().await;
+    let job = finished_job(&app, &token, &id, Duration::from_secs(120)).await;
+    assert_eq!(
+        (&job["published"], &job["failed"]),
+        (&json!(11), &json!(1)),
+        "{job}"
+    );
+    let sha = format!("{:x}", Sha256::digest(script.as_bytes()));
+    let (_, page) = b.page(&job_path).await;
+    assert!(page.contains(&sha), "the job page names the script: {page}");
+    assert!(page.contains("11 transformed and published"), "{page}");
+    app.terminate(Duration::from_secs(30)).await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
