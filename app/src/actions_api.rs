@@ -423,6 +423,7 @@ mod seam {
                                 ..Default::default()
                             }
                         }),
+                        ..Default::default()
                     },
                 };
                 let job = store
@@ -669,6 +670,7 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
                     script,
                     ..Default::default()
                 }),
+            ..Default::default()
         };
         let per_target = redrive_core::replay_sample::SAMPLE_PER_TARGET;
         let target = target_topic.as_deref();
