@@ -7,6 +7,10 @@
 //! Everything user-supplied is rendered as text nodes or attributes (escaped by Leptos);
 //! nothing is inserted as HTML.
 
+// The hydrate (wasm) build of the job, confirmation and detail pages nests view types deeper
+// than rustc's default query depth (128): "queries overflow the depth limit!".
+#![recursion_limit = "256"]
+
 pub mod actions_api;
 pub mod alerts_api;
 pub mod api;
