@@ -744,21 +744,21 @@ impl Store {
                 .await
                 .map_err(store_error)?;
             if hit.is_none() {
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("SELECT status FROM replay_jobs WHERE id = ");
-                DB::bind(&mut qb, Val::Text(Some(job_id)));
-                let status: Option<String> = qb
+                let status: Option<String> = super::job_control::job_status_query::<DB>(job_id)
                     .build_query_scalar()
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(store_error)?;
-                return Err(match status {
-                    None => StoreError::NotFound(format!("replay job {job_id}")),
-                    Some(s) => StoreError::Conflict(format!(
-                        "replay job {job_id} is already {s}; only a preparing, running, \
+                return Err(super::job_control::refused_job_change(
+                    job_id,
+                    status,
+                    |s| {
+                        format!(
+                            "replay job {job_id} is already {s}; only a preparing, running, \
                          waiting or paused job can be cancelled"
-                    )),
-                });
+                        )
+                    },
+                ));
             }
             // Every row not yet published or failed, including those a relay has claimed:
             // a claimed row left alone would go back to `pending` when the relay lets go of it,

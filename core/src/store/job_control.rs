@@ -19,6 +19,26 @@ use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, MAX_REASON_CHAR
 const RESUMED_STATUS: &str = "CASE WHEN EXISTS (SELECT 1 FROM bulk_actions b WHERE b.job_id = \
      replay_jobs.id AND b.status = 'running') THEN 'preparing' ELSE 'running' END";
 
+/// `SELECT status FROM replay_jobs WHERE id = job_id`: the job's status now, or no row.
+pub(super) fn job_status_query<'a, DB: Dialect>(job_id: &'a str) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new("SELECT status FROM replay_jobs WHERE id = ");
+    DB::bind(&mut qb, Val::Text(Some(job_id)));
+    qb
+}
+
+/// Why a guarded change of a job's status hit no row: `NotFound` when the job does not exist
+/// (`status` is `None`), else `Conflict` with `conflict(status)`.
+pub(super) fn refused_job_change(
+    job_id: &str,
+    status: Option<String>,
+    conflict: impl FnOnce(&str) -> String,
+) -> StoreError {
+    match status {
+        None => StoreError::NotFound(format!("replay job {job_id}")),
+        Some(s) => StoreError::Conflict(conflict(&s)),
+    }
+}
+
 impl Store {
     /// Pauses a `preparing`, `running` or `waiting` job, with one audit row (`pause_job`, the
     /// reason). A job paused while preparing finishes queueing its rows and stays `paused`.
@@ -60,10 +80,10 @@ impl Store {
     /// throttled batch.
     pub(crate) async fn job_status(&self, job_id: &str) -> Result<Option<JobStatus>, StoreError> {
         let s: Option<String> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("SELECT status FROM replay_jobs WHERE id = ");
-            DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.build_query_scalar().fetch_optional(pool).await
+            job_status_query::<DB>(job_id)
+                .build_query_scalar()
+                .fetch_optional(pool)
+                .await
         })
         .map_err(store_error)?;
         Ok(s.as_deref().and_then(JobStatus::parse))
@@ -112,22 +132,18 @@ impl Store {
                 .await
                 .map_err(store_error)?;
             if hit.is_none() {
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("SELECT status FROM replay_jobs WHERE id = ");
-                DB::bind(&mut qb, Val::Text(Some(job_id)));
-                let status: Option<String> = qb
+                let status: Option<String> = job_status_query::<DB>(job_id)
                     .build_query_scalar()
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(store_error)?;
-                return Err(match status {
-                    None => StoreError::NotFound(format!("replay job {job_id}")),
-                    Some(s) => StoreError::Conflict(format!(
+                return Err(refused_job_change(job_id, status, |s| {
+                    format!(
                         "replay job {job_id} is {s}; only a {} job can be {}",
                         from.join(" or "),
                         if to == "paused" { "paused" } else { "resumed" }
-                    )),
-                });
+                    )
+                }));
             }
             let audit = NewAuditEntry {
                 job_id: Some(job_id.to_string()),
