@@ -1,0 +1,116 @@
+import { test, expect, Page } from '@playwright/test';
+import { authFile, hydrated, waitForIngest, FIXTURES } from './helpers';
+
+// Pause, resume and cancel a replay job in the browser (docs/replay.md, "Pause, resume,
+// cancel"). The job replays every fixture to a fresh topic at 1 msg/s (the relay inside
+// `redrive serve` sends one record a second: the 7 fixtures take about 6 s), so it is still
+// running when the operator pauses it from its page. Paused, it publishes nothing more and
+// keeps its count; resumed, it finishes with every record published exactly once. A second
+// job over the same records is cancelled: what it had not sent is released. Waits poll the
+// page (Playwright's expect); nothing sleeps.
+test.describe.configure({ mode: 'serial' });
+
+/** The DLQ topic serve.sh produced the fixtures to. */
+async function dlqTopic(page: Page): Promise<string> {
+  const res = await page.request.get('/api/v1/dead-letters?limit=1');
+  expect(res.status()).toBe(200);
+  return String((await res.json()).items[0].dlq_topic);
+}
+
+/** Waits until no dead letter is waiting in a replay job (earlier specs' jobs are done). */
+async function noneWaiting(page: Page) {
+  await expect(async () => {
+    const res = await page.request.get('/api/v1/dead-letters?status=replay_pending&limit=100');
+    expect(res.status()).toBe(200);
+    expect((await res.json()).items.length).toBe(0);
+  }).toPass({ timeout: 60_000 });
+}
+
+/** From the list filtered to the fixtures' DLQ topic, "Replay all matching", to `target` at
+ * 1 msg/s with `reason`; returns the job page's URL. */
+async function slowReplayOfAll(page: Page, target: string, reason: string): Promise<string> {
+  await page.goto(`/?dlq_topic=${encodeURIComponent(await dlqTopic(page))}`);
+  await page.getByRole('link', { name: 'Replay all matching this filter…' }).click();
+  await expect(page).toHaveURL(/\/confirm\?/);
+  await page.locator('form.inline-form input[name="target_topic"]').fill(target);
+  await page.getByRole('button', { name: 'Count again and preview' }).click();
+  await expect(page.locator('.confirm-count .count')).toHaveText(String(FIXTURES));
+  await hydrated(page);
+  await page.locator('input[name="rate_per_sec"]').fill('1');
+  await page.locator('.confirm-form input[name="reason"]').fill(reason);
+  await page.getByRole('button', { name: `Confirm: replay ${FIXTURES} dead letters` }).click();
+  await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
+  await expect(page.locator('.job-total')).toHaveText(String(FIXTURES));
+  return page.url();
+}
+
+test.describe('as an operator', () => {
+  test.use({ storageState: authFile('operator') });
+
+  test.beforeEach(async ({ page }) => {
+    await waitForIngest(page);
+    await noneWaiting(page);
+  });
+
+  test('pause a running replay with a reason, see it paused, resume it, see it finish', async ({ page }) => {
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    const target = `e2e-pause-${Date.now()}`;
+    const jobUrl = await slowReplayOfAll(page, target, 'e2e: slow replay to pause');
+    await hydrated(page);
+    await expect(page.locator('.job-facts')).toContainText('1 msgs/s');
+
+    await page.locator('.pause-job input[name="reason"]').fill('e2e: consumer falling behind');
+    await page.getByRole('button', { name: 'Pause the replay' }).click();
+    await expect(page.locator('.job-status')).toHaveText('paused');
+    await expect(page.getByRole('button', { name: 'Resume the replay' })).toBeVisible();
+    await expect(page.getByRole('button', { name: 'Pause the replay' })).toHaveCount(0);
+    // Paused means nothing more is sent: the count stays what it was, also after a reload
+    // (the status is in the store, not in the page).
+    const atPause = Number(await page.locator('.job-published').textContent());
+    expect(atPause).toBeLessThan(FIXTURES);
+    await page.reload();
+    await expect(page.locator('.job-status')).toHaveText('paused');
+    await expect(page.locator('.job-published')).toHaveText(String(atPause));
+
+    // The pause and its reason are in the audit trail, by the operator.
+    await page.goto('/audit?action=pause_job');
+    const row = page.locator('table.audit tbody tr', { hasText: 'e2e: consumer falling behind' });
+    await expect(row).toHaveCount(1);
+    await expect(row).toContainText('oncall');
+
+    await page.goto(jobUrl);
+    await hydrated(page);
+    await page.locator('.resume-job input[name="reason"]').fill('e2e: consumer caught up');
+    await page.getByRole('button', { name: 'Resume the replay' }).click();
+    // Running again (or already done, if the last records went out before the next look),
+    // then finished with each record published once.
+    await expect(page.locator('.job-status')).toHaveText(/^(running|finished)$/);
+    await expect(page.locator('.job-status')).toHaveText('finished', { timeout: 45_000 });
+    await expect(page.locator('.job-published')).toHaveText(String(FIXTURES));
+    await expect(page.locator('.job-failed')).toHaveText('0');
+    const job = await (await page.request.get(`/api/v1/replays/${jobUrl.split('/').pop()}`)).json();
+    expect(job.published).toBe(FIXTURES);
+    expect(errors, 'no script errors').toEqual([]);
+  });
+
+  test('cancel a running replay: what it had not sent is released', async ({ page }) => {
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    const target = `e2e-cancel-${Date.now()}`;
+    const jobUrl = await slowReplayOfAll(page, target, 'e2e: slow replay to cancel');
+    await hydrated(page);
+    await page.getByRole('button', { name: 'Cancel the replay' }).click();
+    await expect(page.locator('.job-status')).toHaveText('cancelled');
+    await expect(page.getByRole('button', { name: 'Cancel the replay' })).toHaveCount(0);
+    await expect(page.getByRole('button', { name: 'Pause the replay' })).toHaveCount(0);
+    const id = jobUrl.split('/').pop();
+    const job = await (await page.request.get(`/api/v1/replays/${id}`)).json();
+    expect(job.status).toBe('cancelled');
+    expect(job.cancelled).toBeGreaterThan(0);
+    expect(job.published + job.cancelled).toBe(FIXTURES);
+    // The released dead letters are no longer waiting in a job.
+    await noneWaiting(page);
+    expect(errors, 'no script errors').toEqual([]);
+  });
+});
