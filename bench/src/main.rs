@@ -42,6 +42,8 @@ mod bulk_load;
 mod detail_page;
 mod overview_page;
 mod purge;
+mod replay;
+mod replay_rows;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -71,6 +73,14 @@ async fn main() -> Result<()> {
         println!("| measure | SQLite | PostgreSQL |");
         println!("|---|---|---|");
         return purge::print_purge_figures(purge_rows).await;
+    }
+    if std::env::var("BENCH_REPLAY_ONLY").unwrap_or_default() == "1" {
+        let replays = replay_rows::measure().await?;
+        println!();
+        println!("| measure | SQLite | PostgreSQL |");
+        println!("|---|---|---|");
+        replay_rows::print(&replays);
+        return Ok(());
     }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
@@ -105,16 +115,7 @@ async fn main() -> Result<()> {
     }
 
     let mut latencies = Vec::new();
-    let replay_n = env_usize("BENCH_REPLAY", 100_000);
-    let throttled_n = env_usize("BENCH_THROTTLED", 10_000);
-    let mut replays = Vec::new();
-    if replay_n > 0 {
-        for backend in Backend::ALL {
-            let unthrottled = replay_rate(backend, replay_n, None).await?;
-            let throttled = replay_rate(backend, throttled_n, Some(1_000)).await?;
-            replays.push((backend, unthrottled, throttled));
-        }
-    }
+    let replays = replay_rows::measure().await?;
 
     // BENCH_ROWS=0 measures ingest only.
     if rows > 0 {
@@ -171,22 +172,7 @@ async fn main() -> Result<()> {
         sr / r(Backend::Sqlite),
         pr / r(Backend::Postgres)
     );
-    let rp = |b: Backend| {
-        replays
-            .iter()
-            .find(|(x, _, _)| *x == b)
-            .map(|(_, u, t)| (*u, *t))
-    };
-    if let (Some(a), Some(b)) = (rp(Backend::Sqlite), rp(Backend::Postgres)) {
-        println!(
-            "| replay, {replay_n} dead letters, unthrottled (idempotent, acks=all) | {:.0} msgs/s | {:.0} msgs/s |",
-            a.0, b.0
-        );
-        println!(
-            "| replay, {throttled_n} dead letters, throttled at 1000 msgs/s (measured) | {:.0} msgs/s | {:.0} msgs/s |",
-            a.1, b.1
-        );
-    }
+    replay_rows::print(&replays);
     let names = [
         "no filter",
         "one error group",
@@ -601,11 +587,21 @@ async fn filled_store(
     rows: usize,
     now: i64,
 ) -> Result<(Store, tempfile::TempDir)> {
+    let (store, dir, _url) = filled_store_at(backend, rows, now).await?;
+    Ok((store, dir))
+}
+
+/// [`filled_store`], with the store's URL (`sqlite:...` or `postgres://...`).
+async fn filled_store_at(
+    backend: Backend,
+    rows: usize,
+    now: i64,
+) -> Result<(Store, tempfile::TempDir, String)> {
     let (url, dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&url).await?;
     store.migrate().await?;
     fill(&url, rows, now).await?;
-    Ok((store, dir))
+    Ok((store, dir, url))
 }
 
 /// Fills the migrated, empty store at `url` with `rows` [`synthetic`] dead letters, generated
@@ -618,69 +614,6 @@ async fn fill(url: &str, rows: usize, now: i64) -> Result<()> {
         rows as f64 / took.as_secs_f64().max(1e-9)
     );
     Ok(())
-}
-
-/// msgs/s of one replay job of `n` stored dead letters (all to one fresh topic), from the
-/// request (one store transaction writing the outbox) to the job's `finished`.
-async fn replay_rate(backend: Backend, n: usize, rate_per_sec: Option<u32>) -> Result<f64> {
-    use redrive_core::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
-    use redrive_core::replay::{self, RelayConfig, RelayStatus};
-
-    let now = 1_796_104_800_000i64;
-    let (store, _dir) = filled_store(backend, n, now).await?;
-    let target = kit::unique("bench_replay");
-    kit::create_topic(&target, 4, &[]).await?;
-    let shutdown = CancellationToken::new();
-    let relay = tokio::spawn(replay::run(
-        RelayConfig {
-            brokers: kit::kafka_brokers(),
-            ..RelayConfig::default()
-        },
-        store.clone(),
-        Arc::new(RelayStatus::default()),
-        shutdown.clone(),
-    ));
-    let actor = Actor {
-        user: "bench".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-    };
-    let t = Instant::now();
-    let job = store
-        .request_replay(
-            &actor,
-            &ReplayRequest {
-                selection: Selection::Filter(Filter::default()),
-                target_topic: Some(target),
-                rate_per_sec,
-                reason: Some("bench".into()),
-                options: Default::default(),
-            },
-        )
-        .await?;
-    let done = kit::wait_for(
-        "the replay job to finish",
-        Duration::from_secs(1800),
-        || {
-            let store = store.clone();
-            let id = job.id.clone();
-            async move {
-                let j = store.job(&id).await.ok().flatten()?;
-                (j.status == JobStatus::Finished).then_some(j)
-            }
-        },
-    )
-    .await?;
-    let rate = done.published as f64 / t.elapsed().as_secs_f64();
-    shutdown.cancel();
-    relay.await??;
-    if done.published != n as i64 {
-        bail!("replay published {} of {n}", done.published);
-    }
-    eprintln!("replay on {backend:?} ({rate_per_sec:?} msgs/s asked): {rate:.0} msgs/s");
-    Ok(rate)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

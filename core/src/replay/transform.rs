@@ -403,7 +403,14 @@ fn record_out(mut map: Map, input: RecordIn<'_>, json_in: &Dynamic) -> Result<Re
     };
     let value_changed = value.as_deref() != input.value;
     if let Some(j) = map.remove("json") {
-        let before = json_of(json_in);
+        // `()` is "no JSON" on both sides (a value that is not JSON, a JSON `null`, a
+        // tombstone): `json_of(())` would be `Some(Null)` and a script returning such a
+        // record untouched would count as having set `json` to `()`.
+        let before = if json_in.is_unit() {
+            None
+        } else {
+            json_of(json_in)
+        };
         let after = if j.is_unit() { None } else { json_of(&j) };
         if j.is_unit() != json_in.is_unit() || after != before {
             if j.is_unit() {
@@ -480,6 +487,25 @@ mod tests {
         assert_eq!(out.value.as_deref(), Some(&value[..]));
         assert_eq!(out.key.as_deref(), Some(&b"k1"[..]));
         assert_eq!(out.headers, headers);
+    }
+
+    /// A value that is not JSON, a JSON `null` and a tombstone have `record.json == ()`:
+    /// returning the record (also after adding a header) publishes the stored value.
+    #[test]
+    fn a_record_without_json_returned_unchanged_keeps_its_value() {
+        let header = "record.headers.push(#{ name: \"x-bench\", value: \"1\" }); record";
+        for value in [Some(&b"not json \xff"[..]), Some(&b"null"[..]), None] {
+            for script in ["record", header] {
+                let input = RecordIn {
+                    value,
+                    ..rec(b"", &[])
+                };
+                let Outcome::Publish(out) = t(script).apply(input) else {
+                    panic!("{value:?} with {script:?} not published")
+                };
+                assert_eq!(out.value.as_deref(), value, "{script:?}");
+            }
+        }
     }
 
     #[test]

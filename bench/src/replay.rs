@@ -1,0 +1,308 @@
+//! The replay rows of `make bench` (issue 3; issue 9: transform and per-key order beside
+//! plain replay): one replay job of `n` stored dead letters through the real outbox, relay and
+//! broker (idempotent producer, acks=all), in msgs/s, from the request (one store transaction
+//! writing the outbox) to the job's `finished`.
+//!
+//! The store is the bench's [`crate::synthetic`] one ([`crate::filled_store`]): every dead
+//! letter has its own key `order-{i}` and its source offset `i`. Per-key order
+//! (`docs/replay.md`, "Per-key order") is on by default, but with one record per key no
+//! record ever waits for another; [`Keys::Shared`] rewrites the keys to `order-{i % k}` so
+//! each key has `n / k` records that must go out one after another.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use redrive_core::actions::{
+    Actor, JobStatus, ReplayOptions, ReplayRequest, Role, Selection, TransformOptions,
+};
+use redrive_core::replay::{self, RelayConfig, RelayStatus};
+use redrive_core::store::Store;
+use redrive_core::Filter;
+use redrive_testkit::{self as kit, Backend};
+use tokio_util::sync::CancellationToken;
+
+/// The transform of the transform row: a trivial Rhai script that adds one header and
+/// returns the record (`docs/replay.md`, "Transform on replay").
+pub const TRANSFORM_SCRIPT: &str =
+    "record.headers.push(#{ name: \"x-bench\", value: \"1\" });\nrecord";
+
+/// How the stored dead letters are keyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Key `order-{i}`: one record per key (as [`crate::synthetic`] stores them).
+    Distinct,
+    /// Key `order-{i % k}`: `k` keys, each with about `n / k` records in source-offset order.
+    Shared(usize),
+}
+
+/// One replay row's setup.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Dead letters replayed in one job.
+    pub n: usize,
+    /// The job's rate limit, msgs/s (`None`: unthrottled).
+    pub rate_per_sec: Option<u32>,
+    /// How the dead letters are keyed.
+    pub keys: Keys,
+    /// The job's options (per-key order, transform).
+    pub options: ReplayOptions,
+}
+
+impl Case {
+    /// Default options, distinct keys, unthrottled: the plain replay row.
+    pub fn plain(n: usize) -> Case {
+        Case {
+            n,
+            rate_per_sec: None,
+            keys: Keys::Distinct,
+            options: ReplayOptions::default(),
+        }
+    }
+
+    /// Per-key order turned off (`"unordered": true`), distinct keys.
+    pub fn unordered(n: usize) -> Case {
+        Case {
+            options: ReplayOptions {
+                unordered: true,
+                ..ReplayOptions::default()
+            },
+            ..Case::plain(n)
+        }
+    }
+
+    /// Per-key order on (the default) over `keys` shared keys.
+    pub fn keyed(n: usize, keys: usize) -> Case {
+        Case {
+            keys: Keys::Shared(keys.max(1)),
+            ..Case::plain(n)
+        }
+    }
+
+    /// [`TRANSFORM_SCRIPT`] on every record, per-key order on (the default), distinct keys.
+    pub fn transform(n: usize) -> Case {
+        Case {
+            options: ReplayOptions {
+                transform: Some(TransformOptions {
+                    script: TRANSFORM_SCRIPT.into(),
+                    time_limit_ms: None,
+                    max_operations: None,
+                }),
+                ..ReplayOptions::default()
+            },
+            ..Case::plain(n)
+        }
+    }
+}
+
+/// Runs `case` on a fresh store of `backend` with its own relay and target topic: the
+/// published records per second, request to `finished`.
+///
+/// Errors: the store's, the broker's, a job that does not finish within 30 min, or one that
+/// published other than `n` records.
+pub async fn replay_rate(backend: Backend, case: &Case) -> Result<f64> {
+    Ok(run(backend, case).await?.0)
+}
+
+/// One run of [`replay_rate`]: (msgs/s, the fresh 4-partition target topic holding the `n`
+/// records, the store and the directory keeping it, for a check afterwards).
+type Ran = (f64, String, Store, tempfile::TempDir);
+
+async fn run(backend: Backend, case: &Case) -> Result<Ran> {
+    let n = case.n;
+    let now = 1_796_104_800_000i64;
+    let (store, dir, url) = crate::filled_store_at(backend, n, now).await?;
+    if let Keys::Shared(k) = case.keys {
+        share_keys(&url, k).await?;
+    }
+    let target = kit::unique("bench_replay");
+    kit::create_topic(&target, 4, &[]).await?;
+    let shutdown = CancellationToken::new();
+    let relay = tokio::spawn(replay::run(
+        RelayConfig {
+            brokers: kit::kafka_brokers(),
+            ..RelayConfig::default()
+        },
+        store.clone(),
+        Arc::new(RelayStatus::default()),
+        shutdown.clone(),
+    ));
+    let actor = Actor {
+        user: "bench".into(),
+        role: Role::Operator,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+    };
+    let t = Instant::now();
+    let job = store
+        .request_replay(
+            &actor,
+            &ReplayRequest {
+                selection: Selection::Filter(Filter::default()),
+                target_topic: Some(target.clone()),
+                rate_per_sec: case.rate_per_sec,
+                reason: Some("bench".into()),
+                options: case.options.clone(),
+            },
+        )
+        .await?;
+    let done = kit::wait_for(
+        "the replay job to finish",
+        Duration::from_secs(1800),
+        || {
+            let store = store.clone();
+            let id = job.id.clone();
+            async move {
+                let j = store.job(&id).await.ok().flatten()?;
+                (j.status == JobStatus::Finished).then_some(j)
+            }
+        },
+    )
+    .await?;
+    let rate = done.published as f64 / t.elapsed().as_secs_f64();
+    shutdown.cancel();
+    relay.await??;
+    if done.published != n as i64 {
+        bail!(
+            "replay published {} of {n} ({} failed, {} skipped; last error: {:?})",
+            done.published,
+            done.failed,
+            done.skipped,
+            done.last_error
+        );
+    }
+    eprintln!("replay on {backend:?} to {target} ({case:?}): {rate:.0} msgs/s");
+    Ok((rate, target, store, dir))
+}
+
+/// Rewrites every stored key to `order-{source_offset % k}` (the key's records then follow
+/// each other in source-offset order, interleaved with the other keys'). No trigger reads
+/// `dead_letters.key`, so nothing else changes.
+async fn share_keys(url: &str, k: usize) -> Result<()> {
+    use sqlx::Connection as _;
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await?;
+        sqlx::query(
+            "UPDATE dead_letters SET key = convert_to('order-' || (source_offset % $1)::text, 'UTF8')",
+        )
+        .bind(k as i64)
+        .execute(&mut c)
+        .await?;
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await?;
+        sqlx::query("UPDATE dead_letters SET key = CAST('order-' || (source_offset % ?1) AS BLOB)")
+            .bind(k as i64)
+            .execute(&mut c)
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::{Headers, Message, OwnedMessage};
+    use rdkafka::ClientConfig;
+
+    use super::*;
+
+    /// The header [`TRANSFORM_SCRIPT`] adds (name, value).
+    const TRANSFORM_HEADER: (&str, &[u8]) = ("x-bench", b"1");
+
+    /// Every record of `topic` (exactly `n` are expected).
+    async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
+        let c: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", kit::kafka_brokers())
+            .set("group.id", kit::unique("bench_verify"))
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        c.subscribe(&[topic]).expect("subscribe");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, c.recv()).await {
+                Ok(Ok(m)) => out.push(m.detach()),
+                Ok(Err(e)) => panic!("consume {topic}: {e}"),
+                Err(_) => panic!("only {} of {n} records on {topic} after 60 s", out.len()),
+            }
+        }
+        out
+    }
+
+    fn header<'a>(m: &'a OwnedMessage, name: &str) -> Option<&'a [u8]> {
+        let hs = m.headers()?;
+        hs.iter().find(|h| h.key == name).and_then(|h| h.value)
+    }
+
+    /// Each replay row's case does what its label says, on both databases: all `n` records
+    /// published; the keyed case has `k` keys, each published in source-offset order; the transform case's records carry the script's header
+    /// and the other cases' do not.
+    #[tokio::test]
+    async fn replay_cases_publish_what_their_rows_say() {
+        let n = 60;
+        let k = 7;
+        for backend in Backend::ALL {
+            let cases = [
+                Case::plain(n),
+                Case::unordered(n),
+                Case::keyed(n, k),
+                Case::transform(n),
+            ];
+            for case in cases {
+                let (rate, target, store, _dir) = run(backend, &case).await.expect("replay");
+                assert!(rate > 0.0, "{backend:?} {case:?}");
+                let got = consume(&target, n).await;
+                let keys: BTreeSet<Vec<u8>> = got
+                    .iter()
+                    .map(|m| m.key().expect("a key").to_vec())
+                    .collect();
+                let want_keys = match case.keys {
+                    Keys::Distinct => n,
+                    Keys::Shared(k) => k,
+                };
+                assert_eq!(keys.len(), want_keys, "{backend:?} {case:?}");
+                let transformed = case.options.transform.is_some();
+                for m in &got {
+                    let h = header(m, TRANSFORM_HEADER.0);
+                    assert_eq!(
+                        h,
+                        transformed.then_some(TRANSFORM_HEADER.1),
+                        "{backend:?} {case:?}"
+                    );
+                }
+                if let Keys::Shared(_) = case.keys {
+                    let mut per_key: BTreeMap<Vec<u8>, Vec<i64>> = BTreeMap::new();
+                    for m in &got {
+                        let id = header(m, "redrive-dead-letter-id")
+                            .and_then(|v| std::str::from_utf8(v).ok())
+                            .and_then(|v| v.parse().ok())
+                            .expect("redrive-dead-letter-id");
+                        let stored = store.get(id).await.expect("get").expect("stored");
+                        let offset = stored.normalized.source_offset.expect("source offset");
+                        assert_eq!(
+                            stored.record.key.as_deref(),
+                            m.key(),
+                            "{backend:?}: the key published is the stored one"
+                        );
+                        per_key
+                            .entry(m.key().expect("key").to_vec())
+                            .or_default()
+                            .push(offset);
+                    }
+                    for (key, offsets) in per_key {
+                        assert!(
+                            offsets.windows(2).all(|w| w[0] < w[1]),
+                            "{backend:?}: key {key:?} out of source order: {offsets:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
