@@ -11,6 +11,9 @@
 //! 2. Replay (issue #3): `BENCH_REPLAY` (default 100,000) dead letters replayed unthrottled
 //!    through the outbox and relay (idempotent producer, acks=all), in msgs/s, and a replay
 //!    throttled at 1,000 msgs/s of `BENCH_THROTTLED` (default 10,000), its measured rate.
+//!    Beside plain replay (issue 9): `unordered: true`, per-key order over 1,000 shared keys
+//!    and over one key, and a trivial transform ([`replay_rows`] lists the sizes);
+//!    `BENCH_REPLAY_ONLY=1` runs only the replay rows.
 //! 3. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
 //!    `BENCH_ROWS` (default 1,000,000) stored dead letters for four filters.
 //! 4. Detail-page render time and the server's peak RSS for pathological dead letters (8 MiB
