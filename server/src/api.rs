@@ -208,6 +208,8 @@ pub struct DeadLetterRecord {
     pub value: Option<String>,
     /// Every header in record order, duplicates kept.
     pub headers: Vec<HeaderItem>,
+    /// What became of its replays and what it came back from (`docs/replay.md`, "Outcome").
+    pub replay_outcome: crate::api_outcome::ReplayOutcomeItem,
 }
 
 /// One Kafka header.
@@ -283,8 +285,9 @@ impl From<&DeadLetterSummary> for DeadLetterItem {
     }
 }
 
-impl From<&DeadLetter> for DeadLetterRecord {
-    fn from(d: &DeadLetter) -> Self {
+impl DeadLetterRecord {
+    /// The JSON of `d`, with its replay `chain` (`Store::replay_chain`) read at `now_ms`.
+    pub fn new(d: &DeadLetter, chain: &redrive_core::outcome::ReplayChain, now_ms: i64) -> Self {
         let n = &d.normalized;
         DeadLetterRecord {
             item: DeadLetterItem::from(&d.summary),
@@ -298,6 +301,12 @@ impl From<&DeadLetter> for DeadLetterRecord {
             key: d.record.key.as_deref().map(b64),
             value: d.record.value.as_deref().map(b64),
             headers: d.record.headers.iter().map(HeaderItem::from).collect(),
+            replay_outcome: crate::api_outcome::ReplayOutcomeItem::new(
+                d,
+                chain,
+                now_ms,
+                redrive_core::outcome::window_ms(),
+            ),
         }
     }
 }
@@ -399,7 +408,15 @@ pub async fn get_dead_letter(
         .await
         .map_err(|e| state.store_failed("get", e))?
         .ok_or_else(|| not_found(id))?;
-    Ok(Json(DeadLetterRecord::from(&dl)))
+    let chain = state
+        .store
+        .replay_chain(id)
+        .await
+        .map_err(|e| state.store_failed("replay_chain", e))?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    Ok(Json(DeadLetterRecord::new(&dl, &chain, now_ms)))
 }
 
 /// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first.

@@ -161,27 +161,26 @@ impl ClientContext for IngestContext {
         }
     }
 
-    /// Consumer lag per assigned partition: high watermark minus committed offset.
+    /// Consumer lag per assigned partition: high watermark minus committed offset (see
+    /// `IngestStatus::set_lag_from_stats` for paused partitions).
     fn stats(&self, statistics: rdkafka::statistics::Statistics) {
-        let mut lag = Vec::new();
+        let mut report = Vec::new();
         for (topic, t) in &statistics.topics {
             for (partition, p) in &t.partitions {
                 // -1 is librdkafka's internal "unassigned" partition.
-                if *partition < 0 || p.hi_offset < 0 {
+                if *partition < 0 {
                     continue;
                 }
-                let committed = (p.committed_offset >= 0).then_some(p.committed_offset);
-                let from = committed.unwrap_or(p.lo_offset.max(0));
-                lag.push(super::PartitionLag {
+                report.push(super::status::PartitionOffsets {
                     topic: topic.clone(),
                     partition: *partition,
-                    high_watermark: p.hi_offset,
-                    committed_offset: committed,
-                    lag: (p.hi_offset - from).max(0),
+                    high: p.hi_offset,
+                    low: p.lo_offset,
+                    committed: p.committed_offset,
                 });
             }
         }
-        self.status.set_lag(lag);
+        self.status.set_lag_from_stats(report);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

@@ -31,6 +31,7 @@
 mod backpressure;
 mod batch;
 mod kafka;
+mod paused_lag;
 mod record;
 mod retry;
 mod salvage;
@@ -186,6 +187,7 @@ pub async fn run(
         bp_seen: std::sync::atomic::AtomicU64::new(0),
         received_since_tick: false,
         probe_topic: sub.entries.iter().find(|t| !t.starts_with('^')).cloned(),
+        paused_lag: paused_lag::PausedLagProbe::default(),
     };
     ingest.probe_store().await;
     ingest.probe_kafka().await;
@@ -229,6 +231,8 @@ struct IngestLoop {
     /// The topic an idle probe asks metadata for: the first exact subscription entry (a
     /// small request), or every topic when the subscription is patterns only.
     probe_topic: Option<String>,
+    /// Reads the watermarks of paused partitions, which librdkafka does not fetch.
+    paused_lag: paused_lag::PausedLagProbe,
 }
 
 /// Why [`IngestLoop::wait_serving`] returned.
@@ -275,6 +279,8 @@ impl IngestLoop {
                 _ = tick.tick() => {
                     // Also covers any race between a rebalance and a backpressure change.
                     self.apply_backpressure();
+                    let paused = self.paused_partitions();
+                    self.paused_lag.tick(&self.consumer, &self.status, paused);
                     self.commit_uncommitted().await;
                     // Idle (or disconnected): ask the cluster. A consumer whose broker went
                     // away gets no error of its own for a long while (librdkafka reconnects
@@ -544,6 +550,21 @@ impl IngestLoop {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.apply_backpressure();
+    }
+
+    /// The assigned partitions ingest has paused now: all of them while the store fails,
+    /// else those of DLQ topics held by retention backpressure.
+    fn paused_partitions(&self) -> Vec<(String, i32)> {
+        let assigned = self.status.assigned_partitions();
+        let ctx = self.consumer.context();
+        if ctx.paused.load(Ordering::SeqCst) {
+            return assigned;
+        }
+        let held = ctx.bp_applied.lock().unwrap_or_else(|p| p.into_inner());
+        assigned
+            .into_iter()
+            .filter(|(topic, _)| held.contains(topic))
+            .collect()
     }
 
     /// Pings the store (the start-up check, and while idle after a failure).

@@ -2,7 +2,7 @@
 //! by the consumer's callbacks; read at any time without blocking ingest (atomics and short
 //! critical sections only).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -30,6 +30,22 @@ pub struct IngestStatus {
     last_error: Mutex<Option<String>>,
     /// Consumer lag per assigned partition, from librdkafka's latest statistics.
     lag: Mutex<Vec<PartitionLag>>,
+    /// (low, high) watermarks ingest read itself for partitions it has paused, which
+    /// librdkafka does not fetch (`paused_lag.rs`).
+    paused_watermarks: Mutex<BTreeMap<(String, i32), (i64, i64)>>,
+}
+
+/// One partition as librdkafka's statistics report it (`-1` = not known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionOffsets {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    /// `hi_offset`: the high watermark of the last Fetch response.
+    pub(crate) high: i64,
+    /// `lo_offset`: the log start offset.
+    pub(crate) low: i64,
+    /// `committed_offset`: the group's committed offset.
+    pub(crate) committed: i64,
 }
 
 /// A point-in-time copy of [`IngestStatus`], for `/readyz` (JSON) and the metrics.
@@ -237,8 +253,47 @@ impl IngestStatus {
     }
 
     /// Replaces the lag figures with librdkafka's latest report, keeping only partitions
-    /// assigned now.
-    pub(crate) fn set_lag(&self, mut lag: Vec<PartitionLag>) {
+    /// assigned now. A paused partition's high watermark is the higher of the report's
+    /// (frozen at its last fetch, or unknown) and the one ingest read itself
+    /// (`paused_lag.rs`); a partition with neither is left out.
+    pub(crate) fn set_lag_from_stats(&self, report: Vec<PartitionOffsets>) {
+        let probed = lock(&self.paused_watermarks).clone();
+        let lag = report
+            .into_iter()
+            .filter_map(|p| {
+                let (low, high) = match probed.get(&(p.topic.clone(), p.partition)) {
+                    Some(&(low, high)) => (p.low.max(low), p.high.max(high)),
+                    None => (p.low, p.high),
+                };
+                if high < 0 {
+                    return None;
+                }
+                let committed = (p.committed >= 0).then_some(p.committed);
+                let from = committed.unwrap_or(low.max(0));
+                Some(PartitionLag {
+                    topic: p.topic,
+                    partition: p.partition,
+                    high_watermark: high,
+                    committed_offset: committed,
+                    lag: (high - from).max(0),
+                })
+            })
+            .collect();
+        self.set_lag(lag);
+    }
+
+    /// Keeps the probed watermarks of `paused` partitions only.
+    pub(crate) fn retain_paused_watermarks(&self, paused: &[(String, i32)]) {
+        let keep: BTreeSet<&(String, i32)> = paused.iter().collect();
+        lock(&self.paused_watermarks).retain(|k, _| keep.contains(k));
+    }
+
+    /// Records (low, high) watermarks read for paused partitions.
+    pub(crate) fn add_paused_watermarks(&self, read: BTreeMap<(String, i32), (i64, i64)>) {
+        lock(&self.paused_watermarks).extend(read);
+    }
+
+    fn set_lag(&self, mut lag: Vec<PartitionLag>) {
         let assigned: BTreeSet<(String, i32)> = self.assigned_partitions().into_iter().collect();
         lag.retain(|l| assigned.contains(&(l.topic.clone(), l.partition)));
         lag.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
@@ -274,9 +329,64 @@ impl IngestStatus {
     }
 }
 
+/// Locks a mutex of plain data, taking it over from a thread that panicked while holding it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn offsets(partition: i32, high: i64, low: i64, committed: i64) -> PartitionOffsets {
+        PartitionOffsets {
+            topic: "t.DLT".into(),
+            partition,
+            high,
+            low,
+            committed,
+        }
+    }
+
+    #[test]
+    fn a_paused_partitions_lag_uses_the_watermark_ingest_read_itself() {
+        let s = IngestStatus::default();
+        s.add_assigned([("t.DLT".to_string(), 0), ("t.DLT".to_string(), 1)]);
+        // Partition 0 was fetched up to 2 and then paused; 10 more arrived since. Partition 1
+        // was paused as it was assigned: librdkafka never learnt its high watermark.
+        let report = || vec![offsets(0, 2, 0, 2), offsets(1, -1, -1, -1)];
+        s.set_lag_from_stats(report());
+        let lag = s.snapshot().partition_lag;
+        assert_eq!(
+            lag.len(),
+            1,
+            "partition 1 has no high watermark yet: {lag:?}"
+        );
+        assert_eq!(lag[0].lag, 0);
+
+        s.add_paused_watermarks(BTreeMap::from([
+            (("t.DLT".to_string(), 0), (0, 12)),
+            (("t.DLT".to_string(), 1), (3, 7)),
+        ]));
+        s.set_lag_from_stats(report());
+        let lag = s.snapshot().partition_lag;
+        assert_eq!(
+            lag.iter()
+                .map(|l| (l.partition, l.high_watermark, l.lag))
+                .collect::<Vec<_>>(),
+            [(0, 12, 10), (1, 7, 4)],
+            "12 - committed 2; 7 - log start 3 before any commit"
+        );
+
+        // Resumed: fetched again, the probe forgets it and the report's figure is used.
+        s.retain_paused_watermarks(&[("t.DLT".to_string(), 1)]);
+        s.set_lag_from_stats(vec![offsets(0, 12, 0, 12), offsets(1, -1, -1, -1)]);
+        let lag = s.snapshot().partition_lag;
+        assert_eq!(
+            lag.iter().map(|l| (l.partition, l.lag)).collect::<Vec<_>>(),
+            [(0, 0), (1, 4)]
+        );
+    }
 
     #[test]
     fn ready_needs_running_kafka_and_store() {

@@ -140,24 +140,43 @@ async fn wait_kinds_after(app: &TestApp, rule: &str, skip: usize, want: &[EventK
 /// One test function for both databases: the broker is the test's own, started once per
 /// database.
 ///
-/// Ignored for now: it passes alone (sequentially: fired on stop, resolved on restart, on
-/// both databases), but once, under the whole suite's load, the consumer's metadata probe kept
-/// failing (`BrokerTransportFailure`) for 90 s after the restarted broker already answered a
-/// fresh client. Not reproduced since: 9 runs in a row with librdkafka's debug on, under a
-/// load average of 7–11 (four other builds), all passed (fired about 10 s after the stop,
-/// resolved 16 s after it). One hazard that fits is removed: the broker's ports were in the
-/// kernel's ephemeral range, where any outgoing connection may take a stopped broker's port
-/// as its source port; they are now below it (`support::free_port`, `scripts/kafka`). Kept
-/// ignored until a full-suite run shows it stable; run it with `--ignored`.
+/// Once, under the whole suite's load, the consumer's metadata probe kept failing
+/// (`BrokerTransportFailure`) for 90 s after the restarted broker already answered a fresh
+/// client. A cause that fits (not proven): the test broker's port was in the kernel's ephemeral range,
+/// and while the broker was down the consumer's reconnects to `127.0.0.1:P` can be given `P`
+/// itself as their source port — a TCP self-connect, which succeeds and then speaks to
+/// itself, for as long as the consumer keeps that connection. Test brokers now listen below
+/// the ephemeral range (`support::free_port`, `scripts/kafka`), where no outgoing connection
+/// gets a source port. Not seen since (9 runs in a row under a load average of 7–11).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "flaky under load after a broker restart: see the docstring"]
 async fn ingest_stalled_fires_when_the_broker_stops_and_resolves_when_it_is_back() {
     for backend in Backend::ALL {
         ingest_stalled_fires_when_the_broker_stops(backend).await;
     }
 }
 
-async fn ingest_lag_fires_while_records_wait_in_kafka(backend: Backend) {
+/// When the DLQ partition was paused, relative to the records that wait.
+#[derive(Clone, Copy, Debug)]
+enum Paused {
+    /// By the running instance, after it had fetched from the partition.
+    WhileFetching,
+    /// By a restarted instance as the partition was assigned: it never fetched from it, so
+    /// librdkafka never learnt the partition's high watermark at all.
+    AtAssignment,
+}
+
+/// Whether `/readyz` says retention backpressure holds a DLQ topic.
+async fn topic_paused(app: &TestApp) -> bool {
+    let Ok(res) = reqwest::get(app.url("/readyz")).await else {
+        return false;
+    };
+    let body: Value = res.json().await.unwrap_or_default();
+    body["retention"]["paused_topics"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+}
+
+async fn ingest_lag_fires_while_records_wait_in_kafka(backend: Backend, when: Paused) {
     let receiver = Receiver::start().await;
     let topic = unique("lag.DLT");
     let group = unique("lag_group");
@@ -195,19 +214,8 @@ action = "backpressure"
         ("REDRIVE_DLQ_TOPICS", topic.as_str()),
         ("REDRIVE_GROUP_ID", group.as_str()),
     ];
-    let app = TestApp::start_on(backend, &env).await;
+    let mut app = TestApp::start_on(backend, &env).await;
     let token = app.admin_token().await;
-    let paused = || async {
-        let body: Value = reqwest::get(app.url("/readyz"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        body["retention"]["paused_topics"]
-            .as_array()
-            .is_some_and(|a| !a.is_empty())
-    };
 
     // Two records reach the topic's limit: ingest pauses it.
     produce(
@@ -216,7 +224,17 @@ action = "backpressure"
     )
     .await
     .unwrap();
-    eventually("the topic paused at its limit", DEADLINE, paused).await;
+    eventually("the topic paused at its limit", DEADLINE, || {
+        topic_paused(&app)
+    })
+    .await;
+    if let Paused::AtAssignment = when {
+        app = app.restart(&env).await;
+        eventually("the topic paused again after the restart", DEADLINE, || {
+            topic_paused(&app)
+        })
+        .await;
+    }
     assert!(
         kinds(&app, "lag").await.is_empty(),
         "nothing waits in Kafka yet"
@@ -262,30 +280,32 @@ action = "backpressure"
     .await;
 }
 
-/// Ignored since it failed once in a full-suite run under a load average of ~10 ("timed out
-/// waiting for lag events [Fired]"; it passes alone in 2 s on both databases). Suspected
-/// cause, not yet confirmed: the lag is librdkafka's statistics (`hi_offset − committed`),
-/// and librdkafka learns a partition's high watermark from Fetch responses; a partition that
-/// backpressure has PAUSED is not fetched, so the 10 records produced while it is paused are
-/// only seen if a fetch issued before the pause is still in flight. If so, `ingest_lag` can
-/// miss lag exactly while backpressure holds a topic — a product bug to fix by reading the
-/// watermarks of paused partitions (`fetch_watermarks`) in the idle probe. Run with `--ignored`.
+/// Records produced while backpressure holds the topic are lag (10 > 5): the alert fires
+/// with the value 10 and resolves once the topic is drained and ingest reads them.
+///
+/// This failed once in a full-suite run under load (before the fix): librdkafka learns a
+/// partition's high watermark only from Fetch responses, and a paused partition is not
+/// fetched, so the records produced after the pause were seen only when a fetch issued before
+/// it was still in flight. Ingest now reads the watermarks of the partitions it paused itself
+/// (`core/src/ingest/paused_lag.rs`); the `AtAssignment` case, where no fetch ever happened,
+/// fails without that every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "failed once under full-suite load; suspected librdkafka high watermark of a paused partition, see the docstring"]
 async fn ingest_lag_fires_while_records_wait_in_kafka_on_sqlite() {
-    ingest_lag_fires_while_records_wait_in_kafka(Backend::Sqlite).await;
+    ingest_lag_fires_while_records_wait_in_kafka(Backend::Sqlite, Paused::WhileFetching).await;
 }
 
-/// Ignored since it failed once in a full-suite run under a load average of ~10 ("timed out
-/// waiting for lag events [Fired]"; it passes alone in 2 s on both databases). Suspected
-/// cause, not yet confirmed: the lag is librdkafka's statistics (`hi_offset − committed`),
-/// and librdkafka learns a partition's high watermark from Fetch responses; a partition that
-/// backpressure has PAUSED is not fetched, so the 10 records produced while it is paused are
-/// only seen if a fetch issued before the pause is still in flight. If so, `ingest_lag` can
-/// miss lag exactly while backpressure holds a topic — a product bug to fix by reading the
-/// watermarks of paused partitions (`fetch_watermarks`) in the idle probe. Run with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "failed once under full-suite load; suspected librdkafka high watermark of a paused partition, see the docstring"]
 async fn ingest_lag_fires_while_records_wait_in_kafka_on_postgres() {
-    ingest_lag_fires_while_records_wait_in_kafka(Backend::Postgres).await;
+    ingest_lag_fires_while_records_wait_in_kafka(Backend::Postgres, Paused::WhileFetching).await;
+}
+
+/// The same, with the partition paused by a restarted instance as it was assigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_lag_counts_a_partition_paused_since_its_assignment_on_sqlite() {
+    ingest_lag_fires_while_records_wait_in_kafka(Backend::Sqlite, Paused::AtAssignment).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_lag_counts_a_partition_paused_since_its_assignment_on_postgres() {
+    ingest_lag_fires_while_records_wait_in_kafka(Backend::Postgres, Paused::AtAssignment).await;
 }

@@ -464,3 +464,79 @@ async fn a_return_before_the_mark_is_linked_and_counted_sqlite() {
 async fn a_return_before_the_mark_is_linked_and_counted_postgres() {
     a_return_before_the_mark_is_linked_and_counted(Backend::Postgres).await;
 }
+
+/// `GET /api/v1/dead-letters/{id}` (the real binary over the same database) carries the
+/// outcome: the new one names what it came back from and its repeat-failure count, the
+/// earlier one lists it as later in its chain with the verdict `came_back`, and a replayed
+/// one that never came back, published long before the watch window, says
+/// `no_refailure_seen`.
+async fn the_json_api_carries_the_link_and_the_chain(backend: Backend) {
+    let db = Db::new(backend).await;
+    let a = db.ingest(arrival(1, Some(10), None, vec![])).await;
+    let quiet = db.ingest(arrival(2, Some(11), None, vec![])).await;
+    let job = db.replay_published(&[a, quiet]).await;
+    let key = db.key_of(&job.id, a).await;
+    let back = db
+        .ingest(arrival(
+            3,
+            None,
+            None,
+            vec![h(HEADER_IDEMPOTENCY_KEY, &key)],
+        ))
+        .await;
+    let app = crate::support::TestApp::serve(
+        db.url.clone(),
+        db.store.clone(),
+        tempfile::tempdir().expect("tempdir"),
+        &[],
+    )
+    .await;
+    let token = app.admin_token().await;
+    let get = |id: i64| {
+        let app = &app;
+        let token = &token;
+        async move {
+            let res = app
+                .get(
+                    &format!("/api/v1/dead-letters/{id}"),
+                    crate::support::Auth::Bearer(token),
+                )
+                .await;
+            assert_eq!(res.status(), 200, "{id}");
+            res.json::<serde_json::Value>().await.expect("json")
+        }
+    };
+
+    let new = get(back).await["replay_outcome"].clone();
+    assert_eq!(new["came_back_from"]["id"], a, "{new}");
+    assert_eq!(new["came_back_from"]["linked_via"], "idempotency_key");
+    assert_eq!(new["came_back_from"]["job_id"], job.id.as_str());
+    assert_eq!(new["came_back_from"]["repeat_failures"], 1);
+    assert_eq!(new["earlier"][0]["id"], a);
+    assert_eq!(new["earlier"][0]["status"], "re_failed");
+    assert!(new["verdict"].is_null(), "never replayed itself: {new}");
+
+    let earlier = get(a).await["replay_outcome"].clone();
+    assert!(earlier["came_back_from"].is_null(), "{earlier}");
+    assert_eq!(earlier["verdict"], "came_back");
+    assert_eq!(earlier["later"][0]["id"], back);
+    assert_eq!(earlier["later"][0]["linked_via"], "idempotency_key");
+    assert_eq!(earlier["later"][0]["repeat_failures"], 1);
+    assert_eq!(earlier["last_published_job"], job.id.as_str());
+    assert_eq!(earlier["last_published_at"], "1970-01-01T00:00:02.000Z");
+
+    let quiet = get(quiet).await["replay_outcome"].clone();
+    assert_eq!(quiet["verdict"], "no_refailure_seen", "{quiet}");
+    assert!(quiet["watching_until"].is_null());
+    assert_eq!(quiet["later"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn the_json_api_carries_the_link_and_the_chain_sqlite() {
+    the_json_api_carries_the_link_and_the_chain(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn the_json_api_carries_the_link_and_the_chain_postgres() {
+    the_json_api_carries_the_link_and_the_chain(Backend::Postgres).await;
+}
