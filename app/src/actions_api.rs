@@ -353,6 +353,39 @@ mod seam {
         }
     }
 
+    /// A checkbox of the confirmation form: ticked (`true`, or `on`, a browser's value for a
+    /// checkbox without one) or not (absent or empty); anything else is refused by name.
+    pub fn flag(name: &str, v: &str) -> Result<bool, ServerFnError> {
+        match v.trim() {
+            "" | "false" => Ok(false),
+            "true" | "on" => Ok(true),
+            other => Err(ServerFnError::new(format!(
+                "The field {name} is a checkbox: send true or leave it out (got \u{201c}{}\u{201d}).",
+                crate::display::visible::name(other, 64)
+            ))),
+        }
+    }
+
+    /// A replay's [`ReplayOptions`](redrive_core::actions::ReplayOptions) from the
+    /// confirmation form's fields, as `POST /api/v1/replays` takes them in `"options"`
+    /// (`docs/replay.md`): the transform script (empty = none, default limits), "publish
+    /// without per-key order" (`unordered`) and "publish to the original partition"
+    /// (`original_partition`), checkboxes (see [`flag`]).
+    pub fn replay_options(
+        transform: &str,
+        unordered: &str,
+        original_partition: &str,
+    ) -> Result<redrive_core::actions::ReplayOptions, ServerFnError> {
+        Ok(redrive_core::actions::ReplayOptions {
+            transform: text(transform).map(|script| redrive_core::actions::TransformOptions {
+                script,
+                ..Default::default()
+            }),
+            unordered: flag("unordered", unordered)?,
+            original_partition: flag("original_partition", original_partition)?,
+        })
+    }
+
     /// Checks an id selection's size.
     pub fn ids(ids: Vec<i64>) -> Result<Selection, ServerFnError> {
         if ids.is_empty() {
@@ -381,7 +414,7 @@ mod seam {
         reason: &str,
         label: &str,
         back: &str,
-        transform: &str,
+        options: redrive_core::actions::ReplayOptions,
     ) -> Result<ActionDone, ServerFnError> {
         let store = store()?;
         let actor = operator(op.as_str()).await?;
@@ -416,15 +449,7 @@ mod seam {
                     target_topic: text(target_topic),
                     rate_per_sec: rate(rate_per_sec)?,
                     reason,
-                    options: redrive_core::actions::ReplayOptions {
-                        transform: text(transform).map(|script| {
-                            redrive_core::actions::TransformOptions {
-                                script,
-                                ..Default::default()
-                            }
-                        }),
-                        ..Default::default()
-                    },
+                    options,
                 };
                 let job = store
                     .request_replay(&actor, &req)
@@ -494,7 +519,7 @@ pub async fn act_on_selected(
         &reason,
         &label,
         &back,
-        "",
+        Default::default(),
     )
     .await
 }
@@ -519,9 +544,16 @@ pub async fn act_on_filter(
     /// A replay's transform script (`docs/replay.md`); empty = none.
     #[server(default)]
     transform: String,
+    /// A replay's "publish without per-key order" checkbox (`true` when ticked).
+    #[server(default)]
+    unordered: String,
+    /// A replay's "publish to each record's original partition" checkbox.
+    #[server(default)]
+    original_partition: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
+    let options = seam::replay_options(&transform, &unordered, &original_partition)?;
     let pairs = crate::query::parse(&filter);
     let q = redrive_core::ListQuery::from_pairs(
         pairs
@@ -541,7 +573,7 @@ pub async fn act_on_filter(
         &reason,
         &label,
         &back,
-        &transform,
+        options,
     )
     .await
 }

@@ -27,8 +27,8 @@ async function noneWaiting(page: Page) {
 }
 
 /** From the list filtered to the fixtures' DLQ topic, "Replay all matching", to `target` at
- * 1 msg/s with `reason`; returns the job page's URL. */
-async function slowReplayOfAll(page: Page, target: string, reason: string): Promise<string> {
+ * 1 msg/s with `reason` (and per-key order off when `unordered`); returns the job page's URL. */
+async function slowReplayOfAll(page: Page, target: string, reason: string, unordered = false): Promise<string> {
   await page.goto(`/?dlq_topic=${encodeURIComponent(await dlqTopic(page))}`);
   await page.getByRole('link', { name: 'Replay all matching this filter…' }).click();
   await expect(page).toHaveURL(/\/confirm\?/);
@@ -38,6 +38,11 @@ async function slowReplayOfAll(page: Page, target: string, reason: string): Prom
   await hydrated(page);
   await page.locator('input[name="rate_per_sec"]').fill('1');
   await page.locator('.confirm-form input[name="reason"]').fill(reason);
+  // The order and placement options are unticked: per-key order, the producer's partition.
+  const noOrder = page.getByRole('checkbox', { name: 'Publish without per-key order' });
+  await expect(noOrder).not.toBeChecked();
+  await expect(page.getByRole('checkbox', { name: /original partition/ })).not.toBeChecked();
+  if (unordered) await noOrder.check();
   await page.getByRole('button', { name: `Confirm: replay ${FIXTURES} dead letters` }).click();
   await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
   await expect(page.locator('.job-total')).toHaveText(String(FIXTURES));
@@ -59,6 +64,8 @@ test.describe('as an operator', () => {
     const jobUrl = await slowReplayOfAll(page, target, 'e2e: slow replay to pause');
     await hydrated(page);
     await expect(page.locator('.job-facts')).toContainText('1 msgs/s');
+    await expect(page.locator('.job-order')).toHaveText(/^per key/);
+    await expect(page.locator('.job-partition')).toHaveText('picked by the producer (key hash)');
 
     await page.locator('.pause-job input[name="reason"]').fill('e2e: consumer falling behind');
     await page.getByRole('button', { name: 'Pause the replay' }).click();
@@ -98,8 +105,10 @@ test.describe('as an operator', () => {
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     const target = `e2e-cancel-${Date.now()}`;
-    const jobUrl = await slowReplayOfAll(page, target, 'e2e: slow replay to cancel');
+    // This one without per-key order (the confirmation page's checkbox).
+    const jobUrl = await slowReplayOfAll(page, target, 'e2e: slow replay to cancel', true);
     await hydrated(page);
+    await expect(page.locator('.job-order')).toHaveText(/^none/);
     await page.getByRole('button', { name: 'Cancel the replay' }).click();
     await expect(page.locator('.job-status')).toHaveText('cancelled');
     await expect(page.getByRole('button', { name: 'Cancel the replay' })).toHaveCount(0);
@@ -107,6 +116,7 @@ test.describe('as an operator', () => {
     const id = jobUrl.split('/').pop();
     const job = await (await page.request.get(`/api/v1/replays/${id}`)).json();
     expect(job.status).toBe('cancelled');
+    expect(job.options).toEqual({ unordered: true });
     expect(job.cancelled).toBeGreaterThan(0);
     expect(job.published + job.cancelled).toBe(FIXTURES);
     // The released dead letters are no longer waiting in a job.

@@ -91,6 +91,17 @@ pub fn JobProgress(
             <dd>{detail}</dd>
         }
     });
+    // Order and placement (`docs/replay.md`, "Per-key order", "Original partition").
+    let order = if job.options.unordered {
+        "none: every record independent (per-key order off)"
+    } else {
+        "per key: a key\u{2019}s records one at a time, in source order"
+    };
+    let partition = if job.options.original_partition {
+        "each record\u{2019}s original partition (never remapped)"
+    } else {
+        "picked by the producer (key hash)"
+    };
     // An empty job is complete: a full bar rather than an empty one.
     let (bar_max, bar_value) = if total > 0 { (total, done) } else { (1, 1) };
     view! {
@@ -124,6 +135,10 @@ pub fn JobProgress(
             <dd class="mono">{target}</dd>
             <dt>"Rate limit"</dt>
             <dd class="mono">{limit}</dd>
+            <dt>"Order"</dt>
+            <dd class="job-order">{order}</dd>
+            <dt>"Partition"</dt>
+            <dd class="job-partition">{partition}</dd>
             <dt>"Measured rate"</dt>
             <dd class="mono">{rate}</dd>
             <dt>"Requested"</dt>

@@ -307,6 +307,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <span>"Rate limit (msgs/s)"</span>
                         <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
                     </label>
+                    <OrderFields />
                 })}
                 {confirm_all.map(|n| view! { <ConfirmAllField op=op matched=n /> })}
                 {(!op.is_label()).then(|| view! {
@@ -333,6 +334,34 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         <section class="confirm">{summary} {retarget}</section>
         {sample_view}
         {form}
+    }
+}
+
+/// A replay's order and placement options (`docs/replay.md`, "Per-key order" and "Original
+/// partition"): two checkboxes of the confirmation form, off by default, each with what it
+/// changes. The form sends `unordered=true` / `original_partition=true` when ticked, which
+/// become `ReplayOptions::unordered` / `original_partition` as in `POST /api/v1/replays`.
+#[component]
+fn OrderFields() -> impl IntoView {
+    view! {
+        <div class="replay-option">
+            <label class="check">
+                <input type="checkbox" name="unordered" value="true" />
+                "Publish without per-key order"
+            </label>
+            <span class="dim small">
+                "By default records with the same key are sent one at a time, in source-offset order; ticked, every record is independent (faster, but a key\u{2019}s records may overtake each other)."
+            </span>
+        </div>
+        <div class="replay-option">
+            <label class="check">
+                <input type="checkbox" name="original_partition" value="true" />
+                "Publish to each record\u{2019}s original partition"
+            </label>
+            <span class="dim small">
+                "Instead of the partition the key\u{2019}s hash picks; a record whose partition the target topic lacks (or is unknown) fails with that reason and is never remapped."
+            </span>
+        </div>
     }
 }
 

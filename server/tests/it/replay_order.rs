@@ -313,3 +313,138 @@ async fn original_partitions_are_kept_and_a_missing_one_fails_by_name() {
         );
     }
 }
+
+/// The replay confirmation page's two checkboxes, "Publish without per-key order" and
+/// "Publish to each record's original partition", as a browser without JavaScript sends them:
+/// shown unticked, ticked they become the job's `ReplayOptions` exactly as the API's
+/// `"options": {"unordered": true, "original_partition": true}` does (the records land on
+/// their original partitions of the real topic, the job page says both), a value that is not
+/// a checkbox's is refused on the page with nothing queued, and unticked the job keeps the
+/// defaults.
+#[tokio::test]
+async fn the_confirmation_form_sets_order_and_placement() {
+    use crate::support::location;
+    use crate::ui_actions::{job_id, Browser, ACT_ON_FILTER, OPERATOR};
+    for backend in Backend::ALL {
+        let wide = unique("wide-ui");
+        create_topic(&wide, 4, &[]).await.expect("topic");
+        let records: Vec<NewDeadLetter> = (0..8)
+            .map(|i| keyed(i, &wide, &format!("w{i}"), (i % 4) as i32, 10 + i))
+            .collect();
+        let brokers = kafka_brokers();
+        let app = TestApp::with_records(
+            backend,
+            &records,
+            &[("REDRIVE_KAFKA_BROKERS", brokers.as_str())],
+        )
+        .await;
+        app.add_user(OPERATOR.0, "operator", OPERATOR.1).await;
+        let b = Browser::sign_in(&app, OPERATOR).await;
+        let filter = format!("source_topic={wide}");
+        let confirm = format!("/confirm?op=replay&{filter}");
+
+        let (status, html) = b.page(&confirm).await;
+        assert_eq!(status, 200, "{backend:?}: {html}");
+        for name in ["unordered", "original_partition"] {
+            assert!(
+                html.contains(&format!(
+                    "<input type=\"checkbox\" name=\"{name}\" value=\"true\">"
+                )),
+                "{backend:?}: an unticked {name} checkbox: {html}"
+            );
+        }
+        assert!(html.contains("Publish without per-key order"), "{html}");
+        assert!(html.contains("original partition"), "{html}");
+
+        // Not a checkbox's value: refused on the page, nothing queued.
+        let res = b
+            .submit(
+                &confirm,
+                ACT_ON_FILTER,
+                &[("op", "replay"), ("filter", &filter), ("unordered", "yes")],
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), 302, "{backend:?}: {}", app.log());
+        let back = location(&res);
+        let path = back.strip_prefix(&app.base).unwrap_or(&back).to_string();
+        let (_, html) = b.page(&path).await;
+        assert!(
+            html.contains("error-box") && html.contains("unordered is a checkbox"),
+            "{backend:?}: {html}"
+        );
+        assert!(app.store.jobs(10).await.expect("jobs").is_empty());
+
+        // Both ticked.
+        let res = b
+            .submit(
+                &confirm,
+                ACT_ON_FILTER,
+                &[
+                    ("op", "replay"),
+                    ("filter", &filter),
+                    ("unordered", "true"),
+                    ("original_partition", "true"),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), 302, "{backend:?}: {}", app.log());
+        let job = job_id(&location(&res));
+        let done = wait_job(
+            &app.store,
+            &job,
+            Duration::from_secs(60),
+            JobStatus::Finished,
+        )
+        .await;
+        assert_eq!(
+            done.options,
+            ReplayOptions {
+                unordered: true,
+                original_partition: true,
+                ..ReplayOptions::default()
+            },
+            "{backend:?}"
+        );
+        assert_eq!(
+            (done.total, done.published),
+            (8, 8),
+            "{backend:?}: {done:?}"
+        );
+        for m in consume(&wide, 8).await {
+            let (k, _) = key_and_offset(&m);
+            let i: i32 = k[1..].parse().expect("w<i>");
+            assert_eq!(m.partition(), i % 4, "{backend:?}: {k}");
+        }
+        let (_, html) = b.page(&format!("/jobs/{job}")).await;
+        assert!(
+            html.contains("none: every record independent (per-key order off)"),
+            "{backend:?}: {html}"
+        );
+        assert!(
+            html.contains("each record\u{2019}s original partition (never remapped)"),
+            "{backend:?}: {html}"
+        );
+
+        // Unticked: the defaults (per-key order, the producer's partition), as the page says.
+        let res = b
+            .submit(
+                &confirm,
+                ACT_ON_FILTER,
+                &[("op", "replay"), ("filter", &filter)],
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), 302, "{backend:?}: {}", app.log());
+        let plain = job_id(&location(&res));
+        let plain = app.store.job(&plain).await.expect("job").expect("a job");
+        assert_eq!(plain.options, ReplayOptions::default(), "{backend:?}");
+        let (_, html) = b.page(&format!("/jobs/{}", plain.id)).await;
+        assert!(
+            html.contains("per key: a key\u{2019}s records one at a time"),
+            "{html}"
+        );
+        assert!(html.contains("picked by the producer (key hash)"), "{html}");
+    }
+}
