@@ -165,17 +165,6 @@ enum Paused {
     AtAssignment,
 }
 
-/// Whether `/readyz` says retention backpressure holds a DLQ topic.
-async fn topic_paused(app: &TestApp) -> bool {
-    let Ok(res) = reqwest::get(app.url("/readyz")).await else {
-        return false;
-    };
-    let body: Value = res.json().await.unwrap_or_default();
-    body["retention"]["paused_topics"]
-        .as_array()
-        .is_some_and(|a| !a.is_empty())
-}
-
 async fn ingest_lag_fires_while_records_wait_in_kafka(backend: Backend, when: Paused) {
     let receiver = Receiver::start().await;
     let topic = unique("lag.DLT");
@@ -225,13 +214,13 @@ action = "backpressure"
     .await
     .unwrap();
     eventually("the topic paused at its limit", DEADLINE, || {
-        topic_paused(&app)
+        app.retention_paused()
     })
     .await;
     if let Paused::AtAssignment = when {
         app = app.restart(&env).await;
         eventually("the topic paused again after the restart", DEADLINE, || {
-            topic_paused(&app)
+            app.retention_paused()
         })
         .await;
     }

@@ -13,7 +13,7 @@ use redrive_core::store::Store;
 use redrive_core::Filter;
 use redrive_testkit::ingest::{committed_offsets, end_offsets};
 use redrive_testkit::{create_topic, kafka_brokers, produce, unique, Backend, TestRecord};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::{eventually, Auth, Csrf, TestApp};
 
@@ -35,16 +35,6 @@ async fn count(store: &Store, topic: &str, status: Option<Status>) -> i64 {
 /// Every status (the list's default hides `deleted`).
 async fn total(store: &Store, topic: &str) -> i64 {
     count(store, topic, None).await + count(store, topic, Some(Status::Deleted)).await
-}
-
-async fn paused(app: &TestApp) -> bool {
-    let Ok(res) = reqwest::get(app.url("/readyz")).await else {
-        return false;
-    };
-    let body: Value = res.json().await.unwrap_or_default();
-    body["retention"]["paused_topics"]
-        .as_array()
-        .is_some_and(|a| !a.is_empty())
 }
 
 /// `name value` of an exposition line starting with `series`.
@@ -149,8 +139,8 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
             );
             a.is_some_and(|n| n > 0)
                 && b.is_some_and(|n| n > 0)
-                && paused(&first).await
-                && paused(&second).await
+                && first.retention_paused().await
+                && second.retention_paused().await
         },
     )
     .await;
@@ -202,7 +192,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
         live,
         "nothing ingested past the limit after the rebalance"
     );
-    assert!(paused(&second).await, "still paused");
+    assert!(second.retention_paused().await, "still paused");
     let after = committed(&group, &topic).await;
     assert_eq!(
         after, before,
@@ -237,7 +227,10 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
         live,
         "nothing ingested past the limit by the instance that joined"
     );
-    assert!(paused(&third).await, "paused on the restarted instance too");
+    assert!(
+        third.retention_paused().await,
+        "paused on the restarted instance too"
+    );
     assert_eq!(committed(&group, &topic).await, before);
 
     // Space freed: the second instance resumes, pausing again at each limit, until every
@@ -267,7 +260,8 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
             Duration::from_secs(60),
             || async {
                 total(&store, &topic).await == i64::from(RECORDS)
-                    || (count(&store, &topic, None).await >= MAX_COUNT && paused(&second).await)
+                    || (count(&store, &topic, None).await >= MAX_COUNT
+                        && second.retention_paused().await)
             },
         )
         .await;

@@ -195,6 +195,19 @@ impl Db {
         .await
     }
 
+    /// Stores a dead letter at DLQ offset `offset` that came back from `job`'s publish of
+    /// `dead_letter` (it carries that outbox row's idempotency key), returning its id.
+    async fn come_back(&self, offset: i64, job: &str, dead_letter: i64) -> i64 {
+        let key = self.key_of(job, dead_letter).await;
+        self.ingest(arrival(
+            offset,
+            None,
+            None,
+            vec![h(HEADER_IDEMPOTENCY_KEY, &key)],
+        ))
+        .await
+    }
+
     async fn status(&self, id: i64) -> Status {
         self.store
             .get(id)
@@ -440,16 +453,8 @@ async fn a_return_before_the_mark_is_linked_and_counted(backend: Backend) {
         )
         .await
         .unwrap();
-    let key = db.key_of(&job.id, a).await;
     db.exec("UPDATE outbox SET status = 'claimed'").await;
-    let back = db
-        .ingest(arrival(
-            2,
-            None,
-            None,
-            vec![h(HEADER_IDEMPOTENCY_KEY, &key)],
-        ))
-        .await;
+    let back = db.come_back(2, &job.id, a).await;
     assert_eq!(db.link(back).await, Some((a, LinkVia::IdempotencyKey, 1)));
     assert_eq!(db.status(a).await, Status::ReplayPending);
     assert_eq!(db.store.job(&job.id).await.unwrap().unwrap().refailed, 1);
@@ -475,15 +480,7 @@ async fn the_json_api_carries_the_link_and_the_chain(backend: Backend) {
     let a = db.ingest(arrival(1, Some(10), None, vec![])).await;
     let quiet = db.ingest(arrival(2, Some(11), None, vec![])).await;
     let job = db.replay_published(&[a, quiet]).await;
-    let key = db.key_of(&job.id, a).await;
-    let back = db
-        .ingest(arrival(
-            3,
-            None,
-            None,
-            vec![h(HEADER_IDEMPOTENCY_KEY, &key)],
-        ))
-        .await;
+    let back = db.come_back(3, &job.id, a).await;
     let app = crate::support::TestApp::serve(
         db.url.clone(),
         db.store.clone(),

@@ -225,6 +225,17 @@ impl TestApp {
         TestApp::serve(db_url, store, _dir, env).await
     }
 
+    /// Whether `/readyz` says retention backpressure holds a DLQ topic (`paused_topics`).
+    pub async fn retention_paused(&self) -> bool {
+        let Ok(res) = reqwest::get(self.url("/readyz")).await else {
+            return false;
+        };
+        let body: serde_json::Value = res.json().await.unwrap_or_default();
+        body["retention"]["paused_topics"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
