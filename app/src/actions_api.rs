@@ -258,6 +258,7 @@ mod seam {
     use super::{ActionDone, Notice, Op};
     use crate::auth_context;
     use crate::http_status::HttpStatus;
+    use crate::refusal::{refused, INVALID};
 
     /// Most ids one form may name (a page shows at most 500).
     const MAX_IDS: usize = 10_000;
@@ -269,8 +270,10 @@ mod seam {
     }
 
     /// A store failure as the user should read it: what to change for a refused request,
-    /// else a hint (the detail goes to the log).
+    /// else a hint (the detail goes to the log). Answered with the failure's status (422,
+    /// 409, 404, 503, else 500; `crate::refusal`) when a script called.
     pub fn failed(what: &str, e: StoreError) -> ServerFnError {
+        crate::refusal::set_status(crate::refusal::store_status(&e));
         match e {
             StoreError::Invalid(m) | StoreError::Conflict(m) => {
                 ServerFnError::new(format!("Could not {what}: {m}."))
@@ -300,7 +303,10 @@ mod seam {
     /// The form's `op`.
     pub fn op(op: &str) -> Result<Op, ServerFnError> {
         Op::parse(op).ok_or_else(|| {
-            ServerFnError::new("Unknown action: use the Replay, Delete, Restore or label buttons.")
+            refused(
+                INVALID,
+                "Unknown action: use the Replay, Delete, Restore or label buttons.",
+            )
         })
     }
 
@@ -315,7 +321,8 @@ mod seam {
         match text(v) {
             None => Ok(None),
             Some(t) => t.parse::<u32>().map(Some).map_err(|_| {
-                ServerFnError::new(
+                refused(
+                    INVALID,
                     "The rate limit must be a whole number of messages per second (1 or more), \
                      or empty for no limit.",
                 )
@@ -333,22 +340,31 @@ mod seam {
         let given = match text(typed) {
             None => None,
             Some(t) => Some(t.replace([',', '_', ' '], "").parse::<i64>().map_err(|_| {
-                ServerFnError::new(format!(
+                refused(
+                    INVALID,
+                    format!(
                     "Nothing was changed: \u{201c}{t}\u{201d} is not a number. Type the count of \
                      dead letters shown to confirm acting on all of them."
-                ))
+                ),
+                )
             })?),
         };
         match store()?.check_confirm_all(selection, given).await {
             Ok(_) => Ok(()),
-            Err(ConfirmAllError::Missing { matched }) => Err(ServerFnError::new(format!(
+            Err(ConfirmAllError::Missing { matched }) => Err(refused(
+                INVALID,
+                format!(
                 "Nothing was changed: with no filter this acts on every dead letter that is not \
                  deleted ({matched} now). Type {matched} to confirm, or narrow the filter."
-            ))),
-            Err(ConfirmAllError::Wrong { matched, given }) => Err(ServerFnError::new(format!(
-                "Nothing was changed: you typed {given}, but there are {matched} dead letters \
+            ),
+            )),
+            Err(ConfirmAllError::Wrong { matched, given }) => Err(refused(
+                INVALID,
+                format!(
+                    "Nothing was changed: you typed {given}, but there are {matched} dead letters \
                  now. Type {matched} to act on all of them, or narrow the filter."
-            ))),
+                ),
+            )),
             Err(ConfirmAllError::Store(e)) => Err(failed("count the dead letters", e)),
         }
     }
@@ -359,7 +375,7 @@ mod seam {
         match v.trim() {
             "" | "false" => Ok(false),
             "true" | "on" => Ok(true),
-            other => Err(ServerFnError::new(format!(
+            other => Err(refused(INVALID, format!(
                 "The field {name} is a checkbox: send true or leave it out (got \u{201c}{}\u{201d}).",
                 crate::display::visible::name(other, 64)
             ))),
@@ -389,16 +405,20 @@ mod seam {
     /// Checks an id selection's size.
     pub fn ids(ids: Vec<i64>) -> Result<Selection, ServerFnError> {
         if ids.is_empty() {
-            return Err(ServerFnError::new(
+            return Err(refused(
+                INVALID,
                 "Nothing selected: tick the dead letters to act on, or use \u{201c}… all \
                  matching\u{201d}.",
             ));
         }
         if ids.len() > MAX_IDS {
-            return Err(ServerFnError::new(format!(
-                "Too many dead letters picked at once (at most {MAX_IDS}); use \u{201c}… all \
+            return Err(refused(
+                INVALID,
+                format!(
+                    "Too many dead letters picked at once (at most {MAX_IDS}); use \u{201c}… all \
                  matching\u{201d} with a filter instead."
-            )));
+                ),
+            ));
         }
         Ok(Selection::Ids(ids))
     }
@@ -427,7 +447,8 @@ mod seam {
                     redrive_core::labels::LabelOp::Remove
                 };
                 if label.trim().is_empty() {
-                    return Err(ServerFnError::new(
+                    return Err(refused(
+                        INVALID,
                         "Type the label to add or remove (e.g. needs-fix) first.",
                     ));
                 }
@@ -561,7 +582,12 @@ pub async fn act_on_filter(
             .filter(|(k, _)| k != "limit" && k != "cursor")
             .map(|(k, v)| (k.as_str(), v.as_str())),
     )
-    .map_err(|e| ServerFnError::new(format!("This filter cannot be used: {e}.")))?;
+    .map_err(|e| {
+        crate::refusal::refused(
+            crate::refusal::INVALID,
+            format!("This filter cannot be used: {e}."),
+        )
+    })?;
     let back = crate::query::href("/", crate::query::filter_only(&pairs));
     let selection = redrive_core::actions::Selection::Filter(q.filter);
     seam::confirm_all(&selection, &confirm_all).await?;

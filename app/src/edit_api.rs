@@ -294,7 +294,9 @@ pub async fn save_edit(
     let _ = csrf;
     let store = crate::actions_api::store_for_labels()?;
     let actor = crate::actions_api::operator_for_labels("edit").await?;
-    let bad = |m: String| ServerFnError::new(format!("Nothing was saved: {m}"));
+    let bad = |m: String| {
+        crate::refusal::refused(crate::refusal::INVALID, format!("Nothing was saved: {m}"))
+    };
     let replay = match op.as_str() {
         "save" | "" => false,
         "replay" => true,

@@ -20,6 +20,7 @@ pub struct GroupTriage {
 
 #[cfg(feature = "ssr")]
 mod seam {
+    use crate::refusal::{refused, INVALID};
     use leptos::prelude::*;
     use redrive_core::labels::Target;
 
@@ -30,9 +31,10 @@ mod seam {
                 .trim()
                 .parse::<i64>()
                 .map(Target::DeadLetter)
-                .map_err(|_| ServerFnError::new("That is not a dead-letter id.")),
+                .map_err(|_| refused(INVALID, "That is not a dead-letter id.")),
             "group" => Ok(Target::Group(target.trim().to_string())),
-            _ => Err(ServerFnError::new(
+            _ => Err(refused(
+                INVALID,
                 "Unknown target: label a dead letter or an error group.",
             )),
         }
@@ -90,7 +92,12 @@ pub async fn change_label(
     let op = match op.as_str() {
         "add" => LabelOp::Add,
         "remove" => LabelOp::Remove,
-        _ => return Err(ServerFnError::new("Unknown action: add or remove a label.")),
+        _ => {
+            return Err(crate::refusal::refused(
+                crate::refusal::INVALID,
+                "Unknown action: add or remove a label.",
+            ))
+        }
     };
     let target = seam::target(&kind, &target)?;
     let store = crate::actions_api::store_for_labels()?;

@@ -25,6 +25,8 @@ pub mod overview_api;
 pub mod pages;
 pub mod quarantine_api;
 pub mod query;
+#[cfg(feature = "ssr")]
+pub mod refusal;
 pub mod wire;
 
 use leptos::prelude::*;

@@ -47,7 +47,10 @@ test.describe('as an operator', () => {
 
     // Invalid JSON is refused with a clear message; what was typed stays in the form.
     await value.fill('{"amount": 12,5}');
+    const refused = page.waitForResponse((r) => r.url().endsWith('/api/ui/edit'));
     await page.getByRole('button', { name: /^Save as version/ }).click();
+    // A refusal, not a server error (app/src/refusal.rs).
+    expect((await refused).status()).toBe(422);
     await expect(page.locator('.error-box')).toContainText('not valid JSON');
     await expect(value).toHaveValue('{"amount": 12,5}');
 

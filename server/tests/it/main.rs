@@ -52,3 +52,4 @@ mod stats_caps;
 mod store;
 mod transform;
 mod ui_actions;
+mod ui_refusals;
