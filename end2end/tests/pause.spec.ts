@@ -67,7 +67,9 @@ test.describe('as an operator', () => {
     await expect(page.locator('.job-order')).toHaveText(/^per key/);
     await expect(page.locator('.job-partition')).toHaveText('picked by the producer (key hash)');
 
-    await page.locator('.pause-job input[name="reason"]').fill('e2e: consumer falling behind');
+    // Unique per run, so the audit row found below is this run's.
+    const why = `e2e: consumer falling behind (${target})`;
+    await page.locator('.pause-job input[name="reason"]').fill(why);
     await page.getByRole('button', { name: 'Pause the replay' }).click();
     await expect(page.locator('.job-status')).toHaveText('paused');
     await expect(page.getByRole('button', { name: 'Resume the replay' })).toBeVisible();
@@ -82,7 +84,7 @@ test.describe('as an operator', () => {
 
     // The pause and its reason are in the audit trail, by the operator.
     await page.goto('/audit?action=pause_job');
-    const row = page.locator('table.audit tbody tr', { hasText: 'e2e: consumer falling behind' });
+    const row = page.locator('table.audit tbody tr', { hasText: why });
     await expect(row).toHaveCount(1);
     await expect(row).toContainText('oncall');
 

@@ -84,7 +84,8 @@ test.describe('as an operator', () => {
 
     await hydrated(page);
     await expect(page.locator('.confirm-form')).toContainText('With the transform script previewed below');
-    await page.locator('.confirm-form input[name="reason"]').fill('e2e: transform preview');
+    const why = `e2e: transform preview ${Date.now()}`;
+    await page.locator('.confirm-form input[name="reason"]').fill(why);
     await page.getByRole('button', { name: /^Confirm: replay 6 dead letters$/ }).click();
     await expect(page).toHaveURL(/\/jobs\/[0-9a-f-]{36}$/);
     await expect(page.locator('.transform-sha256')).toHaveText(sha);
@@ -97,7 +98,7 @@ test.describe('as an operator', () => {
     );
     // The audit row carries the same hash.
     const audit = await (await page.request.get('/api/v1/audit?action=replay&limit=100')).json();
-    const row = audit.items.find((a: { reason?: string }) => a.reason === 'e2e: transform preview');
+    const row = audit.items.find((a: { reason?: string }) => a.reason === why);
     expect(row, 'the replay audit row').toBeTruthy();
     expect(JSON.stringify(row.detail)).toContain(sha);
     expect(errors, 'no script errors').toEqual([]);
