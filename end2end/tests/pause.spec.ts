@@ -75,9 +75,24 @@ test.describe('as an operator', () => {
     await expect(page.getByRole('button', { name: 'Resume the replay' })).toBeVisible();
     await expect(page.getByRole('button', { name: 'Pause the replay' })).toHaveCount(0);
     // Paused means nothing more is sent: the count stays what it was, also after a reload
-    // (the status is in the store, not in the page).
+    // (the status is in the store, not in the page). A record already sent when the pause
+    // came is still recorded as published (docs/replay.md), so the count is read once the
+    // relay has let go of the job: its worker is gone (`/readyz` relay.active_jobs, which
+    // counts a worker until its in-flight records are recorded).
+    await expect(async () => {
+      const ready = await (await page.request.get('/readyz')).json();
+      expect(ready.relay.active_jobs).toBe(0);
+    }).toPass({ timeout: 30_000 });
+    await page.reload();
+    await expect(page.locator('.job-status')).toHaveText('paused');
     const atPause = Number(await page.locator('.job-published').textContent());
     expect(atPause).toBeLessThan(FIXTURES);
+    // Three more relay poll cycles (each looks for work): still nothing sent.
+    const cycles = (await (await page.request.get('/readyz')).json()).relay.cycles_total;
+    await expect(async () => {
+      const ready = await (await page.request.get('/readyz')).json();
+      expect(ready.relay.cycles_total).toBeGreaterThanOrEqual(cycles + 3);
+    }).toPass({ timeout: 30_000 });
     await page.reload();
     await expect(page.locator('.job-status')).toHaveText('paused');
     await expect(page.locator('.job-published')).toHaveText(String(atPause));
