@@ -399,6 +399,8 @@ mod seam {
             }),
             unordered: flag("unordered", unordered)?,
             original_partition: flag("original_partition", original_partition)?,
+            // The canary's own fields: `act_on_filter` (`CanaryOptions::from_form`).
+            canary: None,
         })
     }
 
@@ -571,10 +573,23 @@ pub async fn act_on_filter(
     /// A replay's "publish to each record's original partition" checkbox.
     #[server(default)]
     original_partition: String,
+    /// A replay's canary (`docs/replay.md`, "Canary replay"): its size as a record count or
+    /// a percentage (`10`, `1 %`); empty = no canary.
+    #[server(default)]
+    canary_size: String,
+    /// The canary's watch, seconds; empty = the default (5 min).
+    #[server(default)]
+    canary_wait_s: String,
+    /// Canary records that may come back before the job pauses; empty = 0.
+    #[server(default)]
+    canary_max_refailed: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
-    let options = seam::replay_options(&transform, &unordered, &original_partition)?;
+    let mut options = seam::replay_options(&transform, &unordered, &original_partition)?;
+    options.canary =
+        redrive_core::canary::CanaryOptions::from_form(&canary_size, &canary_wait_s, &canary_max_refailed)
+            .map_err(|e| crate::refusal::refused(crate::refusal::INVALID, e))?;
     let pairs = crate::query::parse(&filter);
     let q = redrive_core::ListQuery::from_pairs(
         pairs

@@ -142,6 +142,10 @@ mod seam {
                 "a replay job finished with failed records; resolves after {} s",
                 r.window() / 1000
             ),
+            RuleKind::CanaryFailed => format!(
+                "a replay job's canary failed and paused the job; resolves after {} s",
+                r.window() / 1000
+            ),
             RuleKind::Quarantined => {
                 format!(
                     "records in quarantine > {} per dlq_topic",

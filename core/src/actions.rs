@@ -106,6 +106,11 @@ pub struct ReplayOptions {
     /// remapped. `docs/replay.md`, "Original partition".
     #[serde(skip_serializing_if = "is_false")]
     pub original_partition: bool,
+    /// Canary replay: publish the first records alone, wait, and pause the job by itself if
+    /// too many of them come back as dead letters (`docs/replay.md`, "Canary replay").
+    /// `None` = no canary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryOptions>,
 }
 
 /// serde's `skip_serializing_if` for flags that are off: a plain job's options stay `{}`.
@@ -131,6 +136,11 @@ pub struct TransformOptions {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_operations: Option<u64>,
 }
+
+pub use crate::canary::{
+    CanaryOptions, CanaryState, CanaryStatus, Percent, CANARY_WAIT_MS, MAX_CANARY_RECORDS,
+    MAX_CANARY_WAIT_MS, MIN_CANARY_WAIT_MS,
+};
 
 /// Longest accepted transform script, bytes of UTF-8 (it travels in the confirmation page's
 /// URL, and a transform is meant to be small).
@@ -339,6 +349,9 @@ pub struct ReplayJob {
     /// by ingest, `docs/replay.md`, "Outcome").
     #[serde(default)]
     pub refailed: i64,
+    /// The canary's progress and verdict (migration 0017); `None` for a job without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStatus>,
 }
 
 /// A replay job's transform counters (`docs/replay.md`, "Transform on replay").

@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod alerts;
 pub mod auth;
+pub mod canary;
 pub mod conventions;
 #[cfg(any(test, feature = "server"))]
 pub mod corpus;

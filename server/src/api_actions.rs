@@ -321,6 +321,40 @@ pub struct JobItem {
     pub options: redrive_core::actions::ReplayOptions,
     /// The transform's identity and what it did; `null` for a job without one.
     pub transform: Option<JobTransform>,
+    /// The canary's progress and verdict (`docs/replay.md`, "Canary replay"); `null` for a
+    /// job without one.
+    pub canary: Option<JobCanary>,
+}
+
+/// A job's canary.
+#[derive(Debug, Serialize)]
+pub struct JobCanary {
+    /// `starting` (size not fixed yet), `publishing`, `watching`, `passed`, `failed` (the job
+    /// paused itself).
+    pub state: &'static str,
+    /// Records in the canary; `null` while `starting`.
+    pub size: Option<i64>,
+    /// Canary records published, failed to publish, and (of the published) come back as
+    /// dead letters; live while it runs, as judged once decided.
+    pub published: i64,
+    pub failed: i64,
+    pub refailed: i64,
+    /// The watch's end (RFC 3339 UTC), from `watching` on.
+    pub watch_until: Option<String>,
+    /// When the verdict was given (RFC 3339 UTC).
+    pub decided_at: Option<String>,
+    /// The verdict in words (the pause reason when it failed).
+    pub reason: Option<String>,
+}
+
+/// What a replay's canary would be (`DryRunResult::canary`).
+#[derive(Debug, Serialize)]
+pub struct DryRunCanary {
+    /// Records in the canary for the records queued now (`records`, or ceil(percent %)).
+    pub size: i64,
+    /// The plan in words: "the first 10 records, then watch 30 s for re-failures; pause the
+    /// job if more than 0 come back".
+    pub plan: String,
 }
 
 /// A job's transform (`docs/replay.md`, "Transform on replay").
@@ -377,6 +411,8 @@ pub struct DryRunResult {
     /// [{"topic", "records": [{"dead_letter_id", "before", "after": {"outcome": "as_is" |
     /// "publish" | "skip" | "error", ...}}]}]}`).
     pub sample: redrive_core::replay_sample::ReplaySample,
+    /// The canary the replay would start with; `null` without one.
+    pub canary: Option<DryRunCanary>,
 }
 
 /// Answer of delete and restore.
@@ -473,6 +509,16 @@ impl From<&ReplayJob> for JobItem {
                 skipped: j.transform.skipped,
                 failed: j.transform.failed,
             }),
+            canary: j.canary.as_ref().map(|c| JobCanary {
+                state: c.state.as_str(),
+                size: c.size,
+                published: c.published,
+                failed: c.failed,
+                refailed: c.refailed,
+                watch_until: c.watch_until_ms.and_then(rfc3339),
+                decided_at: c.decided_at_ms.and_then(rfc3339),
+                reason: c.reason.clone(),
+            }),
         }
     }
 }
@@ -492,6 +538,7 @@ impl From<DryRun> for DryRunResult {
             requires_confirm_all: false,
             confirm_all: None,
             sample: Default::default(),
+            canary: None,
         }
     }
 }
@@ -614,8 +661,13 @@ pub async fn dry_run(
         )
         .await
         .map_err(|e| state.action_failed("dry_run", e))?;
+    let queued = d.queued();
     let mut out = DryRunResult::from(d);
     out.sample = sample;
+    out.canary = b.options.canary.as_ref().map(|c| DryRunCanary {
+        size: c.size_for(queued),
+        plan: c.describe(),
+    });
     if sel.is_all() {
         out.requires_confirm_all = true;
         out.confirm_all = Some(

@@ -2,6 +2,7 @@
 
 mod badges;
 mod bulk_actions;
+mod canary;
 mod chart;
 mod cut_notice;
 mod dead_letter_table;
@@ -17,6 +18,7 @@ mod payload_view;
 
 pub use badges::{MalformedBadge, StatusBadge};
 pub use bulk_actions::{ActionError, ActionNotice, BulkActions, Picked};
+pub use canary::{CanaryFields, CanarySection};
 pub use chart::{RateChart, Sparkline};
 pub use cut_notice::CutNotice;
 pub use dead_letter_table::DeadLetterTable;

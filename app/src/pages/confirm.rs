@@ -7,7 +7,7 @@ use super::{BadQuery, LoadError};
 use crate::actions_api::{preview_action, without_page_params, ActOnFilter, Op, Preview};
 use crate::api::Listing;
 use crate::auth_context::{use_session, CsrfField, Role};
-use crate::components::ActionError;
+use crate::components::{ActionError, CanaryFields};
 use crate::http_status::HttpStatus;
 use crate::query;
 use crate::wire;
@@ -308,6 +308,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <input type="number" name="rate_per_sec" min="1" step="1" placeholder="no limit" />
                     </label>
                     <OrderFields />
+                    <CanaryFields />
                 })}
                 {confirm_all.map(|n| view! { <ConfirmAllField op=op matched=n /> })}
                 {(!op.is_label()).then(|| view! {

@@ -261,6 +261,27 @@ pub async fn evaluate_once(
                     );
                 }
             }
+            RuleKind::CanaryFailed => {
+                // As `replay_failed`, by the verdict's time (same watermark and look-back).
+                let from = if jobs_seen {
+                    jobs_after.saturating_sub(JOBS_LOOKBACK_MS)
+                } else {
+                    jobs_after
+                };
+                for g in store.alert_failed_canaries(from, now_ms).await? {
+                    let scope = scope_of("job", g.value.as_deref());
+                    let seen = prev.contains_key(&(rule.name.clone(), scope.clone()));
+                    let at = if seen { g.at_ms } else { Some(now_ms) };
+                    readings.insert(
+                        scope,
+                        Reading {
+                            holds: true,
+                            value: g.count,
+                            last_event_ms: at.or(Some(now_ms)),
+                        },
+                    );
+                }
+            }
             RuleKind::Quarantined => {
                 let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
                 for g in store
@@ -515,6 +536,10 @@ fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
             format!("ingest is not running with Kafka and the store reachable ({scope})")
         }
         RuleKind::ReplayFailed => format!("replay {scope} finished with {value} failed record(s)"),
+        RuleKind::CanaryFailed => format!(
+            "the canary of replay {scope} failed: {value} of its record(s) came back as dead \
+             letters; the job paused itself"
+        ),
         RuleKind::IngestLag => format!(
             "ingest is {value} record(s) behind in {scope} (threshold {})",
             rule.threshold_or_zero()

@@ -159,10 +159,13 @@ pub enum RuleKind {
     ReplayFailed,
     /// Records in quarantine over `threshold` (default 0).
     Quarantined,
+    /// A replay job's canary failed (too many of its records came back) and the job paused
+    /// itself; resolves after `window_ms` (`docs/replay.md`, "Canary replay").
+    CanaryFailed,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 9] = [
+    pub const ALL: [RuleKind; 10] = [
         RuleKind::DlqSize,
         RuleKind::DeadLetterRate,
         RuleKind::NewArrival,
@@ -172,6 +175,7 @@ impl RuleKind {
         RuleKind::IngestLag,
         RuleKind::ReplayFailed,
         RuleKind::Quarantined,
+        RuleKind::CanaryFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -185,6 +189,7 @@ impl RuleKind {
             RuleKind::IngestLag => "ingest_lag",
             RuleKind::ReplayFailed => "replay_failed",
             RuleKind::Quarantined => "quarantined",
+            RuleKind::CanaryFailed => "canary_failed",
         }
     }
 
@@ -193,7 +198,10 @@ impl RuleKind {
     pub fn is_event(self) -> bool {
         matches!(
             self,
-            RuleKind::NewArrival | RuleKind::NewErrorGroup | RuleKind::ReplayFailed
+            RuleKind::NewArrival
+                | RuleKind::NewErrorGroup
+                | RuleKind::ReplayFailed
+                | RuleKind::CanaryFailed
         )
     }
 
@@ -431,7 +439,7 @@ impl RuleConfig {
                 ));
             }
             let applies = match self.kind {
-                RuleKind::IngestStalled | RuleKind::ReplayFailed => false,
+                RuleKind::IngestStalled | RuleKind::ReplayFailed | RuleKind::CanaryFailed => false,
                 RuleKind::Quarantined | RuleKind::IngestLag => name == "dlq_topic",
                 RuleKind::NewErrorGroup => name != "fingerprint",
                 _ => true,

@@ -45,6 +45,7 @@
 //! and before marking it. It exists for the crash-safety test; never set it in production.
 
 pub mod backoff;
+mod canary;
 mod config;
 mod kafka;
 pub(crate) mod order;

@@ -53,6 +53,10 @@ const PAUSE_CHECK: Duration = Duration::from_millis(250);
 impl Relay {
     /// Publishes the job's due rows batch by batch until none are due, an outage, or shutdown.
     pub(super) async fn work_on(self: Arc<Self>, job: ActiveJob) {
+        // Canary replay (`canary.rs`): its state moves before the claims.
+        if !self.canary_allows_claims(&job).await {
+            return;
+        }
         let limiter = job.rate_per_sec.and_then(NonZeroU32::new).map(token_bucket);
         let claim_size = self.config.claim_size(job.rate_per_sec);
         let lease = Duration::from_millis(self.config.lease_ms);

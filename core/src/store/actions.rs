@@ -259,7 +259,7 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
     let mut qb = QueryBuilder::new(
         "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, \
          target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, selection, \
-         options) VALUES (",
+         options, canary_state) VALUES (",
     );
     let values = [
         Val::Text(Some(job.id.as_str())),
@@ -275,6 +275,8 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
         Val::I64(Some(job.skipped_without_target)),
         Val::Text(Some(job.selection.as_str())),
         Val::OwnedText(Some(job.options.to_json())),
+        // A canary starts when the job first runs (`canary.rs`): nothing is claimed before.
+        Val::Text(job.options.canary.as_ref().map(|_| "starting")),
     ];
     for (i, v) in values.into_iter().enumerate() {
         if i > 0 {
@@ -351,9 +353,13 @@ pub(super) fn replay_detail(
     Some(d.to_string())
 }
 
-/// Checks a replay's options: a transform must compile under its limits. Errors: `Invalid`
-/// with the compiler's message and line.
+/// Checks a replay's options: a transform must compile under its limits, a canary's size,
+/// wait and threshold must be in range (`CanaryOptions::check`). Errors: `Invalid` with the
+/// compiler's message and line, or what to change in the canary.
 pub fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
+    if let Some(c) = &options.canary {
+        c.check().map_err(StoreError::Invalid)?;
+    }
     if let Some(t) = &options.transform {
         crate::replay::transform::Transform::compile(t)
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -442,6 +448,11 @@ impl Store {
             options: req.options.clone(),
             transform: Default::default(),
             refailed: 0,
+            canary: req
+                .options
+                .canary
+                .as_ref()
+                .map(|_| crate::canary::CanaryStatus::starting()),
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.

@@ -235,4 +235,29 @@ impl Store {
         })
         .map_err(store_error)
     }
+
+    /// Replay jobs whose canary failed (the job paused itself) with `after_ms <
+    /// canary_decided_at_ms <= upto_ms`: (job id, canary records that came back, verdict
+    /// time). The partial index `replay_jobs_canary_failed` (migration 0017).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn alert_failed_canaries(
+        &self,
+        after_ms: i64,
+        upto_ms: i64,
+    ) -> Result<Vec<GroupCount>, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT id AS value, COALESCE(canary_refailed, 0) AS count, \
+                 canary_decided_at_ms AS at_ms FROM replay_jobs \
+                 WHERE canary_state = 'failed' AND canary_decided_at_ms > ",
+            );
+            DB::bind(&mut qb, Val::I64(Some(after_ms)));
+            qb.push(" AND canary_decided_at_ms <= ");
+            DB::bind(&mut qb, Val::I64(Some(upto_ms)));
+            qb.push(" ORDER BY canary_decided_at_ms LIMIT 1000");
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)
+    }
 }

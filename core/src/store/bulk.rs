@@ -1002,6 +1002,7 @@ mod tests {
             options: Default::default(),
             transform: Default::default(),
             refailed: 0,
+            canary: None,
         };
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(

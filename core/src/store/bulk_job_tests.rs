@@ -29,6 +29,7 @@ fn preparing_job() -> ReplayJob {
         options: Default::default(),
         transform: Default::default(),
         refailed: 0,
+        canary: None,
     }
 }
 

@@ -9,7 +9,8 @@ use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
      finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
      published, failed, cancelled, last_error, selection, options, transformed, skipped_by_script, \
-     failed_by_script, refailed";
+     failed_by_script, refailed, canary_state, canary_size, canary_watch_until_ms, \
+     canary_published, canary_refailed, canary_decided_at_ms, canary_reason";
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -35,6 +36,13 @@ pub(crate) struct JobRow {
     skipped_by_script: i64,
     failed_by_script: i64,
     refailed: i64,
+    canary_state: Option<String>,
+    canary_size: Option<i64>,
+    canary_watch_until_ms: Option<i64>,
+    canary_published: Option<i64>,
+    canary_refailed: Option<i64>,
+    canary_decided_at_ms: Option<i64>,
+    canary_reason: Option<String>,
 }
 
 impl JobRow {
@@ -70,12 +78,22 @@ impl JobRow {
                 failed: self.failed_by_script,
             },
             refailed: self.refailed,
+            canary: super::canary::status_from_columns(
+                self.canary_state.as_deref(),
+                self.canary_size,
+                self.canary_watch_until_ms,
+                self.canary_published,
+                self.canary_refailed,
+                self.canary_decided_at_ms,
+                self.canary_reason,
+            ),
         })
     }
 }
 
 impl Store {
-    /// The replay job `id`, or `None` if there is none.
+    /// The replay job `id`, or `None` if there is none; a canary still running carries its
+    /// live counts (published, failed, came back so far).
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt`.
     pub async fn job(&self, id: &str) -> Result<Option<ReplayJob>, StoreError> {
@@ -86,7 +104,12 @@ impl Store {
             qb.build_query_as().fetch_optional(pool).await
         })
         .map_err(store_error)?;
-        row.map(JobRow::into_job).transpose()
+        let Some(mut job) = row.map(JobRow::into_job).transpose()? else {
+            return Ok(None);
+        };
+        // A running canary's counts are live (the list shows the stored ones).
+        job.canary = self.live_canary(&job.id, job.canary.take()).await?;
+        Ok(Some(job))
     }
 
     /// The most recent replay jobs, newest first, at most `limit` (0 means 50; capped at

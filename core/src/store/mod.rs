@@ -165,6 +165,8 @@ mod alert_inputs;
 mod alerts;
 mod audit;
 mod bulk;
+// Canary replay (issue 9 item 3, migration 0017).
+pub(crate) mod canary;
 mod confirm_all;
 mod export;
 mod insert;
@@ -190,6 +192,7 @@ mod retention;
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
 pub use self::actions::check_options as check_replay_options;
+pub use self::canary::CANARY_ACTOR;
 pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
 pub use self::alerts::{
     AlertCycle, ClaimFor, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS,

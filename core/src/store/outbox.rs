@@ -14,6 +14,7 @@ use sqlx::QueryBuilder;
 
 use super::actions::{clean_text, ids_json, now_ms};
 use super::codec::decode_headers;
+use super::canary::Room;
 use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::model::{Convention, Header};
@@ -251,6 +252,7 @@ fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a
         " AND status IN ('running', 'waiting') AND NOT EXISTS (SELECT 1 FROM outbox \
          WHERE outbox.job_id = replay_jobs.id AND outbox.status IN ('pending', 'claimed'))",
     );
+    qb.push(super::canary::FINISH_GUARD);
     qb
 }
 
@@ -317,15 +319,41 @@ impl Store {
         let limit = limit.max(1) as i64;
         let rows: Vec<ClaimRow> = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
+            // Canary replay (`canary.rs`): nothing while the canary starts or is watched;
+            // while it publishes, its own rows and new ones up to its size (flagged).
+            let gate: Option<(String, Option<i64>)> = super::canary::claim_gate::<DB>(job_id)
+                .build_query_as()
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            let taken: i64 = match &gate {
+                Some((s, _)) if s == "publishing" => super::canary::taken::<DB>(job_id)
+                    .build_query_scalar()
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(store_error)?,
+                _ => 0,
+            };
+            let room = super::canary::room(gate.as_ref(), taken);
             // Rows whose relay died holding them (when asked), then due pending rows: two
             // index ranges on (job_id, status, id) instead of one OR that would walk every
-            // row the job has already published.
+            // row the job has already published. The third element: only rows with this
+            // `canary` flag (a canary's retries first, then new rows up to its room).
+            let mut passes = vec![("claimed", "lease_until_ms", None)];
+            match room {
+                Room::Open => passes.push(("pending", "next_attempt_at_ms", None)),
+                Room::Hold => passes.clear(),
+                Room::Canary(_) => {
+                    passes.push(("pending", "next_attempt_at_ms", Some(1)));
+                    passes.push(("pending", "next_attempt_at_ms", Some(0)));
+                }
+            }
             let mut ids: Vec<i64> = Vec::new();
-            for (condition, deadline_column) in [
-                ("claimed", "lease_until_ms"),
-                ("pending", "next_attempt_at_ms"),
-            ] {
-                let want = limit - ids.len() as i64;
+            for (condition, deadline_column, canary) in passes {
+                let mut want = limit - ids.len() as i64;
+                if let (Room::Canary(n), Some(0)) = (room, canary) {
+                    want = want.min(n);
+                }
                 if want <= 0 {
                     break;
                 }
@@ -343,6 +371,9 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(lease_until)));
                 qb.push(", claim_token = ");
                 DB::bind(&mut qb, Val::Text(Some(&token)));
+                if canary == Some(0) {
+                    qb.push(", canary = 1");
+                }
                 qb.push(" WHERE id")
                     .push(DB::IDS_OF_OPEN)
                     .push("SELECT id FROM outbox WHERE job_id = ");
@@ -356,6 +387,9 @@ impl Store {
                 if condition == "pending" {
                     // Per-key order: a row waiting for an earlier one of its key is not due.
                     qb.push(" AND held = 0");
+                }
+                if let Some(flag) = canary {
+                    qb.push(" AND canary = ").push(flag);
                 }
                 if let (Some(after), "pending") = (after_id, condition) {
                     qb.push(" AND id > ");

@@ -363,6 +363,7 @@ impl Store {
                     options: ReplayOptions::default(),
                     transform: Default::default(),
                     refailed: 0,
+                    canary: None,
                 };
                 insert_job::<DB>(&j)
                     .build()

@@ -24,6 +24,7 @@ mod auth;
 mod authz_matrix;
 mod backpressure_rebalance;
 mod bulk_label_resume;
+mod canary;
 mod concurrency;
 mod confirm_all;
 mod corpus;
