@@ -587,9 +587,12 @@ pub async fn act_on_filter(
     let _ = csrf;
     let op = seam::op(&op)?;
     let mut options = seam::replay_options(&transform, &unordered, &original_partition)?;
-    options.canary =
-        redrive_core::canary::CanaryOptions::from_form(&canary_size, &canary_wait_s, &canary_max_refailed)
-            .map_err(|e| crate::refusal::refused(crate::refusal::INVALID, e))?;
+    options.canary = redrive_core::canary::CanaryOptions::from_form(
+        &canary_size,
+        &canary_wait_s,
+        &canary_max_refailed,
+    )
+    .map_err(|e| crate::refusal::refused(crate::refusal::INVALID, e))?;
     let pairs = crate::query::parse(&filter);
     let q = redrive_core::ListQuery::from_pairs(
         pairs

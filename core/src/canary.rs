@@ -68,9 +68,11 @@ impl CanaryOptions {
     pub fn check(&self) -> Result<(), String> {
         match (self.records, self.percent) {
             (None, None) => {
-                return Err("the canary needs its size: `records` (a count) or `percent` \
+                return Err(
+                    "the canary needs its size: `records` (a count) or `percent` \
                             (a share of the job)"
-                    .into())
+                        .into(),
+                )
             }
             (Some(_), Some(_)) => {
                 return Err(
@@ -179,16 +181,16 @@ impl CanaryOptions {
                 format!("The canary's wait `{wait_s}` is not a number of seconds (e.g. 30).")
             })?;
             if !(s.is_finite() && s >= 0.0) {
-                return Err(format!("The canary's wait must be a number of seconds (got {wait_s})."));
+                return Err(format!(
+                    "The canary's wait must be a number of seconds (got {wait_s})."
+                ));
             }
             c.wait_ms = Some((s * 1000.0).round() as u64);
         }
         let max = max_refailed.trim();
         if !max.is_empty() {
             c.max_refailed = max.parse().map_err(|_| {
-                format!(
-                    "The canary's threshold `{max}` is not a whole number of records (e.g. 0)."
-                )
+                format!("The canary's threshold `{max}` is not a whole number of records (e.g. 0).")
             })?;
         }
         c.check()?;
@@ -199,7 +201,7 @@ impl CanaryOptions {
 /// `30 s`, `5 min`, `1 h 30 min`, `1.5 s`: a wait as a person reads it.
 pub fn duration_text(ms: u64) -> String {
     if ms < 60_000 {
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             format!("{} s", ms / 1000)
         } else {
             format!("{:.1} s", ms as f64 / 1000.0)
@@ -385,7 +387,10 @@ mod tests {
     fn the_form_takes_a_count_or_a_percentage() {
         assert_eq!(CanaryOptions::from_form(" ", "", ""), Ok(None));
         let c = CanaryOptions::from_form("10", "30", "1").unwrap().unwrap();
-        assert_eq!((c.records, c.wait_ms, c.max_refailed), (Some(10), Some(30_000), 1));
+        assert_eq!(
+            (c.records, c.wait_ms, c.max_refailed),
+            (Some(10), Some(30_000), 1)
+        );
         let c = CanaryOptions::from_form("0.5 %", "", "").unwrap().unwrap();
         assert_eq!((c.percent, c.wait_ms), (Some(Percent(0.5)), None));
         assert!(CanaryOptions::from_form("ten", "", "")

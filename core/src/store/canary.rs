@@ -53,9 +53,8 @@ pub(super) enum Room {
 /// Locks the job's row when it has an undecided canary and returns `(canary_state,
 /// canary_size)`; no row = [`Room::Open`]. First statement of the claim's transaction.
 pub(super) fn claim_gate<'a, DB: Dialect>(job_id: &'a str) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(
-        "UPDATE replay_jobs SET canary_state = canary_state WHERE id = ",
-    );
+    let mut qb =
+        QueryBuilder::new("UPDATE replay_jobs SET canary_state = canary_state WHERE id = ");
     DB::bind(&mut qb, Val::Text(Some(job_id)));
     qb.push(
         " AND canary_state IN ('starting', 'publishing', 'watching') \

@@ -58,11 +58,7 @@ fn canary(records: u64, max_refailed: u64) -> ReplayOptions {
 }
 
 /// A store with `n` dead letters (keys from `key(i)`) and a replay of all of them.
-async fn job_of(
-    n: i64,
-    key: impl Fn(i64) -> String,
-    options: ReplayOptions,
-) -> (Store, ReplayJob) {
+async fn job_of(n: i64, key: impl Fn(i64) -> String, options: ReplayOptions) -> (Store, ReplayJob) {
     let store = Store::connect("sqlite::memory:").await.unwrap();
     store.migrate().await.unwrap();
     let batch: Vec<NewDeadLetter> = (0..n).map(|i| dead_letter(i, &key(i), vec![])).collect();
@@ -132,8 +128,15 @@ async fn a_canary_publishes_its_size_alone_watches_then_lets_the_job_go_on() {
     let c = canary_of(&store, &job).await;
     assert_eq!((c.state, c.size), (CanaryState::Publishing, Some(2)));
     let first = claim(&store, &job).await;
-    assert_eq!(first.rows.len(), 2, "the canary's size, not the claim's limit");
-    assert!(claim(&store, &job).await.rows.is_empty(), "the canary is full");
+    assert_eq!(
+        first.rows.len(),
+        2,
+        "the canary's size, not the claim's limit"
+    );
+    assert!(
+        claim(&store, &job).await.rows.is_empty(),
+        "the canary is full"
+    );
     // Not final yet: still publishing.
     assert_eq!(step(&store, &job, now).await, Step::Claim);
     publish(&store, &job, &first).await;
@@ -152,7 +155,10 @@ async fn a_canary_publishes_its_size_alone_watches_then_lets_the_job_go_on() {
     let c = canary_of(&store, &job).await;
     assert_eq!(c.state, CanaryState::Passed);
     let reason = c.reason.unwrap();
-    assert!(reason.contains("0 of 2 published records came back"), "{reason}");
+    assert!(
+        reason.contains("0 of 2 published records came back"),
+        "{reason}"
+    );
     let rest = claim(&store, &job).await;
     assert_eq!(rest.rows.len(), 3, "the rest at the normal rate");
     publish(&store, &job, &rest).await;
@@ -188,7 +194,10 @@ async fn too_many_came_back_pauses_the_job_with_an_audit_row_and_resume_goes_on(
     let paused = store.job(&job.id).await.unwrap().unwrap();
     assert_eq!(paused.status, JobStatus::Paused);
     let c = paused.canary.unwrap();
-    assert_eq!((c.state, c.refailed, c.published), (CanaryState::Failed, 1, 2));
+    assert_eq!(
+        (c.state, c.refailed, c.published),
+        (CanaryState::Failed, 1, 2)
+    );
     assert_eq!(c.reason.as_deref(), Some(reason.as_str()));
     assert!(claim(&store, &job).await.rows.is_empty(), "paused");
     let audit = store
@@ -220,7 +229,11 @@ async fn too_many_came_back_pauses_the_job_with_an_audit_row_and_resume_goes_on(
 async fn a_canary_covering_the_whole_job_gets_its_verdict_before_the_job_finishes() {
     let (store, job) = job_of(2, |i| format!("k{i}"), canary(5, 1)).await;
     step(&store, &job, now_ms()).await;
-    assert_eq!(canary_of(&store, &job).await.size, Some(2), "at most the job");
+    assert_eq!(
+        canary_of(&store, &job).await.size,
+        Some(2),
+        "at most the job"
+    );
     let all = claim(&store, &job).await;
     publish(&store, &job, &all).await;
     assert!(!store.finish_job_if_done(&job.id).await.unwrap());
@@ -246,7 +259,10 @@ async fn held_rows_join_the_canary_as_their_key_releases_them() {
     assert_eq!(second.rows.len(), 1);
     assert!(second.rows[0].outbox_id > head.rows[0].outbox_id);
     publish(&store, &job, &second).await;
-    assert!(claim(&store, &job).await.rows.is_empty(), "the canary is full");
+    assert!(
+        claim(&store, &job).await.rows.is_empty(),
+        "the canary is full"
+    );
     assert_eq!(step(&store, &job, now_ms()).await, Step::Wait);
     assert_eq!(canary_of(&store, &job).await.state, CanaryState::Watching);
 }
@@ -263,7 +279,11 @@ async fn a_percent_canary_is_sized_from_the_queued_total() {
     };
     let (store, job) = job_of(25, |i| format!("k{i}"), options).await;
     step(&store, &job, now_ms()).await;
-    assert_eq!(canary_of(&store, &job).await.size, Some(3), "ceil(10 % of 25)");
+    assert_eq!(
+        canary_of(&store, &job).await.size,
+        Some(3),
+        "ceil(10 % of 25)"
+    );
     assert_eq!(claim(&store, &job).await.rows.len(), 3);
 }
 

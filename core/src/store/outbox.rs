@@ -13,8 +13,8 @@
 use sqlx::QueryBuilder;
 
 use super::actions::{clean_text, ids_json, now_ms};
-use super::codec::decode_headers;
 use super::canary::Room;
+use super::codec::decode_headers;
 use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::model::{Convention, Header};

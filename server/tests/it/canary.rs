@@ -81,13 +81,10 @@ async fn replayed_on_source(demo: &Demo, job: &str) -> Vec<String> {
         .iter()
         .map(headers_of)
         .filter(|h| {
-            h.iter().any(|x| {
-                x.name == HEADER_REPLAY_ID && x.value.as_deref() == Some(job.as_bytes())
-            })
+            h.iter()
+                .any(|x| x.name == HEADER_REPLAY_ID && x.value.as_deref() == Some(job.as_bytes()))
         })
-        .map(|h| {
-            crate::replay::header_text(&h, redrive_core::replay::HEADER_DEAD_LETTER_ID)
-        })
+        .map(|h| crate::replay::header_text(&h, redrive_core::replay::HEADER_DEAD_LETTER_ID))
         .collect();
     ids.sort();
     ids
@@ -202,10 +199,14 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
         )
         .await
         .expect("resume");
-    let done = wait_for("the resumed job to finish", Duration::from_secs(60), || async {
-        let j = job(&redrive.store, &started.id).await;
-        (j.status == JobStatus::Finished).then_some(j)
-    })
+    let done = wait_for(
+        "the resumed job to finish",
+        Duration::from_secs(60),
+        || async {
+            let j = job(&redrive.store, &started.id).await;
+            (j.status == JobStatus::Finished).then_some(j)
+        },
+    )
     .await
     .expect("finished");
     assert_eq!(done.published, N as i64);
@@ -243,7 +244,10 @@ async fn a_canary_that_stays_away_lets_the_job_go_on(backend: Backend) {
     let c = done.canary.clone().expect("canary");
     assert_eq!(c.state, CanaryState::Passed, "{c:?}");
     assert_eq!((c.published, c.refailed), (K as i64, 0));
-    assert_eq!((done.published, done.failed, done.refailed), (N as i64, 0, 0));
+    assert_eq!(
+        (done.published, done.failed, done.refailed),
+        (N as i64, 0, 0)
+    );
     let mut want: Vec<String> = ids.iter().map(i64::to_string).collect();
     want.sort();
     assert_eq!(
@@ -325,8 +329,14 @@ async fn the_api_and_the_confirmation_form_take_a_canary() {
         (json!({}), "`records` (a count) or `percent`"),
         (json!({"records": 2, "percent": 5}), "not both"),
         (json!({"percent": 0}), "`percent` must be more than 0"),
-        (json!({"records": 5, "wait_ms": 10}), "`wait_ms` must be from 1000"),
-        (json!({"records": 2, "max_refailed": 2}), "below its `records`"),
+        (
+            json!({"records": 5, "wait_ms": 10}),
+            "`wait_ms` must be from 1000",
+        ),
+        (
+            json!({"records": 2, "max_refailed": 2}),
+            "below its `records`",
+        ),
         (json!({"records": 2, "threshold": 1}), "threshold"),
     ];
     for (c, want) in bad {
@@ -408,7 +418,10 @@ async fn the_api_and_the_confirmation_form_take_a_canary() {
         (Some(10.0), Some(2000), 0)
     );
     let (_, html) = b.page(&format!("/jobs/{id}")).await;
-    assert!(html.contains("Plan: the first 10 % of the records"), "{html}");
+    assert!(
+        html.contains("Plan: the first 10 % of the records"),
+        "{html}"
+    );
 
     // A bad size comes back as a message, and starts nothing.
     let before = app.store.jobs(10).await.expect("jobs").len();
@@ -416,10 +429,18 @@ async fn the_api_and_the_confirmation_form_take_a_canary() {
         .submit(
             &confirm,
             ACT_ON_FILTER,
-            &[("op", "replay"), ("filter", &filter), ("canary_size", "ten")],
+            &[
+                ("op", "replay"),
+                ("filter", &filter),
+                ("canary_size", "ten"),
+            ],
             None,
         )
         .await;
-    assert!(res.status().is_redirection() || res.status().is_client_error(), "{}", res.status());
+    assert!(
+        res.status().is_redirection() || res.status().is_client_error(),
+        "{}",
+        res.status()
+    );
     assert_eq!(app.store.jobs(10).await.expect("jobs").len(), before);
 }
