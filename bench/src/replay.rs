@@ -147,6 +147,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
             },
         )
         .await?;
+    let requested_s = t.elapsed().as_secs_f64();
     let done = kit::wait_for(
         "the replay job to finish",
         Duration::from_secs(1800),
@@ -172,7 +173,11 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
             done.last_error
         );
     }
-    eprintln!("replay on {backend:?} to {target} ({case:?}): {rate:.0} msgs/s");
+    eprintln!(
+        "replay on {backend:?} to {target} ({case:?}): {rate:.0} msgs/s; the request (outbox \
+         written) took {requested_s:.1} s of {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     Ok((rate, target, store, dir))
 }
 
