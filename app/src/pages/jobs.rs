@@ -50,6 +50,10 @@ pub fn JobsPage() -> impl IntoView {
                                                     " "
                                                     <progress max=j.total value=settled></progress>
                                                 })}
+                                                {j.canary.as_ref().map(|c| view! {
+                                                    " "
+                                                    <span class="dim small canary-tag">{format!("canary {}", c.state.as_str())}</span>
+                                                })}
                                             </td>
                                             <td class="mono">
                                                 {match j.target_topic.clone() {

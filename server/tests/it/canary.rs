@@ -9,7 +9,8 @@
 //!   `canary_failed` alert rule fires once. With the outage off, a resume publishes the rest,
 //!   without a second canary, each record once.
 //! - **outage off**: nothing comes back, the canary passes after its watch (the rest held
-//!   back meanwhile), and the job publishes every record exactly once.
+//!   back meanwhile, and a relay restart mid-watch keeps the stored deadline), and the job
+//!   publishes every record exactly once.
 //!
 //! Plus the JSON API (422 for bad canary options, the dry run's canary, the job's `canary`)
 //! and the confirmation page's no-JS canary fields, against the real binary.
@@ -181,6 +182,8 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
     assert!(page.contains("canary: failed"), "{page}");
     assert!(page.contains("more than the 1 allowed"), "{page}");
     assert!(page.contains("without a second canary"), "{page}");
+    let (_, list) = site.get("/jobs").await;
+    assert!(list.contains("canary failed"), "{list}");
 
     // Fixed: the outage ends, a resume publishes the rest (no second canary), each once.
     demo.set_outage(false);
@@ -220,7 +223,7 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
 }
 
 async fn a_canary_that_stays_away_lets_the_job_go_on(backend: Backend) {
-    let (demo, redrive, ids) = dead_lettered(backend).await;
+    let (demo, mut redrive, ids) = dead_lettered(backend).await;
     demo.set_outage(false);
     let started = redrive.replay(ids.clone(), canary(3_000, 0)).await;
 
@@ -233,7 +236,14 @@ async fn a_canary_that_stays_away_lets_the_job_go_on(backend: Backend) {
     .await
     .expect("watching");
     assert_eq!(watched.published, K as i64, "{watched:?}");
-    assert!(watched.canary.unwrap().watch_until_ms.is_some());
+    let until = watched
+        .canary
+        .unwrap()
+        .watch_until_ms
+        .expect("the watch's end");
+    // A relay restart mid-watch: the new relay continues from the store (the same deadline,
+    // no second canary).
+    redrive.restart_relay().await;
 
     let done = wait_for("the job to finish", Duration::from_secs(60), || async {
         let j = job(&redrive.store, &started.id).await;
@@ -244,6 +254,12 @@ async fn a_canary_that_stays_away_lets_the_job_go_on(backend: Backend) {
     let c = done.canary.clone().expect("canary");
     assert_eq!(c.state, CanaryState::Passed, "{c:?}");
     assert_eq!((c.published, c.refailed), (K as i64, 0));
+    assert_eq!(
+        c.watch_until_ms,
+        Some(until),
+        "the stored deadline, not a new timer"
+    );
+    assert!(c.decided_at_ms.expect("decided") >= until);
     assert_eq!(
         (done.published, done.failed, done.refailed),
         (N as i64, 0, 0)

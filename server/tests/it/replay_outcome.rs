@@ -117,6 +117,22 @@ impl Redrive {
             &store,
             ingest_config(&[dlq_topic], &unique("outcome_ingest")),
         );
+        let (relay_stop, relay) = Redrive::spawn_relay(&store);
+        Redrive {
+            store,
+            ingest: Some(ingest),
+            relay_stop,
+            relay,
+            _dir: dir,
+        }
+    }
+
+    fn spawn_relay(
+        store: &Store,
+    ) -> (
+        CancellationToken,
+        JoinHandle<Result<(), redrive_core::replay::RelayError>>,
+    ) {
         let relay_stop = CancellationToken::new();
         let relay = tokio::spawn(redrive_core::replay::run(
             RelayConfig {
@@ -130,13 +146,22 @@ impl Redrive {
             Arc::new(RelayStatus::default()),
             relay_stop.clone(),
         ));
-        Redrive {
-            store,
-            ingest: Some(ingest),
-            relay_stop,
-            relay,
-            _dir: dir,
-        }
+        (relay_stop, relay)
+    }
+
+    /// Stops the relay and starts a fresh one on the same store (a relay restart: nothing
+    /// of the old one's memory survives).
+    #[allow(dead_code)] // used by the canary tests
+    pub(crate) async fn restart_relay(&mut self) {
+        self.relay_stop.cancel();
+        let (stop, relay) = Redrive::spawn_relay(&self.store);
+        let old = std::mem::replace(&mut self.relay, relay);
+        self.relay_stop = stop;
+        tokio::time::timeout(Duration::from_secs(20), old)
+            .await
+            .expect("the relay stops within 20 s")
+            .expect("the relay task does not panic")
+            .expect("the relay stops without error");
     }
 
     pub(crate) async fn stop(mut self) {
