@@ -313,7 +313,7 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
         .push(" AS version_id");
     qb.push(" FROM dead_letters WHERE id IN ");
     DB::push_json_ids(&mut qb, ids_json(ids));
-    qb.push(" ORDER BY id");
+    qb.push(" ORDER BY id RETURNING id, dead_letter_id");
     qb
 }
 
@@ -512,20 +512,23 @@ impl Store {
                 .await
                 .map_err(store_error)?;
             if !ids.is_empty() {
-                insert_outbox::<DB>(&job.id, &ids, target, now)
-                    .build()
-                    .execute(&mut *tx)
+                let inserted: Vec<(i64, i64)> = insert_outbox::<DB>(&job.id, &ids, target, now)
+                    .build_query_as()
+                    .fetch_all(&mut *tx)
                     .await
                     .map_err(store_error)?;
                 // Per-key order (`order.rs`): each row's key group and place, heads unheld.
                 if !job.options.unordered {
+                    let inserted = super::order::inserted_rows(inserted);
                     let keys: Vec<super::order::KeyRow> = super::order::read_keys::<DB>(&ids)
                         .build_query_as()
                         .persistent(false)
                         .fetch_all(&mut *tx)
                         .await
                         .map_err(store_error)?;
-                    for mut qb in super::order::order_statements::<DB>(&job.id, target, &keys) {
+                    for mut qb in
+                        super::order::order_statements::<DB>(&job.id, target, &keys, &inserted)
+                    {
                         qb.build()
                             .persistent(false)
                             .execute(&mut *tx)

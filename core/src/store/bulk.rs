@@ -455,14 +455,16 @@ impl Store {
                         next.skipped += skipped;
                         next.skipped_without_target += dry.without_target.min(skipped);
                         if let (Some(job), false) = (&next.job, queued.is_empty()) {
-                            insert_outbox::<DB>(&job.id, &queued, target, now)
-                                .build()
-                                .persistent(false)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(store_error)?;
+                            let inserted: Vec<(i64, i64)> =
+                                insert_outbox::<DB>(&job.id, &queued, target, now)
+                                    .build_query_as()
+                                    .persistent(false)
+                                    .fetch_all(&mut *tx)
+                                    .await
+                                    .map_err(store_error)?;
                             // Per-key order (`order.rs`): each row's key group and place, heads unheld.
                             if !job.options.unordered {
+                                let inserted = super::order::inserted_rows(inserted);
                                 let keys: Vec<super::order::KeyRow> =
                                     super::order::read_keys::<DB>(&queued)
                                         .build_query_as()
@@ -470,9 +472,9 @@ impl Store {
                                         .fetch_all(&mut *tx)
                                         .await
                                         .map_err(store_error)?;
-                                for mut qb in
-                                    super::order::order_statements::<DB>(&job.id, target, &keys)
-                                {
+                                for mut qb in super::order::order_statements::<DB>(
+                                    &job.id, target, &keys, &inserted,
+                                ) {
                                     qb.build()
                                         .persistent(false)
                                         .execute(&mut *tx)
