@@ -330,6 +330,38 @@ mod seam {
         }
     }
 
+    /// The confirmation page's lag gate fields (`docs/replay.md`, "Lag-aware replay"): both
+    /// empty = no gate; a group needs a limit and a limit a group. The group id itself is
+    /// checked by the store with the replay.
+    pub fn lag_gate(
+        group: &str,
+        max_lag: &str,
+    ) -> Result<Option<redrive_core::actions::LagGate>, ServerFnError> {
+        match (text(group), text(max_lag)) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(refused(
+                INVALID,
+                "Give the most records the consumer group may be behind (1 or more), or clear \
+                 the group for a replay without a lag gate.",
+            )),
+            (None, Some(_)) => Err(refused(
+                INVALID,
+                "Name the consumer group that reads the target topic, or clear the lag limit \
+                 for a replay without a lag gate.",
+            )),
+            (Some(g), Some(m)) => {
+                let max_lag = m.replace([',', '_', ' '], "").parse::<u64>().map_err(|_| {
+                    refused(
+                        INVALID,
+                        "The lag limit must be a whole number of records (1 or more).",
+                    )
+                })?;
+                // The group as typed, but for the surrounding spaces a browser field adds.
+                Ok(Some(redrive_core::actions::LagGate { group: g, max_lag }))
+            }
+        }
+    }
+
     /// Refuses an "all" action (an empty filter) unless `typed` is the number of dead letters
     /// the empty filter matches now; the message says the number to type.
     pub async fn confirm_all(selection: &Selection, typed: &str) -> Result<(), ServerFnError> {
@@ -401,6 +433,7 @@ mod seam {
             original_partition: flag("original_partition", original_partition)?,
             // The canary's own fields: `act_on_filter` (`CanaryOptions::from_form`).
             canary: None,
+            lag_gate: None,
         })
     }
 
@@ -583,6 +616,12 @@ pub async fn act_on_filter(
     /// Canary records that may come back before the job pauses; empty = 0.
     #[server(default)]
     canary_max_refailed: String,
+    /// A replay's lag gate: the consumer group that reads the target topic; empty = none.
+    #[server(default)]
+    lag_group: String,
+    /// A replay's lag gate: the most records that group may be behind.
+    #[server(default)]
+    lag_max: String,
 ) -> Result<ActionDone, ServerFnError> {
     let _ = csrf;
     let op = seam::op(&op)?;
@@ -593,6 +632,7 @@ pub async fn act_on_filter(
         &canary_max_refailed,
     )
     .map_err(|e| crate::refusal::refused(crate::refusal::INVALID, e))?;
+    options.lag_gate = seam::lag_gate(&lag_group, &lag_max)?;
     let pairs = crate::query::parse(&filter);
     let q = redrive_core::ListQuery::from_pairs(
         pairs

@@ -111,6 +111,92 @@ pub struct ReplayOptions {
     /// `None` = no canary.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryOptions>,
+    /// Lag-aware replay: the consumer group that reads the target topic(s), and the most
+    /// records it may be behind. The relay reads the group's lag on the job's target topics
+    /// every `relay_lag_poll_ms` and claims nothing while it is at or over `max_lag`;
+    /// below, at most `max_lag - lag` records per reading. A lag that cannot be read holds
+    /// the job too (never published blind). `None` = no gate. `docs/replay.md`,
+    /// "Lag-aware replay".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lag_gate: Option<LagGate>,
+}
+
+/// A replay's lag gate (`ReplayOptions::lag_gate`, `docs/replay.md`, "Lag-aware replay").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LagGate {
+    /// The consumer group's id (`group.id`), 1 to [`MAX_GROUP_ID_BYTES`] bytes, no control
+    /// characters, no leading or trailing space. redrive only reads its committed offsets; it
+    /// never joins the group.
+    pub group: String,
+    /// The most records the group may be behind on the job's target topics (Σ over their
+    /// partitions of high watermark − committed offset), records, at least 1.
+    pub max_lag: u64,
+}
+
+/// Longest accepted consumer group id, bytes (Kafka itself has no tighter rule; the limit
+/// keeps a typo'd paste out of the job row).
+pub const MAX_GROUP_ID_BYTES: usize = 255;
+
+impl LagGate {
+    /// Checks the group id and the limit. Errors: what to change.
+    pub fn check(&self) -> Result<(), String> {
+        let g = &self.group;
+        if g.trim().is_empty() {
+            return Err(
+                "the lag gate's consumer group is empty; name the group that reads \
+                        the target topic, or give no lag gate"
+                    .into(),
+            );
+        }
+        if g.len() > MAX_GROUP_ID_BYTES {
+            return Err(format!(
+                "the lag gate's consumer group is {} bytes; at most {MAX_GROUP_ID_BYTES}",
+                g.len()
+            ));
+        }
+        if g.trim() != g {
+            return Err(format!(
+                "the lag gate's consumer group `{g}` starts or ends with a space; a group id \
+                 is matched exactly, so give it without"
+            ));
+        }
+        if g.chars().any(char::is_control) {
+            return Err(
+                "the lag gate's consumer group contains a control character; not a group id".into(),
+            );
+        }
+        if self.max_lag == 0 {
+            return Err(
+                "the lag gate's max_lag must be at least 1 record (0 would never publish)".into(),
+            );
+        }
+        if self.max_lag > i64::MAX as u64 {
+            return Err(format!(
+                "the lag gate's max_lag must be at most {} records",
+                i64::MAX
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the relay last read of a lag-gated job's consumer group (migration 0016's
+/// `replay_jobs.lag_*` columns; all `None` for a job without a lag gate, and until the
+/// first read). `docs/replay.md`, "Lag-aware replay".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct JobLag {
+    /// The group's lag on the job's target topics at the last successful read, records.
+    pub records: Option<i64>,
+    /// When the lag was last read (or failed to be read), epoch ms.
+    pub read_at_ms: Option<i64>,
+    /// Held back (lag at or over the limit, or unreadable) since, epoch ms; `None` =
+    /// publishing.
+    pub held_since_ms: Option<i64>,
+    /// Why the lag cannot be read (unknown group, broker error, timeout); `None` = it was
+    /// read at `read_at_ms`.
+    pub error: Option<String>,
 }
 
 /// serde's `skip_serializing_if` for flags that are off: a plain job's options stay `{}`.
@@ -352,6 +438,9 @@ pub struct ReplayJob {
     /// The canary's progress and verdict (migration 0017); `None` for a job without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStatus>,
+    /// The lag gate's last reading (`options.lag_gate`); all `None` without one.
+    #[serde(default)]
+    pub lag: JobLag,
 }
 
 /// A replay job's transform counters (`docs/replay.md`, "Transform on replay").

@@ -6,7 +6,7 @@
 //! | `POST /api/v1/replays` | operator | 202 `{"job_id", "total", "skipped", ...}` |
 //! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all", "sample"}` |
 //! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
-//! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ...}` |
+//! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ..., "lag"}` |
 //! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled (running, waiting or paused) |
 //! | `POST /api/v1/replays/{job_id}/pause` | operator | the job, paused; body optional `{"reason"}` |
 //! | `POST /api/v1/replays/{job_id}/resume` | operator | the job, running again; body optional `{"reason"}` |
@@ -324,6 +324,29 @@ pub struct JobItem {
     /// The canary's progress and verdict (`docs/replay.md`, "Canary replay"); `null` for a
     /// job without one.
     pub canary: Option<JobCanary>,
+    /// The lag gate and what the relay last read of its consumer group; `null` for a job
+    /// without one (`docs/replay.md`, "Lag-aware replay").
+    pub lag: Option<JobLagItem>,
+}
+
+/// A lag-gated job's gate and last reading.
+#[derive(Debug, Serialize)]
+pub struct JobLagItem {
+    /// The consumer group whose lag gates the job.
+    pub group: String,
+    /// The most records it may be behind.
+    pub max_lag: u64,
+    /// Its lag on the job's target topics at the last successful read, records; `null`
+    /// before the first.
+    pub records: Option<i64>,
+    /// When the lag was last read (or failed to be read), RFC 3339 UTC.
+    pub read_at: Option<String>,
+    /// Held back now (lag at or over `max_lag`, or unreadable): nothing is published.
+    pub held: bool,
+    /// Since when, RFC 3339 UTC; `null` while publishing.
+    pub held_since: Option<String>,
+    /// Why the lag cannot be read (unknown group, broker error, timeout); `null` = it was read.
+    pub error: Option<String>,
 }
 
 /// A job's canary.
@@ -518,6 +541,15 @@ impl From<&ReplayJob> for JobItem {
                 watch_until: c.watch_until_ms.and_then(rfc3339),
                 decided_at: c.decided_at_ms.and_then(rfc3339),
                 reason: c.reason.clone(),
+            }),
+            lag: j.options.lag_gate.as_ref().map(|g| JobLagItem {
+                group: g.group.clone(),
+                max_lag: g.max_lag,
+                records: j.lag.records,
+                read_at: j.lag.read_at_ms.and_then(rfc3339),
+                held: j.lag.held_since_ms.is_some(),
+                held_since: j.lag.held_since_ms.and_then(rfc3339),
+                error: j.lag.error.clone(),
             }),
         }
     }

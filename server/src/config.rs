@@ -214,6 +214,12 @@ pub struct Config {
     #[serde(default = "replay::default_max_parallel_jobs")]
     pub relay_max_parallel_jobs: usize,
 
+    /// How long the relay uses one reading of a lag-gated replay's consumer group lag before
+    /// it reads again, in ms (at least 100). Default 1000. A lag-gated job publishes at most
+    /// `max_lag - lag` records per reading (`docs/replay.md`, "Lag-aware replay").
+    #[serde(default = "replay::default_lag_poll_ms")]
+    pub relay_lag_poll_ms: u64,
+
     /// Forward the recognised convention's diagnostic headers (exception, original topic,
     /// retry counters) with a replayed record. Default `false`: the consumer sees the record
     /// as its producer sent it, and a retry counter does not send it straight back.
@@ -355,6 +361,7 @@ impl Default for Config {
             relay_delivery_timeout_ms: replay::default_delivery_timeout_ms(),
             relay_poll_interval_ms: replay::default_poll_interval_ms(),
             relay_max_parallel_jobs: replay::default_max_parallel_jobs(),
+            relay_lag_poll_ms: replay::default_lag_poll_ms(),
             relay_forward_diagnostic_headers: false,
             replay_outcome_window_ms: default_replay_outcome_window_ms(),
             trusted_proxies: Vec::new(),
@@ -402,6 +409,7 @@ const TYPED_FIELDS: &[&str] = &[
     "relay_delivery_timeout_ms",
     "relay_poll_interval_ms",
     "relay_max_parallel_jobs",
+    "relay_lag_poll_ms",
     "relay_forward_diagnostic_headers",
     "replay_outcome_window_ms",
 ];
@@ -571,6 +579,7 @@ impl Config {
             poll_interval_ms: self.relay_poll_interval_ms,
             delivery_timeout_ms: self.relay_delivery_timeout_ms,
             max_parallel_jobs: self.relay_max_parallel_jobs,
+            lag_poll_ms: self.relay_lag_poll_ms,
         }
     }
 

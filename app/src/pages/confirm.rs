@@ -309,6 +309,20 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                     </label>
                     <OrderFields />
                     <CanaryFields />
+                    <fieldset class="lag-gate">
+                        <legend>"Lag gate (optional)"</legend>
+                        <label>
+                            <span>"Consumer group of the target topic"</span>
+                            <input type="text" name="lag_group" class="mono" maxlength="255" placeholder="e.g. orders-service" autocomplete="off" />
+                        </label>
+                        <label>
+                            <span>"Pause while it is behind by (records)"</span>
+                            <input type="number" name="lag_max" min="1" step="1" placeholder="no lag gate" />
+                        </label>
+                        <span class="dim small">
+                            "The relay reads the group's lag and publishes nothing while it is at or over this, resuming below it."
+                        </span>
+                    </fieldset>
                 })}
                 {confirm_all.map(|n| view! { <ConfirmAllField op=op matched=n /> })}
                 {(!op.is_label()).then(|| view! {

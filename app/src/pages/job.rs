@@ -7,7 +7,7 @@ use leptos_router::hooks::use_params_map;
 use super::{LoadError, NotFound};
 use crate::actions_api::{get_replay_job, CancelReplayJob, JobSnapshot};
 use crate::auth_context::{use_session, CsrfField, Role};
-use crate::components::{ActionError, CanarySection, JobProgress, JobStatusBadge};
+use crate::components::{ActionError, CanarySection, JobLagGate, JobProgress, JobStatusBadge};
 use crate::http_status::HttpStatus;
 use crate::job_control_api::{PauseReplayJob, ResumeReplayJob};
 use crate::wire;
@@ -155,6 +155,7 @@ fn Job(
         })}
         <JobProgress job=job.clone() as_of_ms=as_of_ms />
         <CanarySection job=job.clone() />
+        <JobLagGate job=job.clone() />
         {outcome}
         {(active && can_act).then(|| view! {
             <ActionForm action=pause attr:class="pause-job">

@@ -44,6 +44,10 @@ pub struct RelayConfig {
     pub delivery_timeout_ms: u64,
     /// Jobs worked on at the same time (default 4).
     pub max_parallel_jobs: usize,
+    /// How long one reading of a lag-gated job's consumer group lag is used before it is
+    /// read again, ms (default 1000; at least 100). A lag-gated job publishes at most
+    /// `max_lag - lag` records per reading (`docs/replay.md`, "Lag-aware replay").
+    pub lag_poll_ms: u64,
 }
 
 /// Default [`RelayConfig::brokers`].
@@ -85,6 +89,11 @@ pub fn default_poll_interval_ms() -> u64 {
 pub fn default_delivery_timeout_ms() -> u64 {
     10_000
 }
+/// Default [`RelayConfig::lag_poll_ms`], ms: a consumer commits every 5 s by default
+/// (`auto.commit.interval.ms`), so reading more often than once a second gains little.
+pub fn default_lag_poll_ms() -> u64 {
+    1_000
+}
 /// Default [`RelayConfig::max_parallel_jobs`].
 pub fn default_max_parallel_jobs() -> usize {
     4
@@ -105,6 +114,7 @@ impl Default for RelayConfig {
             poll_interval_ms: default_poll_interval_ms(),
             delivery_timeout_ms: default_delivery_timeout_ms(),
             max_parallel_jobs: default_max_parallel_jobs(),
+            lag_poll_ms: default_lag_poll_ms(),
         }
     }
 }
@@ -120,6 +130,11 @@ impl RelayConfig {
     pub fn effective_delivery_timeout_ms(&self) -> u64 {
         self.delivery_timeout_ms
             .clamp(1_000, (self.lease_ms / 2).max(1_000))
+    }
+
+    /// The lag poll interval actually used, ms (at least 100).
+    pub(crate) fn effective_lag_poll_ms(&self) -> u64 {
+        self.lag_poll_ms.max(100)
     }
 
     /// Rows one claim of a job with this rate takes.

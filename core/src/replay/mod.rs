@@ -48,6 +48,7 @@ pub mod backoff;
 mod canary;
 mod config;
 mod kafka;
+mod lag_gate;
 pub(crate) mod order;
 mod placement;
 mod record;
@@ -136,6 +137,7 @@ pub async fn run(
         write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
         marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
         partitions: placement::PartitionCounts::default(),
+        lag: lag_gate::LagGates::default(),
     });
     status.set_running(true);
 

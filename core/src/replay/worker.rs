@@ -45,6 +45,8 @@ pub(super) struct Relay {
     pub(super) marks_in_flight: usize,
     /// Target topics' partition counts, for jobs that publish to original partitions.
     pub(super) partitions: super::placement::PartitionCounts,
+    /// Lag-aware replay: consumer group lag readings and each gated job's headroom.
+    pub(super) lag: super::lag_gate::LagGates,
 }
 
 /// How often a worker publishing a throttled batch re-reads its job's status (pause, cancel).
@@ -68,15 +70,29 @@ impl Relay {
         // start picks up retries that came due and leases that expired.
         let mut cursor: Option<i64> = None;
         let mut reclaim = true;
+        let mut claimed_any = false;
         loop {
             if self.shutdown.is_cancelled() {
                 break;
             }
+            // Lag-aware replay (`lag_gate.rs`): a job whose consumer group is too far behind
+            // claims nothing now, and below its limit at most the headroom.
+            let Some(limit) = self
+                .lag
+                .limit(&self.config, &self.store, &job, claim_size)
+                .await
+            else {
+                if !claimed_any {
+                    return; // held from the start: nothing claimed, nothing to finish
+                }
+                break;
+            };
+            claimed_any = true;
             let claimed_at = Instant::now();
             let claimed = {
                 let _turn = self.write_turn().await;
                 self.store
-                    .claim(&job.id, claim_size, self.config.lease_ms, cursor, reclaim)
+                    .claim(&job.id, limit, self.config.lease_ms, cursor, reclaim)
                     .await
             };
             let claim = match claimed {
@@ -106,10 +122,11 @@ impl Relay {
             cursor = Some(last_id);
             let claim_ms = claimed_at.elapsed().as_millis() as u64;
             let rows = claim.rows.len();
+            self.lag.claimed(&job.id, rows);
             let mut batch = self
                 .publish(&job, claim, limiter.as_ref(), &transform)
                 .await;
-            batch.last = rows < claim_size;
+            batch.last = rows < limit;
             tracing::debug!(
                 target: "redrive::replay",
                 rows,

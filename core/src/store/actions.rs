@@ -354,9 +354,13 @@ pub(super) fn replay_detail(
 }
 
 /// Checks a replay's options: a transform must compile under its limits, a canary's size,
-/// wait and threshold must be in range (`CanaryOptions::check`). Errors: `Invalid` with the
-/// compiler's message and line, or what to change in the canary.
+/// wait and threshold must be in range (`CanaryOptions::check`), a lag gate needs a consumer
+/// group id and a limit of at least 1 record ([`crate::actions::LagGate::check`]). Errors:
+/// `Invalid` with the compiler's message and line, or what to change in the canary or gate.
 pub fn check_options(options: &ReplayOptions) -> Result<(), StoreError> {
+    if let Some(g) = &options.lag_gate {
+        g.check().map_err(StoreError::Invalid)?;
+    }
     if let Some(c) = &options.canary {
         c.check().map_err(StoreError::Invalid)?;
     }
@@ -453,6 +457,7 @@ impl Store {
                 .canary
                 .as_ref()
                 .map(|_| crate::canary::CanaryStatus::starting()),
+            lag: Default::default(),
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.

@@ -1005,6 +1005,7 @@ mod tests {
             transform: Default::default(),
             refailed: 0,
             canary: None,
+            lag: Default::default(),
         };
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(

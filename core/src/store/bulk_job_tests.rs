@@ -30,6 +30,7 @@ fn preparing_job() -> ReplayJob {
         transform: Default::default(),
         refailed: 0,
         canary: None,
+        lag: Default::default(),
     }
 }
 

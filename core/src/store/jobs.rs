@@ -10,7 +10,7 @@ pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, sta
      finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
      published, failed, cancelled, last_error, selection, options, transformed, skipped_by_script, \
      failed_by_script, refailed, canary_state, canary_size, canary_watch_until_ms, \
-     canary_published, canary_refailed, canary_decided_at_ms, canary_reason";
+     canary_published, canary_refailed, canary_decided_at_ms, canary_reason, lag_records, lag_read_at_ms, lag_held_since_ms, lag_error";
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -43,6 +43,10 @@ pub(crate) struct JobRow {
     canary_refailed: Option<i64>,
     canary_decided_at_ms: Option<i64>,
     canary_reason: Option<String>,
+    lag_records: Option<i64>,
+    lag_read_at_ms: Option<i64>,
+    lag_held_since_ms: Option<i64>,
+    lag_error: Option<String>,
 }
 
 impl JobRow {
@@ -87,6 +91,12 @@ impl JobRow {
                 self.canary_decided_at_ms,
                 self.canary_reason,
             ),
+            lag: crate::actions::JobLag {
+                records: self.lag_records,
+                read_at_ms: self.lag_read_at_ms,
+                held_since_ms: self.lag_held_since_ms,
+                error: self.lag_error,
+            },
         })
     }
 }

@@ -175,6 +175,7 @@ mod jobs;
 mod label_bulk;
 mod label_reads;
 mod labels;
+mod lag;
 mod lock;
 // Per-key order of a replay job's outbox rows (issue 9, migration 0016).
 mod order;
@@ -201,6 +202,7 @@ pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFT
 pub use self::canary::CANARY_ACTOR;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
+pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,

@@ -364,6 +364,7 @@ impl Store {
                     transform: Default::default(),
                     refailed: 0,
                     canary: None,
+                    lag: Default::default(),
                 };
                 insert_job::<DB>(&j)
                     .build()

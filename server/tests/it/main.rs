@@ -37,6 +37,7 @@ mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
 mod labels;
+mod lag_gate;
 mod leader;
 mod monitoring;
 mod outcome_links;
