@@ -130,6 +130,11 @@ impl LagGates {
         let Some(gate) = &job.options.lag_gate else {
             return Some(want);
         };
+        if !job.publishing {
+            // Only settling expired claims of a cancelled or paused job: nothing new is
+            // published, so the group's lag has no say.
+            return Some(want);
+        }
         let topics = self.topics(store, &job.id).await?;
         let reading = if topics.len() > MAX_LAG_TOPICS {
             Reading {
@@ -431,6 +436,38 @@ fn topic_list(topics: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cancelled or paused job the relay visits only to settle expired claims is not held
+    /// by its gate, even one that could never be read (no broker, an unknown group): those
+    /// claims must be settled.
+    #[tokio::test]
+    async fn a_job_that_does_not_publish_is_not_held_by_its_gate() {
+        let dir = std::env::temp_dir().join(format!("redrive-lag-{}", uuid::Uuid::new_v4()));
+        let store = Store::connect(&format!("sqlite:{}/t.db", dir.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let job = ActiveJob {
+            id: "cancelled-job".into(),
+            created_by: "eve".into(),
+            rate_per_sec: None,
+            waiting_since_ms: None,
+            options: crate::actions::ReplayOptions {
+                lag_gate: Some(crate::actions::LagGate {
+                    group: "nobody".into(),
+                    max_lag: 1,
+                }),
+                ..Default::default()
+            },
+            publishing: false,
+        };
+        let config = RelayConfig {
+            brokers: "127.0.0.1:1".into(),
+            ..RelayConfig::default()
+        };
+        let gates = LagGates::default();
+        assert_eq!(gates.limit(&config, &store, &job, 500).await, Some(500));
+    }
 
     #[test]
     fn held_at_or_over_the_limit_and_capped_by_the_headroom_below() {

@@ -31,6 +31,10 @@ pub(crate) struct ActiveJob {
     pub(crate) waiting_since_ms: Option<i64>,
     /// Its publishing options (`replay_jobs.options`).
     pub(crate) options: crate::actions::ReplayOptions,
+    /// `running` or `waiting`: it publishes. `false` for a job the relay visits only to settle
+    /// claims whose lease expired (cancelled, paused, finished): gates that hold back new
+    /// publishes (the lag gate) must not keep those claims from being settled.
+    pub(crate) publishing: bool,
 }
 
 /// One claimed outbox row with what the relay needs to build the record.
@@ -131,6 +135,7 @@ struct ActiveRow {
     rate_per_sec: Option<i32>,
     waiting_since_ms: Option<i64>,
     options: String,
+    status: String,
 }
 
 impl TryFrom<ActiveRow> for ActiveJob {
@@ -146,6 +151,7 @@ impl TryFrom<ActiveRow> for ActiveJob {
             rate_per_sec: r.rate_per_sec.and_then(|n| u32::try_from(n).ok()),
             waiting_since_ms: r.waiting_since_ms,
             options,
+            publishing: matches!(r.status.as_str(), "running" | "waiting"),
         })
     }
 }
@@ -266,7 +272,7 @@ impl Store {
     pub(crate) async fn active_jobs(&self) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options FROM replay_jobs \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options, status FROM replay_jobs \
                  WHERE status IN ('running', 'waiting') ORDER BY created_at_ms, id",
             );
             let mut qb = qb;
@@ -285,7 +291,7 @@ impl Store {
     ) -> Result<Vec<ActiveJob>, StoreError> {
         let rows: Vec<ActiveRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options FROM replay_jobs WHERE id IN \
+                "SELECT id, created_by, rate_per_sec, waiting_since_ms, options, status FROM replay_jobs WHERE id IN \
                  (SELECT job_id FROM outbox WHERE status = 'claimed' AND lease_until_ms < ",
             );
             DB::bind(&mut qb, Val::I64(Some(now)));
