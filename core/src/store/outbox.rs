@@ -538,11 +538,21 @@ impl Store {
                     DB::push_json_ids(&mut qb, ids_json(&dl_ids));
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
                     // Replay outcome: a record that already came back ends `re_failed`.
-                    super::outcome::settle_published::<DB>(ids_json(&outbox_ids))
-                        .build()
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
+                    let came_back: Vec<i64> =
+                        super::outcome::came_back_before_mark::<DB>(ids_json(&outbox_ids))
+                            .build_query_scalar()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    if !came_back.is_empty() {
+                        super::outcome::settle_re_failed::<DB>(ids_json(&came_back))
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    }
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                         "INSERT INTO dead_letter_events \
                          (dead_letter_id, at_ms, kind, actor, detail, job_id) \
@@ -782,6 +792,79 @@ mod tests {
             dead_lettered_at_ms: 1_000,
             ingested_at_ms: 1_000,
         }
+    }
+
+    /// A record that comes back as a dead letter before the relay recorded its delivery
+    /// report ends `re_failed` when the mark comes; the other one of the batch `replayed`.
+    #[tokio::test]
+    async fn a_mark_settles_a_record_that_already_came_back_as_re_failed() {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        store.migrate().await.unwrap();
+        let batch: Vec<NewDeadLetter> = (0..2).map(dead_letter).collect();
+        store.insert_batch(&batch).await.unwrap();
+        let actor = Actor {
+            user: "eve".into(),
+            role: Role::Operator,
+            via_token: None,
+            client_ip: None,
+            user_agent: None,
+        };
+        let job = store
+            .request_replay(
+                &actor,
+                &ReplayRequest {
+                    selection: Selection::Filter(crate::Filter::default()),
+                    target_topic: None,
+                    rate_per_sec: None,
+                    reason: None,
+                    options: Default::default(),
+                },
+            )
+            .await
+            .unwrap();
+        let claim = store.claim(&job.id, 10, 60_000, None, false).await.unwrap();
+        assert_eq!(claim.rows.len(), 2);
+        let (back, quiet) = (&claim.rows[0], &claim.rows[1]);
+        // The consumer already failed on `back` again: its dead letter carries the key.
+        let mut again = dead_letter(10);
+        again.record.headers = vec![crate::model::Header {
+            name: crate::replay::HEADER_IDEMPOTENCY_KEY.into(),
+            value: Some(back.idempotency_key.clone().into_bytes()),
+        }];
+        store.insert_batch(&[again]).await.unwrap();
+
+        store
+            .mark(&MarkBatch {
+                job_id: job.id.clone(),
+                claim_token: claim.token.clone(),
+                actor: "eve".into(),
+                published: [back, quiet]
+                    .iter()
+                    .zip([7, 8])
+                    .map(|(r, offset)| Published {
+                        outbox_id: r.outbox_id,
+                        partition: 0,
+                        offset,
+                    })
+                    .collect(),
+                retry: vec![],
+                failed: vec![],
+                released: vec![],
+                release_at_ms: 0,
+                release_error: None,
+                outage: false,
+                last: true,
+                script: Default::default(),
+            })
+            .await
+            .unwrap();
+        let status = |id| {
+            let store = store.clone();
+            async move { store.get(id).await.unwrap().unwrap().summary.status }
+        };
+        assert_eq!(status(back.dead_letter_id).await, Status::ReFailed);
+        assert_eq!(status(quiet.dead_letter_id).await, Status::Replayed);
+        assert_eq!(store.job(&job.id).await.unwrap().unwrap().refailed, 1);
     }
 
     /// A job of 3 whose relay has claimed all 3 when it is cancelled: the cancel releases

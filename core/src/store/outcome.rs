@@ -18,8 +18,9 @@
 //! `linked_via`, `job_id`, `repeat_failures`: the earlier one's + 1); the outbox row's `refailed_by_id` (first
 //! come-back only) and then the job's `refailed` + 1; the earlier dead letter `replayed` →
 //! `re_failed` (the stats triggers move its count) with a `re_failed` history event. The
-//! relay's mark calls [`settle_published`] so that a record that came back before its delivery
-//! report was recorded still ends `re_failed`, not `replayed`.
+//! relay's mark calls [`came_back_before_mark`] and [`settle_re_failed`] so that a record
+//! that came back before its delivery report was recorded still ends `re_failed`, not
+//! `replayed`.
 
 use sqlx::QueryBuilder;
 
@@ -482,16 +483,31 @@ macro_rules! find_links {
 }
 pub(crate) use find_links;
 
-/// For the relay's mark, after it set `published_ids` (outbox rows) published and their
-/// dead letters `replayed`: those whose record already came back (ingest linked it while the
-/// delivery report was on its way) become `re_failed` instead. One statement.
-pub(crate) fn settle_published<DB: Dialect>(outbox_ids_json: String) -> QueryBuilder<'static, DB> {
+/// For the relay's mark, after it set `outbox_ids` published and their dead letters
+/// `replayed`: the dead letters whose record already came back (ingest linked it while the
+/// delivery report was on its way), which [`settle_re_failed`] then makes `re_failed`.
+/// Usually none. Read first, by outbox primary key, so the mark never runs an `UPDATE` over
+/// `status = 'replayed'`: PostgreSQL drove that one from `dead_letters_by_status`, reading
+/// every replayed dead letter of the store once per mark (31–39 s per mark in a 20,000-record
+/// replay, `docs/bench.md`).
+pub(crate) fn came_back_before_mark<DB: Dialect>(
+    outbox_ids_json: String,
+) -> QueryBuilder<'static, DB> {
     let mut qb = QueryBuilder::new(
-        "UPDATE dead_letters SET status = 're_failed' WHERE status = 'replayed' AND id IN \
-         (SELECT dead_letter_id FROM outbox WHERE refailed_by_id IS NOT NULL AND id IN ",
+        "SELECT dead_letter_id FROM outbox WHERE refailed_by_id IS NOT NULL AND id IN ",
     );
     DB::push_json_ids(&mut qb, outbox_ids_json);
-    qb.push(")");
+    qb
+}
+
+/// `replayed` → `re_failed` for `dead_letter_ids` (from [`came_back_before_mark`]).
+pub(crate) fn settle_re_failed<DB: Dialect>(
+    dead_letter_ids_json: String,
+) -> QueryBuilder<'static, DB> {
+    let mut qb = QueryBuilder::new(
+        "UPDATE dead_letters SET status = 're_failed' WHERE status = 'replayed' AND id IN ",
+    );
+    DB::push_json_ids(&mut qb, dead_letter_ids_json);
     qb
 }
 

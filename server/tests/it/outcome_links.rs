@@ -435,7 +435,7 @@ async fn every_kind_of_evidence_links_postgres() {
 
 /// A record that comes back before its delivery report was recorded (the dead letter still
 /// `replay_pending`, the outbox row `claimed`) is linked and counted; the relay's mark then
-/// settles the dead letter as `re_failed` (`settle_published`, covered by `replay_outcome`).
+/// settles the dead letter as `re_failed` (`came_back_before_mark`, `settle_re_failed`, covered by `replay_outcome`).
 async fn a_return_before_the_mark_is_linked_and_counted(backend: Backend) {
     let db = Db::new(backend).await;
     let a = db.ingest(arrival(1, Some(10), None, vec![])).await;
