@@ -1,6 +1,6 @@
 # redrive container image: the `redrive` binary and its site assets (target/site).
 # Built by docker-compose.yml; on a machine with internet the wasm target comes from rustup.
-FROM rust:1.88-bookworm AS build
+FROM rust:1.89-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends cmake libcurl4-openssl-dev libssl-dev zlib1g-dev nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 RUN rustup target add wasm32-unknown-unknown
