@@ -236,39 +236,24 @@ pub async fn evaluate_once(
                     }
                 }
             }
-            RuleKind::ReplayFailed => {
-                // `finished_at_ms` is stamped before the relay's transaction commits, so a
-                // job may become visible after an evaluation has already read past its
-                // time: look back [`JOBS_LOOKBACK_MS`] (re-reading a job already seen is
-                // harmless: its state row de-duplicates it), and a job seen for the first
-                // time counts from now, so that a late one still fires.
+            RuleKind::ReplayFailed | RuleKind::CanaryFailed => {
+                // `finished_at_ms` (a canary: its verdict's time) is stamped before the
+                // relay's transaction commits, so a job may become visible after an
+                // evaluation has already read past its time: look back [`JOBS_LOOKBACK_MS`]
+                // (re-reading a job already seen is harmless: its state row de-duplicates
+                // it), and a job seen for the first time counts from now, so that a late one
+                // still fires.
                 let from = if jobs_seen {
                     jobs_after.saturating_sub(JOBS_LOOKBACK_MS)
                 } else {
                     jobs_after
                 };
-                for g in store.alert_failed_jobs(from, now_ms).await? {
-                    let scope = scope_of("job", g.value.as_deref());
-                    let seen = prev.contains_key(&(rule.name.clone(), scope.clone()));
-                    let at = if seen { g.at_ms } else { Some(now_ms) };
-                    readings.insert(
-                        scope,
-                        Reading {
-                            holds: true,
-                            value: g.count,
-                            last_event_ms: at.or(Some(now_ms)),
-                        },
-                    );
-                }
-            }
-            RuleKind::CanaryFailed => {
-                // As `replay_failed`, by the verdict's time (same watermark and look-back).
-                let from = if jobs_seen {
-                    jobs_after.saturating_sub(JOBS_LOOKBACK_MS)
+                let failed = if rule.kind == RuleKind::ReplayFailed {
+                    store.alert_failed_jobs(from, now_ms).await?
                 } else {
-                    jobs_after
+                    store.alert_failed_canaries(from, now_ms).await?
                 };
-                for g in store.alert_failed_canaries(from, now_ms).await? {
+                for g in failed {
                     let scope = scope_of("job", g.value.as_deref());
                     let seen = prev.contains_key(&(rule.name.clone(), scope.clone()));
                     let at = if seen { g.at_ms } else { Some(now_ms) };

@@ -794,13 +794,11 @@ mod tests {
         }
     }
 
-    /// A record that comes back as a dead letter before the relay recorded its delivery
-    /// report ends `re_failed` when the mark comes; the other one of the batch `replayed`.
-    #[tokio::test]
-    async fn a_mark_settles_a_record_that_already_came_back_as_re_failed() {
+    /// An in-memory store with `n` dead letters and eve's replay of all of them.
+    async fn replay_of(n: i64) -> (Store, Actor, crate::actions::ReplayJob) {
         let store = Store::connect("sqlite::memory:").await.unwrap();
         store.migrate().await.unwrap();
-        let batch: Vec<NewDeadLetter> = (0..2).map(dead_letter).collect();
+        let batch: Vec<NewDeadLetter> = (0..n).map(dead_letter).collect();
         store.insert_batch(&batch).await.unwrap();
         let actor = Actor {
             user: "eve".into(),
@@ -822,6 +820,14 @@ mod tests {
             )
             .await
             .unwrap();
+        (store, actor, job)
+    }
+
+    /// A record that comes back as a dead letter before the relay recorded its delivery
+    /// report ends `re_failed` when the mark comes; the other one of the batch `replayed`.
+    #[tokio::test]
+    async fn a_mark_settles_a_record_that_already_came_back_as_re_failed() {
+        let (store, _, job) = replay_of(2).await;
         let claim = store.claim(&job.id, 10, 60_000, None, false).await.unwrap();
         assert_eq!(claim.rows.len(), 2);
         let (back, quiet) = (&claim.rows[0], &claim.rows[1]);
@@ -873,30 +879,7 @@ mod tests {
     /// in flight is recorded as what it was, published, with the job's counts adding up.
     #[tokio::test]
     async fn cancelling_a_claimed_job_releases_its_rows_and_keeps_a_late_publish() {
-        let store = Store::connect("sqlite::memory:").await.unwrap();
-        store.migrate().await.unwrap();
-        let batch: Vec<NewDeadLetter> = (0..3).map(dead_letter).collect();
-        store.insert_batch(&batch).await.unwrap();
-        let actor = Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-        };
-        let job = store
-            .request_replay(
-                &actor,
-                &ReplayRequest {
-                    selection: Selection::Filter(crate::Filter::default()),
-                    target_topic: None,
-                    rate_per_sec: None,
-                    reason: None,
-                    options: Default::default(),
-                },
-            )
-            .await
-            .unwrap();
+        let (store, actor, job) = replay_of(3).await;
         let claim = store.claim(&job.id, 10, 60_000, None, false).await.unwrap();
         assert_eq!(claim.rows.len(), 3);
 
