@@ -19,6 +19,7 @@ pub mod labels;
 pub mod limits;
 pub mod model;
 pub mod outcome;
+pub mod permission;
 pub mod quarantine;
 pub mod replay_sample;
 
