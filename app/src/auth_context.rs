@@ -111,6 +111,7 @@ mod ssr {
     use leptos::server_fn::http_export::request::Parts;
     use redrive_core::actions::{Actor, NewAuditEntry, Role};
     use redrive_core::auth::SessionInfo;
+    use redrive_core::permission::Permission;
     use redrive_core::store::Store;
 
     /// The current request's actor (session or API token), if authenticated.
@@ -153,6 +154,33 @@ mod ssr {
             }
         }
         Err(denied(&actor, needed))
+    }
+
+    /// The current actor if it holds permission `needed`; on refusal appends an audit row
+    /// (`action`, outcome `denied`) like [`authorize`]. New checks ask for a permission, never
+    /// for a role.
+    pub async fn authorize_permission(
+        needed: Permission,
+        action: &str,
+    ) -> Result<Actor, ServerFnError> {
+        let actor = require(Role::Viewer)?;
+        if actor.can(needed) {
+            return Ok(actor);
+        }
+        if let Some(store) = use_context::<Store>() {
+            if let Err(e) = store
+                .record_audit(&NewAuditEntry::by(&actor, action, "denied"))
+                .await
+            {
+                tracing::error!(error = %e, action, "could not write the audit row");
+            }
+        }
+        Err(ServerFnError::new(format!(
+            "Not allowed: this needs the `{needed}` permission, which {} ({}) does not have. \
+             Ask an admin.",
+            actor.user,
+            actor.role.as_str()
+        )))
     }
 
     fn denied(actor: &Actor, needed: Role) -> ServerFnError {

@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use redrive_core::actions::{Actor, NewAuditEntry, Role};
 use redrive_core::auth::SessionInfo;
+use redrive_core::permission::Permission;
 use redrive_core::store::{SessionLimits, Store, StoreError};
 
 use crate::api::ErrorBody;
@@ -280,6 +281,27 @@ pub async fn require(
     Err(AuthError::Forbidden(format!(
         "`{action}` needs the {} role; you are {} ({}). Ask an admin.",
         needed.as_str(),
+        actor.user,
+        actor.role.as_str()
+    )))
+}
+
+/// `Ok` if `actor` holds permission `needed` ([`Actor::can`]); else 403, and an audit row with
+/// outcome `denied` for `action`. New checks ask for a permission, never for a role
+/// (`docs/access.md`).
+pub async fn require_permission(
+    auth: &AuthState,
+    actor: &Actor,
+    needed: Permission,
+    action: &str,
+) -> Result<(), AuthError> {
+    if actor.can(needed) {
+        return Ok(());
+    }
+    auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
+    tracing::info!(user = %actor.user, role = actor.role.as_str(), permission = needed.as_str(), action, "denied");
+    Err(AuthError::Forbidden(format!(
+        "`{action}` needs the `{needed}` permission, which {} ({}) does not have. Ask an admin.",
         actor.user,
         actor.role.as_str()
     )))
