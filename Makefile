@@ -26,6 +26,7 @@ bench:
 	scripts/bench
 
 lint:
+	scripts/setup --no-e2e
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
