@@ -28,18 +28,18 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redrive_core::actions::Role;
 use redrive_core::edit::{
     diff::DiffSummary, EditError, EditRequest, Payload, RecordEdit, ReplayEdited, VersionInfo,
     MAX_EDIT_BODY_BYTES,
 };
 use redrive_core::model::Header;
+use redrive_core::permission::Permission;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::api::{rfc3339, AppState};
 use crate::api_actions::{parse_body, ActionError};
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// The routes of this module, state applied.
 pub fn router(state: AppState) -> Router {
@@ -236,7 +236,7 @@ pub async fn create_version(
     let Path(raw) =
         path.map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
     let id = dead_letter_id(&raw)?;
-    require(&state.auth, &actor, Role::Operator, "edit").await?;
+    require_permission(&state.auth, &actor, Permission::Edit, "edit").await?;
     let b: EditBody = parse_body(&body)?;
     drop(body);
     let req = b.into_request()?;
