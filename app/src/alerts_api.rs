@@ -83,7 +83,8 @@ mod seam {
     use std::sync::Arc;
 
     use leptos::prelude::*;
-    use redrive_core::actions::{NewAuditEntry, Role};
+    use redrive_core::actions::NewAuditEntry;
+    use redrive_core::permission::Permission;
     use redrive_core::alerts::rules::RuleKind;
     use redrive_core::alerts::{AlertState, AlertsConfig, RuleConfig};
     use redrive_core::store::{Store, StoreError};
@@ -261,7 +262,7 @@ mod seam {
 
     pub async fn send_test(notifier: &str) -> Result<i64, ServerFnError> {
         let status = HttpStatus::current();
-        let actor = auth_context::authorize(Role::Operator, "alert_test_notification")
+        let actor = auth_context::authorize_permission(Permission::ManageRules, "alert_test_notification")
             .await
             .inspect_err(|_| status.set(403))?;
         let config = config();

@@ -16,7 +16,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redrive_core::actions::{NewAuditEntry, Role};
+use redrive_core::actions::NewAuditEntry;
+use redrive_core::permission::Permission;
 use redrive_core::archive::{ArchiveError, ArchiveLocation, ArchiveTarget};
 use redrive_core::retention::{Backpressure, PausedTopic, RetentionConfig, RetentionStatus};
 use redrive_core::store::RetentionRun;
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
 use crate::api_actions::{filter_from_json, ActionError};
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// Retention's shared state in the server.
 #[derive(Clone)]
@@ -68,7 +69,6 @@ pub async fn overview(
     State(state): State<AppState>,
     Caller(actor): Caller,
 ) -> Result<Json<RetentionOverview>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "retention").await?;
     let runs = state.store.retention_runs(50).await.map_err(|e| {
         state.telemetry.store_error("retention_runs", &e);
         ActionError::Unavailable
@@ -91,7 +91,7 @@ pub async fn create(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Response, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "archive").await?;
+    require_permission(&state.auth, &actor, Permission::Delete, "archive").await?;
     let b: CreateBody = serde_json::from_slice(&body).map_err(|e| {
         ActionError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"filter\": {{\"dlq_topic\": \"orders.DLT\"}}}}"

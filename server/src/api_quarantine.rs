@@ -15,7 +15,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
-use redrive_core::actions::{NewAuditEntry, Role};
+use redrive_core::actions::NewAuditEntry;
+use redrive_core::permission::Permission;
 use redrive_core::quarantine::{QuarantinedRecord, RetryReport, MAX_LIST_LIMIT};
 use redrive_core::store::StoreError;
 use redrive_core::RawRecord;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState, HeaderItem};
 use crate::api_actions::ActionError;
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// Most ids one retry may name.
 pub const MAX_RETRY_IDS: usize = 10_000;
@@ -140,7 +141,6 @@ pub async fn list(
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<QuarantinePage>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "quarantine_list").await?;
     let params: ListParams =
         serde_urlencoded::from_str(raw.as_deref().unwrap_or("")).map_err(|e| {
             ActionError::BadRequest(format!(
@@ -179,7 +179,6 @@ pub async fn one(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<QuarantineDetail>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "quarantine_get").await?;
     let raw = path.map(|Path(s)| s).unwrap_or_default();
     let id: i64 = raw.trim().parse().map_err(|_| {
         ActionError::BadRequest(format!(
@@ -213,7 +212,7 @@ pub async fn retry(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<RetryReport>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "quarantine_retry").await?;
+    require_permission(&state.auth, &actor, Permission::Replay, "quarantine_retry").await?;
     let b: RetryBody = serde_json::from_slice(&body).map_err(|e| {
         ActionError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"ids\": [1, 2]}} or {{\"all\": true}}"

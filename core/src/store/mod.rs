@@ -185,6 +185,7 @@ mod quarantine;
 mod replay_sample;
 mod stats;
 mod transform_marks;
+mod scope;
 mod versions;
 // Retention and the archive (issue 8).
 mod archive;
@@ -213,6 +214,7 @@ pub use self::stats::{
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
+pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::versions::MAX_VERSIONS_LISTED;
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
