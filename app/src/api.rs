@@ -201,11 +201,8 @@ pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
         .await
         .map_err(|e| seam::store_failed("read the filter choices", e))?;
     use crate::display::record::suggestions;
-    let dlq_topics = f
-        .dlq_topics
-        .into_iter()
-        .filter(|t| crate::auth_context::sees_topic(t))
-        .collect();
+    let sees = crate::auth_context::topic_check();
+    let dlq_topics = f.dlq_topics.into_iter().filter(|t| sees(t)).collect();
     Ok(FilterChoices {
         source_topics: suggestions(f.source_topics),
         dlq_topics: suggestions(dlq_topics),

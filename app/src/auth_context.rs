@@ -147,7 +147,17 @@ mod ssr {
     /// Whether the current actor sees dead letters of DLQ topic `topic` (its role's scope);
     /// `false` without an actor.
     pub fn sees_topic(topic: &str) -> bool {
-        actor().is_some_and(|a| a.sees_topic(topic))
+        topic_check()(topic)
+    }
+
+    /// [`sees_topic`] for many topics: the scope is compiled once.
+    pub fn topic_check() -> impl Fn(&str) -> bool {
+        let scope = actor().map(|a| a.topic_scope());
+        move |t| match &scope {
+            None => false,
+            Some(None) => true,
+            Some(Some(s)) => s.matches(t),
+        }
     }
 
     /// The current request's browser session, if it has one.

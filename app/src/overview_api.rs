@@ -202,8 +202,9 @@ mod seam {
         // A user limited to some DLQ topics sees their figures only (`docs/access.md`).
         let actor = crate::auth_context::signed_in()?;
         let scope = store.topics_in_scope(&actor).await.map_err(failed)?;
+        let sees = crate::auth_context::topic_check();
         if scope.is_some() {
-            stats.retain_dlq_topics(|t| actor.sees_topic(t));
+            stats.retain_dlq_topics(&sees);
         }
         let by_dlq = stats.by_dlq_topic();
         let by_source = stats.by_source_topic();
@@ -230,7 +231,7 @@ mod seam {
             .await
             .map_err(failed)?;
         if scope.is_some() {
-            new_groups.retain(|g| actor.sees_topic(&g.dlq_topic));
+            new_groups.retain(|g| sees(&g.dlq_topic));
         }
         Ok(Listing::Found(Overview {
             at_ms: now,

@@ -99,7 +99,7 @@ pub enum AuthError {
     )]
     BadTokenName,
     /// A role name that is neither built in nor configured in `[roles]`.
-    #[error("`{0}` is not a role: use one of {}", crate::permission::role_names())]
+    #[error("`{0}` is not a role: use one of {known}", known = crate::permission::role_names())]
     BadRole(String),
     /// The OS random source or the hash function failed (should not happen on a sane host).
     #[error("could not create a secret: {0}")]

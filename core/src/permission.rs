@@ -104,7 +104,7 @@ impl Permissions {
     /// No permission (a viewer).
     pub const NONE: Permissions = Permissions(0);
     /// Every permission (an admin).
-    pub const ALL: Permissions = Permissions((1 << Permission::ALL.len()) - 1);
+    pub const ALL: Permissions = Permissions(0b111_1111);
 
     const fn bit(p: Permission) -> u8 {
         1 << (p as u8)

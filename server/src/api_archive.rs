@@ -67,7 +67,7 @@ pub struct RetentionOverview {
 /// `GET /api/v1/retention` (viewer).
 pub async fn overview(
     State(state): State<AppState>,
-    Caller(actor): Caller,
+    Caller(_actor): Caller,
 ) -> Result<Json<RetentionOverview>, ActionError> {
     let runs = state.store.retention_runs(50).await.map_err(|e| {
         state.telemetry.store_error("retention_runs", &e);
@@ -97,7 +97,15 @@ pub async fn create(
             "the body is not valid ({e}); send {{\"filter\": {{\"dlq_topic\": \"orders.DLT\"}}}}"
         ))
     })?;
-    let filter = filter_from_json(&b.filter)?;
+    let mut filter = filter_from_json(&b.filter)?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut filter)
+        .await
+        .map_err(|e| {
+            state.telemetry.store_error("archive", &e);
+            ActionError::Unavailable
+        })?;
     let Some(config) = state.retention.config.archive.clone() else {
         return Err(ActionError::Conflict(
             "no archive is configured: set [retention.archive] location in redrive.toml".into(),

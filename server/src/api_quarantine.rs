@@ -166,6 +166,10 @@ pub async fn list(
         .map_err(|e| failed(&state, "quarantine_list", e))?;
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
+    // A role limited to some DLQ topics sees their quarantined records only.
+    if let Some(scope) = actor.topic_scope() {
+        rows.retain(|q| scope.matches(&q.dlq_topic));
+    }
     Ok(Json(QuarantinePage {
         total,
         next_before: rows.last().filter(|_| more).map(|q| q.id),
@@ -186,11 +190,11 @@ pub async fn one(
         ))
     })?;
     match state.store.quarantined(id).await {
-        Ok(Some((q, record))) => Ok(Json(QuarantineDetail {
+        Ok(Some((q, record))) if actor.sees_topic(&q.dlq_topic) => Ok(Json(QuarantineDetail {
             item: QuarantineItem::from(&q),
             record: record.as_ref().map(QuarantinedRaw::from),
         })),
-        Ok(None) => Err(ActionError::NotFound(format!(
+        Ok(_) => Err(ActionError::NotFound(format!(
             "no quarantined record with id {id} (it may have been retried and stored; list \
              them at /api/v1/quarantine)"
         ))),
@@ -228,6 +232,27 @@ pub async fn retry(
             )))
         }
     };
+    if actor.topic_scope().is_some() {
+        // A role limited to some DLQ topics retries its own quarantined records only.
+        let Some(ids) = &ids else {
+            return Err(ActionError::Unprocessable(
+                "your role is limited to some DLQ topics: retry by `ids`, not `all`".into(),
+            ));
+        };
+        for id in ids {
+            let topic = state
+                .store
+                .quarantined(*id)
+                .await
+                .map_err(|e| failed(&state, "quarantine_retry", e))?
+                .map(|(q, _)| q.dlq_topic);
+            if topic.is_some_and(|t| !actor.sees_topic(&t)) {
+                return Err(ActionError::NotFound(format!(
+                    "no quarantined record with id {id}"
+                )));
+            }
+        }
+    }
     let report = redrive_core::ingest::retry_quarantined(&state.store, ids.as_deref())
         .await
         .map_err(|e| failed(&state, "quarantine_retry", e))?;

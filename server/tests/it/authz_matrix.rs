@@ -2,10 +2,12 @@
 //! real binary. The callers are the built-in roles (sessions and tokens), a custom role per
 //! permission holding exactly that one (`[roles.only-PERMISSION]`), and the CSRF and
 //! no-credentials cases; each route names the permissions it needs. [`topic_scopes`] checks
-//! that a role limited to some DLQ topics reads and acts on those only. For each cell the test builds fresh dead letters (one to replay, one to delete,
-//! one deleted to restore, one pending in a running job to cancel) and fresh sessions, takes a
-//! snapshot of what the route could change (their statuses, the job, the caller's session)
-//! and of the audit trail, sends the request, and checks the status and that
+//! that a role limited to some DLQ topics reads and acts on those only.
+//!
+//! For each cell the test builds fresh dead letters (one to replay, one to delete, one deleted
+//! to restore, one pending in a running job to cancel) and fresh sessions, takes a snapshot of
+//! what the route could change (their statuses, the job, labels and notes, the caller's
+//! session) and of the audit trail, sends the request, and checks the status and that
 //! - an allowed call changed what it should and wrote `ok` audit rows,
 //! - a call refused for its role changed nothing and wrote exactly one `denied` row,
 //! - a call without credentials or with a missing or wrong CSRF token changed nothing and
@@ -532,6 +534,13 @@ async fn every_state_changing_route_by_every_caller_on_postgres() {
     matrix(Backend::Postgres).await;
 }
 
+/// GET `path`: the status and the JSON body (`null` if it is not JSON).
+async fn get_json(app: &TestApp, auth: Auth<'_>, path: String) -> (u16, Value) {
+    let res = app.get(&path, auth).await;
+    let status = res.status().as_u16();
+    (status, res.json::<Value>().await.unwrap_or(Value::Null))
+}
+
 /// Dead letters of `topic` with error group `fingerprint`, returned by offset.
 async fn records_of(app: &TestApp, topic: &str, fingerprint: &str, n: i64) -> Vec<i64> {
     let batch: Vec<NewDeadLetter> = (0..n)
@@ -591,15 +600,7 @@ async fn topic_scopes(backend: Backend) {
     let me = Auth::Session(&s);
 
     // Reads: only team A's dead letters.
-    let get_json = |path: String| {
-        let app = &app;
-        async move {
-            let res = app.get(&path, Auth::Session(&s)).await;
-            let status = res.status().as_u16();
-            (status, res.json::<Value>().await.unwrap_or(Value::Null))
-        }
-    };
-    let (code, list) = get_json("/api/v1/dead-letters?limit=500".into()).await;
+    let (code, list) = get_json(&app, me, "/api/v1/dead-letters?limit=500".into()).await;
     assert_eq!(code, 200, "{list}");
     let mut listed: Vec<i64> = list["items"]
         .as_array()
@@ -609,11 +610,11 @@ async fn topic_scopes(backend: Backend) {
         .collect();
     listed.sort();
     assert_eq!(listed, a, "the list shows team A's dead letters only");
-    let (code, _) = get_json(format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
+    let (code, _) = get_json(&app, me, format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
     assert_eq!(code, 200);
-    let (_, other) = get_json(format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
+    let (_, other) = get_json(&app, me, format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
     assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{other}");
-    assert_eq!(get_json(format!("/api/v1/dead-letters/{}", a[0])).await.0, 200);
+    assert_eq!(get_json(&app, me, format!("/api/v1/dead-letters/{}", a[0])).await.0, 200);
     for path in [
         format!("/api/v1/dead-letters/{}", b[0]),
         format!("/api/v1/dead-letters/{}/raw/value", b[0]),
@@ -622,10 +623,10 @@ async fn topic_scopes(backend: Backend) {
         format!("/api/v1/dead-letters/{}/versions", b[0]),
         format!("/api/v1/dead-letters/{}/labels", b[0]),
     ] {
-        let (code, body) = get_json(path.clone()).await;
+        let (code, body) = get_json(&app, me, path.clone()).await;
         assert_eq!(code, 404, "{path}: {body}");
     }
-    let (code, groups) = get_json("/api/v1/error-groups".into()).await;
+    let (code, groups) = get_json(&app, me, "/api/v1/error-groups".into()).await;
     assert_eq!(code, 200);
     let fps: Vec<&str> = groups["items"]
         .as_array()
