@@ -640,7 +640,7 @@ async fn topic_scopes(backend: Backend) {
     let export = export.text().await.expect("export");
     assert_eq!(export.lines().count(), a.len(), "{export}");
     assert!(export.contains(&mine) && !export.contains(&theirs));
-    for page in ["/overview", "/", "/error-groups"] {
+    for page in ["/overview", "/", "/groups"] {
         let res = app.get(page, me).await;
         assert_eq!(res.status(), 200, "{page}");
         let html = res.text().await.expect("page");
