@@ -26,8 +26,8 @@
 
 use leptos::prelude::*;
 pub use redrive_core::actions::{Actor, Role};
-pub use redrive_core::permission::Permission;
 pub use redrive_core::auth::{SessionInfo, CSRF_FIELD, CSRF_HEADER};
+pub use redrive_core::permission::Permission;
 
 /// The current browser session, or `None` when the request is not signed in with a session
 /// (anonymous on the sign-in page, or an API token). Served at the fixed URL

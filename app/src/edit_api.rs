@@ -268,7 +268,12 @@ pub async fn get_versions(id: i64) -> Result<Vec<VersionInfo>, ServerFnError> {
     match store.check_ids_in_scope(&actor, &[id]).await {
         Ok(()) => {}
         Err(redrive_core::store::StoreError::NotFound(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(crate::actions_api::failed_for_labels("read the versions", e)),
+        Err(e) => {
+            return Err(crate::actions_api::failed_for_labels(
+                "read the versions",
+                e,
+            ))
+        }
     }
     store
         .versions(id)
@@ -304,8 +309,8 @@ pub async fn save_edit(
     #[server(default)] op: String,
 ) -> Result<i32, ServerFnError> {
     use redrive_core::edit::{EditRequest, RecordEdit, ReplayEdited};
-    use redrive_core::permission::Permission;
     use redrive_core::model::Header;
+    use redrive_core::permission::Permission;
     let _ = csrf;
     let store = crate::actions_api::store_for_labels()?;
     let actor = crate::actions_api::permitted_for_labels(Permission::Edit, "edit").await?;

@@ -112,7 +112,11 @@ pub async fn change_label(
     };
     let target = seam::target(&kind, &target)?;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::permitted_for_labels(redrive_core::permission::Permission::Annotate, op.audit_action()).await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Annotate,
+        op.audit_action(),
+    )
+    .await?;
     let changed = store
         .change_label(&actor, &target, &label, op)
         .await
@@ -136,7 +140,11 @@ pub async fn set_note(
     let _ = csrf;
     let target = seam::target(&kind, &target)?;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::permitted_for_labels(redrive_core::permission::Permission::Annotate, "note_set").await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Annotate,
+        "note_set",
+    )
+    .await?;
     store
         .set_note(&actor, &target, &note)
         .await

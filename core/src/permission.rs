@@ -127,7 +127,9 @@ impl Permissions {
 
     /// The permissions in the set, in [`Permission::ALL`] order.
     pub fn iter(self) -> impl Iterator<Item = Permission> {
-        Permission::ALL.into_iter().filter(move |p| self.contains(*p))
+        Permission::ALL
+            .into_iter()
+            .filter(move |p| self.contains(*p))
     }
 
     /// Parses permission names as `redrive.toml` spells them.
@@ -190,15 +192,19 @@ impl TopicPattern {
     pub fn parse(entry: &str) -> Result<TopicPattern, RoleError> {
         let e = entry.trim();
         if e.starts_with('^') {
-            return regex::Regex::new(e).map(TopicPattern::Regex).map_err(|err| {
-                RoleError(format!("`{e}` is not a valid regular expression: {err}"))
-            });
+            return regex::Regex::new(e)
+                .map(TopicPattern::Regex)
+                .map_err(|err| {
+                    RoleError(format!("`{e}` is not a valid regular expression: {err}"))
+                });
         }
         if e.contains('*') {
             let body: Vec<&str> = e.split('*').collect();
-            let legal = body
-                .iter()
-                .all(|part| part.is_empty() || crate::actions::valid_topic_name(part) || part.bytes().all(|b| b == b'.'));
+            let legal = body.iter().all(|part| {
+                part.is_empty()
+                    || crate::actions::valid_topic_name(part)
+                    || part.bytes().all(|b| b == b'.')
+            });
             if !legal {
                 return Err(bad_pattern(e));
             }
@@ -261,11 +267,7 @@ impl TopicScope {
 
     /// The members of `topics` in the scope, in their order.
     pub fn select(&self, topics: &[String]) -> Vec<String> {
-        topics
-            .iter()
-            .filter(|t| self.matches(t))
-            .cloned()
-            .collect()
+        topics.iter().filter(|t| self.matches(t)).cloned().collect()
     }
 }
 
@@ -604,8 +606,13 @@ mod tests {
 
     #[test]
     fn permission_sets_serialise_as_names() {
-        let set: Permissions = [Permission::Annotate, Permission::Replay].into_iter().collect();
-        assert_eq!(serde_json::to_string(&set).unwrap(), r#"["replay","annotate"]"#);
+        let set: Permissions = [Permission::Annotate, Permission::Replay]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            serde_json::to_string(&set).unwrap(),
+            r#"["replay","annotate"]"#
+        );
         let back: Permissions = serde_json::from_str(r#"["annotate","replay"]"#).unwrap();
         assert_eq!(back, set);
         assert_eq!(Permissions::ALL.iter().count(), Permission::ALL.len());
@@ -649,16 +656,27 @@ mod tests {
         let known: Vec<String> = ["payments.DLT", "orders-eu-dlt", "audit.DLT", "other.DLT"]
             .map(String::from)
             .to_vec();
-        assert_eq!(s.select(&known), ["payments.DLT", "orders-eu-dlt", "audit.DLT"]);
+        assert_eq!(
+            s.select(&known),
+            ["payments.DLT", "orders-eu-dlt", "audit.DLT"]
+        );
         assert!(TopicScope::compile::<&str>(&[]).select(&known).is_empty());
     }
 
-    fn config(entries: &[(&str, Option<&[&str]>, Option<&[&str]>)]) -> BTreeMap<String, RoleConfig> {
+    fn config(
+        entries: &[(&str, Option<&[&str]>, Option<&[&str]>)],
+    ) -> BTreeMap<String, RoleConfig> {
         let v = |x: Option<&[&str]>| x.map(|x| x.iter().map(|s| s.to_string()).collect());
         entries
             .iter()
             .map(|(n, p, t)| {
-                (n.to_string(), RoleConfig { permissions: v(*p), dlq_topics: v(*t) })
+                (
+                    n.to_string(),
+                    RoleConfig {
+                        permissions: v(*p),
+                        dlq_topics: v(*t),
+                    },
+                )
             })
             .collect()
     }
@@ -666,7 +684,11 @@ mod tests {
     #[test]
     fn custom_roles_resolve() {
         let roles = Roles::from_config(&config(&[
-            ("payments-oncall", Some(&["replay", "annotate"]), Some(&["payments.*"])),
+            (
+                "payments-oncall",
+                Some(&["replay", "annotate"]),
+                Some(&["payments.*"]),
+            ),
             ("auditor", None, None),
             ("operator", None, Some(&["orders.DLT"])),
         ]))
@@ -692,15 +714,24 @@ mod tests {
     fn role_config_errors_are_clear() {
         let err = |c| Roles::from_config(&c).unwrap_err().0;
         let e = err(config(&[("x", Some(&["replay", "rm"]), None)]));
-        assert!(e.starts_with("role `x`: `permissions`: `rm` is not a permission"), "{e}");
+        assert!(
+            e.starts_with("role `x`: `permissions`: `rm` is not a permission"),
+            "{e}"
+        );
         let e = err(config(&[("x", None, Some(&["^("]))]));
-        assert!(e.starts_with("role `x`: `dlq_topics`: `^(` is not a valid regular"), "{e}");
+        assert!(
+            e.starts_with("role `x`: `dlq_topics`: `^(` is not a valid regular"),
+            "{e}"
+        );
         let e = err(config(&[("x", None, Some(&["a b"]))]));
         assert!(e.contains("not a DLQ-topic pattern"), "{e}");
         let e = err(config(&[("x", None, Some(&[]))]));
         assert!(e.contains("`dlq_topics` is empty"), "{e}");
         let e = err(config(&[("admin", Some(&["replay"]), None)]));
-        assert!(e.contains("permissions of a built-in role are fixed"), "{e}");
+        assert!(
+            e.contains("permissions of a built-in role are fixed"),
+            "{e}"
+        );
         let e = err(config(&[("bad name", None, None)]));
         assert!(e.contains("a role name is"), "{e}");
     }
@@ -721,7 +752,10 @@ mod tests {
             assert!(!actor.can(p));
         }
         assert!(!actor.sees_topic("orders.DLT"));
-        let admin = Actor { role: Role::Admin, ..actor };
+        let admin = Actor {
+            role: Role::Admin,
+            ..actor
+        };
         assert!(admin.sees_topic("orders.DLT") && admin.topic_scope().is_none());
     }
 

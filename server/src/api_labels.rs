@@ -22,8 +22,8 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use redrive_core::permission::Permission;
 use redrive_core::labels::{Annotations, LabelInfo, LabelOp, NoteInfo, Target};
+use redrive_core::permission::Permission;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};

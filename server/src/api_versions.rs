@@ -28,12 +28,12 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redrive_core::permission::Permission;
 use redrive_core::edit::{
     diff::DiffSummary, EditError, EditRequest, Payload, RecordEdit, ReplayEdited, VersionInfo,
     MAX_EDIT_BODY_BYTES,
 };
 use redrive_core::model::Header;
+use redrive_core::permission::Permission;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 

@@ -986,7 +986,14 @@ dlq_topics = ["orders.DLT"]
         let oncall = roles.get("payments-oncall").unwrap();
         assert!(oncall.grants(redrive_core::permission::Permission::Replay));
         assert!(!oncall.grants(redrive_core::permission::Permission::Delete));
-        assert_eq!(roles.get("operator").unwrap().dlq_topics().map(<[String]>::len), Some(1));
+        assert_eq!(
+            roles
+                .get("operator")
+                .unwrap()
+                .dlq_topics()
+                .map(<[String]>::len),
+            Some(1)
+        );
         for (toml, expected) in [
             (
                 "[roles.x]\npermissions = [\"replay\", \"nuke\"]\n",

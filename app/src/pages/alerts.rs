@@ -4,7 +4,7 @@ use leptos_router::hooks::use_location;
 
 use super::LoadError;
 use crate::alerts_api::{get_alerts, AlertsOverview, NotifierView, RuleView, SendTestNotification};
-use crate::auth_context::{use_session, CsrfField, may, Permission};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::ActionError;
 use crate::display::format_time;
 use crate::http_status::HttpStatus;

@@ -6,7 +6,7 @@ use super::confirm_sample::{SampleView, TransformField};
 use super::{BadQuery, LoadError};
 use crate::actions_api::{preview_action, without_page_params, ActOnFilter, Op, Preview};
 use crate::api::Listing;
-use crate::auth_context::{use_session, CsrfField, may};
+use crate::auth_context::{may, use_session, CsrfField};
 use crate::components::{ActionError, CanaryFields};
 use crate::http_status::HttpStatus;
 use crate::query;

@@ -7,7 +7,7 @@ use redrive_core::Status;
 use super::{LoadError, NotFound};
 use crate::actions_api::{get_history, ActOnSelected, Notice};
 use crate::api::{get_dead_letter, DeadLetterDetail};
-use crate::auth_context::{use_session, CsrfField, may, Permission};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
     PayloadView, StatusBadge, TriageEditor,

@@ -5,7 +5,7 @@ use leptos_router::hooks::use_location;
 use super::{BadQuery, LoadError};
 use crate::actions_api::{without_page_params, ActOnSelected, Notice};
 use crate::api::{get_filter_choices, list_dead_letters, Listing};
-use crate::auth_context::{use_session, CsrfField, may, Permission};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, ListTools, Pager, Picked,
 };

@@ -5,7 +5,7 @@ use redrive_core::edit::Encoding;
 use redrive_core::Status;
 
 use super::{LoadError, NotFound};
-use crate::auth_context::{use_session, CsrfField, may, Permission};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::ActionError;
 use crate::edit_api::{
     get_edit_form, EditForm, FieldForm, SaveEdit, BLANK_HEADER_ROWS, EDITOR_HEADERS,

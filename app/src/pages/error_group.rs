@@ -3,7 +3,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use super::{LoadError, NotFound};
-use crate::auth_context::{use_session, may, Permission};
+use crate::auth_context::{may, use_session, Permission};
 use crate::components::{ActionError, TriageEditor};
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;

@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use super::{LoadError, NotFound};
 use crate::actions_api::{get_replay_job, CancelReplayJob, JobSnapshot};
-use crate::auth_context::{use_session, CsrfField, may, Permission};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{ActionError, CanarySection, JobLagGate, JobProgress, JobStatusBadge};
 use crate::http_status::HttpStatus;
 use crate::job_control_api::{PauseReplayJob, ResumeReplayJob};

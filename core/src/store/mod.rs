@@ -183,9 +183,9 @@ mod outbox;
 pub(crate) mod outcome;
 mod quarantine;
 mod replay_sample;
+mod scope;
 mod stats;
 mod transform_marks;
-mod scope;
 mod versions;
 // Retention and the archive (issue 8).
 mod archive;
@@ -208,13 +208,13 @@ pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, P
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };
+pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
-pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::versions::MAX_VERSIONS_LISTED;
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.

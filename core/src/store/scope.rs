@@ -42,7 +42,11 @@ impl Store {
     /// Limits `filter` to `actor`'s DLQ-topic scope (sets [`Filter::dlq_topic_in`], replacing
     /// whatever the request carried there). Call it on every filter a read uses.
     /// Errors: `Unavailable`, `Database`.
-    pub async fn limit_to_scope(&self, actor: &Actor, filter: &mut Filter) -> Result<(), StoreError> {
+    pub async fn limit_to_scope(
+        &self,
+        actor: &Actor,
+        filter: &mut Filter,
+    ) -> Result<(), StoreError> {
         filter.dlq_topic_in = self.topics_in_scope(actor).await?;
         Ok(())
     }

@@ -88,7 +88,10 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
 /// Appends ` AND dlq_topic IN (...)` for a DLQ-topic scope ([`Filter::dlq_topic_in`]; also
 /// the maintained aggregates' reads): nothing for `None`, a condition no row meets for an
 /// empty list.
-pub(crate) fn push_topic_in<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, topics: Option<&'a [String]>) {
+pub(crate) fn push_topic_in<'a, DB: Dialect>(
+    qb: &mut QueryBuilder<'a, DB>,
+    topics: Option<&'a [String]>,
+) {
     let Some(topics) = topics else {
         return;
     };

@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Form, Json, Router};
 use redrive_core::actions::NewAuditEntry;
-use redrive_core::permission::Permissions;
 use redrive_core::auth::{
     dummy_password_hash, new_csrf_token, new_session_token, secret_hash, verify_password,
     SESSION_COOKIE,
 };
+use redrive_core::permission::Permissions;
 use redrive_core::store::NewSession;
 use serde::{Deserialize, Serialize};
 

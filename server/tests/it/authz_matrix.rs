@@ -397,7 +397,8 @@ async fn matrix(backend: Backend) {
     app.add_user("operator", "operator", "operator password")
         .await;
     for p in Permission::ALL {
-        app.add_user_in_store(&only(p), &only(p), "only password").await;
+        app.add_user_in_store(&only(p), &only(p), "only password")
+            .await;
     }
     let viewer_token = app.create_token("viewer").await;
     let operator_token = app.create_token("operator").await;
@@ -593,7 +594,8 @@ async fn topic_scopes(backend: Backend) {
     .await;
     let a = records_of(&app, &mine, "aaaaaaaaaaaaaaaa", 3).await;
     let b = records_of(&app, &theirs, "bbbbbbbbbbbbbbbb", 3).await;
-    app.add_user_in_store("alice", "team-a", "alice password").await;
+    app.add_user_in_store("alice", "team-a", "alice password")
+        .await;
     app.add_user_in_store("ghost", "vanished-team", "ghost password")
         .await;
     let s = app.sign_in("alice", "alice password").await;
@@ -614,7 +616,12 @@ async fn topic_scopes(backend: Backend) {
     assert_eq!(code, 200);
     let (_, other) = get_json(&app, me, format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
     assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{other}");
-    assert_eq!(get_json(&app, me, format!("/api/v1/dead-letters/{}", a[0])).await.0, 200);
+    assert_eq!(
+        get_json(&app, me, format!("/api/v1/dead-letters/{}", a[0]))
+            .await
+            .0,
+        200
+    );
     for path in [
         format!("/api/v1/dead-letters/{}", b[0]),
         format!("/api/v1/dead-letters/{}/raw/value", b[0]),
@@ -644,10 +651,16 @@ async fn topic_scopes(backend: Backend) {
         let res = app.get(page, me).await;
         assert_eq!(res.status(), 200, "{page}");
         let html = res.text().await.expect("page");
-        assert!(!html.contains(&theirs), "{page} shows the other team's topic");
+        assert!(
+            !html.contains(&theirs),
+            "{page} shows the other team's topic"
+        );
     }
     let overview = app.get("/overview", me).await.text().await.expect("page");
-    assert!(overview.contains(&mine), "the overview shows the team's topic");
+    assert!(
+        overview.contains(&mine),
+        "the overview shows the team's topic"
+    );
     let detail = app.get(&format!("/dead-letters/{}", b[0]), me).await;
     assert_eq!(detail.status(), 404);
 
@@ -655,25 +668,46 @@ async fn topic_scopes(backend: Backend) {
     let audit_before = app.audit().await.len();
     for (path, body) in [
         ("/api/v1/replays".to_string(), json!({"ids": [b[0]]})),
-        ("/api/v1/dead-letters/delete".to_string(), json!({"ids": [b[0]]})),
-        ("/api/v1/dead-letters/labels".to_string(), json!({"ids": [b[0]], "add": "x"})),
-        (format!("/api/v1/dead-letters/{}/labels", b[0]), json!({"label": "x"})),
+        (
+            "/api/v1/dead-letters/delete".to_string(),
+            json!({"ids": [b[0]]}),
+        ),
+        (
+            "/api/v1/dead-letters/labels".to_string(),
+            json!({"ids": [b[0]], "add": "x"}),
+        ),
+        (
+            format!("/api/v1/dead-letters/{}/labels", b[0]),
+            json!({"label": "x"}),
+        ),
         (
             format!("/api/v1/dead-letters/{}/versions", b[0]),
             json!({"value": {"text": "x"}}),
         ),
-        ("/api/v1/replays/dry-run".to_string(), json!({"ids": [b[0]]})),
+        (
+            "/api/v1/replays/dry-run".to_string(),
+            json!({"ids": [b[0]]}),
+        ),
     ] {
         let res = app.post_json(&path, me, Csrf::Right, &body).await;
         let code = res.status().as_u16();
-        assert_eq!(code, 404, "{path}: {}", res.text().await.unwrap_or_default());
+        assert_eq!(
+            code,
+            404,
+            "{path}: {}",
+            res.text().await.unwrap_or_default()
+        );
     }
     let res = app
         .post_form(
             "/api/ui/act",
             me,
             Csrf::Right,
-            &[("op", "delete"), ("ids[]", &b[1].to_string()), ("back", "/")],
+            &[
+                ("op", "delete"),
+                ("ids[]", &b[1].to_string()),
+                ("back", "/"),
+            ],
         )
         .await;
     assert_eq!(res.status(), 404, "a form action on another team's id");
@@ -687,7 +721,10 @@ async fn topic_scopes(backend: Backend) {
         .expect("annotations")
         .labels
         .is_empty());
-    assert_eq!(app.store.latest_version(b[0]).await.expect("version"), Some(0));
+    assert_eq!(
+        app.store.latest_version(b[0]).await.expect("version"),
+        Some(0)
+    );
     let ok_rows: Vec<_> = app.audit().await[audit_before..]
         .iter()
         .filter(|r| r.outcome.starts_with("ok"))
@@ -736,7 +773,11 @@ async fn topic_scopes(backend: Backend) {
     let out = app
         .post_form("/auth/sign-out", Auth::Session(&ghost), Csrf::Right, &[])
         .await;
-    assert_eq!(out.status(), 303, "a user without a role can still sign out");
+    assert_eq!(
+        out.status(),
+        303,
+        "a user without a role can still sign out"
+    );
 }
 
 #[tokio::test]
