@@ -52,6 +52,16 @@ impl Op {
         matches!(self, Op::LabelAdd | Op::LabelRemove)
     }
 
+    /// The permission this action needs.
+    pub fn permission(self) -> redrive_core::permission::Permission {
+        use redrive_core::permission::Permission;
+        match self {
+            Op::Replay => Permission::Replay,
+            Op::Delete | Op::Restore => Permission::Delete,
+            Op::LabelAdd | Op::LabelRemove => Permission::Annotate,
+        }
+    }
+
     /// The form value and audit action name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -246,13 +256,14 @@ pub fn with_notice(back: &str, code: &str) -> String {
 /// The seams the label server functions (`labels_api`) share with these.
 #[cfg(feature = "ssr")]
 pub use seam::{
-    failed as failed_for_labels, operator as operator_for_labels, store as store_for_labels,
+    failed as failed_for_labels, permitted as permitted_for_labels, store as store_for_labels,
 };
 
 #[cfg(feature = "ssr")]
 mod seam {
     use leptos::prelude::*;
-    use redrive_core::actions::{Actor, AuditQuery, Role, Selection};
+    use redrive_core::actions::{Actor, AuditQuery, Selection};
+    use redrive_core::permission::Permission;
     use redrive_core::store::{Store, StoreError};
 
     use super::{ActionDone, Notice, Op};
@@ -292,10 +303,11 @@ mod seam {
         }
     }
 
-    /// The operator (or admin) acting, or 403 with the reason; a refusal is audited.
-    pub async fn operator(action: &str) -> Result<Actor, ServerFnError> {
+    /// The actor, if its role grants `needed`; else 403 with the reason, and the refusal is
+    /// audited as `action`.
+    pub async fn permitted(needed: Permission, action: &str) -> Result<Actor, ServerFnError> {
         let status = HttpStatus::current();
-        auth_context::authorize(Role::Operator, action)
+        auth_context::authorize_permission(needed, action)
             .await
             .inspect_err(|_| status.set(403))
     }
@@ -472,7 +484,7 @@ mod seam {
         options: redrive_core::actions::ReplayOptions,
     ) -> Result<ActionDone, ServerFnError> {
         let store = store()?;
-        let actor = operator(op.as_str()).await?;
+        let actor = permitted(op.permission(), op.as_str()).await?;
         let reason = text(reason);
         match op {
             Op::LabelAdd | Op::LabelRemove => {
@@ -672,7 +684,7 @@ pub async fn cancel_replay_job(
 ) -> Result<ReplayJob, ServerFnError> {
     let _ = csrf;
     let store = seam::store()?;
-    let actor = seam::operator("cancel_job").await?;
+    let actor = seam::permitted(redrive_core::permission::Permission::Replay, "cancel_job").await?;
     let job = store
         .cancel_job(&actor, job_id.trim())
         .await
@@ -709,10 +721,14 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         })
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let q = match redrive_core::ListQuery::from_pairs(filter_pairs) {
+    let mut q = match redrive_core::ListQuery::from_pairs(filter_pairs) {
         Ok(q) => q,
         Err(e) => return Ok(Listing::BadQuery(e.to_string())),
     };
+    // The counts are of what the actor may act on (its DLQ-topic scope).
+    crate::auth_context::limit_to_scope(&store, &mut q.filter)
+        .await
+        .map_err(|e| seam::failed("count the dead letters", e))?;
     let filter: Vec<(String, String)> = q
         .filter
         .to_pairs()
@@ -866,7 +882,15 @@ pub async fn list_audit(query: String) -> Result<Listing<Page<AuditEntry>>, Serv
 /// The dead letter `id`'s own history, oldest first (empty if there is no such dead letter).
 #[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn get_history(id: i64) -> Result<Vec<HistoryEvent>, ServerFnError> {
-    match seam::store()?.history(id).await {
+    let store = seam::store()?;
+    // Outside the actor's DLQ-topic scope a record is absent.
+    let actor = crate::auth_context::signed_in()?;
+    match store.check_ids_in_scope(&actor, &[id]).await {
+        Ok(()) => {}
+        Err(redrive_core::store::StoreError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(seam::failed("read the history", e)),
+    }
+    match store.history(id).await {
         Ok(events) => Ok(events),
         Err(redrive_core::store::StoreError::NotFound(_)) => Ok(Vec::new()),
         Err(e) => Err(seam::failed("read the history", e)),

@@ -83,9 +83,10 @@ mod seam {
     use std::sync::Arc;
 
     use leptos::prelude::*;
-    use redrive_core::actions::{NewAuditEntry, Role};
+    use redrive_core::actions::NewAuditEntry;
     use redrive_core::alerts::rules::RuleKind;
     use redrive_core::alerts::{AlertState, AlertsConfig, RuleConfig};
+    use redrive_core::permission::Permission;
     use redrive_core::store::{Store, StoreError};
 
     use super::*;
@@ -261,9 +262,10 @@ mod seam {
 
     pub async fn send_test(notifier: &str) -> Result<i64, ServerFnError> {
         let status = HttpStatus::current();
-        let actor = auth_context::authorize(Role::Operator, "alert_test_notification")
-            .await
-            .inspect_err(|_| status.set(403))?;
+        let actor =
+            auth_context::authorize_permission(Permission::ManageRules, "alert_test_notification")
+                .await
+                .inspect_err(|_| status.set(403))?;
         let config = config();
         if !config.notifiers.contains_key(notifier) {
             status.set(400);

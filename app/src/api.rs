@@ -111,10 +111,13 @@ pub async fn list_dead_letters(
     query: String,
 ) -> Result<Listing<Page<DeadLetterSummary>>, ServerFnError> {
     let store = seam::store()?;
-    let q = match seam::list_query(&query) {
+    let mut q = match seam::list_query(&query) {
         Ok(q) => q,
         Err(e) => return Ok(Listing::BadQuery(e.to_string())),
     };
+    crate::auth_context::limit_to_scope(&store, &mut q.filter)
+        .await
+        .map_err(|e| seam::store_failed("list dead letters", e))?;
     let page = store
         .list(&q)
         .await
@@ -146,10 +149,13 @@ pub struct GroupsView {
 #[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, ServerFnError> {
     let store = seam::store()?;
-    let q = match seam::list_query(&query) {
+    let mut q = match seam::list_query(&query) {
         Ok(q) => q,
         Err(e) => return Ok(Listing::BadQuery(e.to_string())),
     };
+    crate::auth_context::limit_to_scope(&store, &mut q.filter)
+        .await
+        .map_err(|e| seam::store_failed("list dead letters", e))?;
     let groups = store
         .error_groups(&q.filter, q.limit)
         .await
@@ -195,9 +201,11 @@ pub async fn get_filter_choices() -> Result<FilterChoices, ServerFnError> {
         .await
         .map_err(|e| seam::store_failed("read the filter choices", e))?;
     use crate::display::record::suggestions;
+    let sees = crate::auth_context::topic_check();
+    let dlq_topics = f.dlq_topics.into_iter().filter(|t| sees(t)).collect();
     Ok(FilterChoices {
         source_topics: suggestions(f.source_topics),
-        dlq_topics: suggestions(f.dlq_topics),
+        dlq_topics: suggestions(dlq_topics),
         consumer_groups: suggestions(f.consumer_groups),
     })
 }
@@ -210,7 +218,8 @@ pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, Server
         .get(id)
         .await
         .map_err(|e| seam::store_failed("read the dead letter", e))?;
-    let Some(d) = found else {
+    // Outside the actor's DLQ-topic scope a record is absent.
+    let Some(d) = found.filter(|d| crate::auth_context::sees_topic(&d.summary.dlq_topic)) else {
         return Ok(None);
     };
     let mut detail = crate::display::record::detail(&d);

@@ -10,14 +10,14 @@
 //! - `<CsrfField/>` inside every state-changing `<form method="post">` / `ActionForm`: a
 //!   hidden `csrf` input holding the session's token. Without it the server answers 403.
 //! - [`use_session`] gives the session resource (user, role, CSRF token) for rendering, e.g.
-//!   to hide buttons a viewer may not use (the server checks the role anyway).
+//!   to hide buttons the role does not permit ([`may`]; the server checks anyway).
 //! - `<SignOutForm/>`: the "Sign out" button (a POST to `/auth/sign-out` with the token).
 //!
 //! **Server functions** (ssr):
-//! - [`require`]`(Role::Operator)?` first thing in a server function that changes something:
-//!   the current [`Actor`] (with client IP and user agent, for the store's audit row), or a
-//!   `ServerFnError` when the role may not. [`authorize`] does the same and writes an audit
-//!   row with outcome `denied` on refusal: use it for dead-letter actions.
+//! - [`authorize_permission`]`(Permission::Replay, "replay").await?` first thing in a server
+//!   function that changes something: the current [`Actor`] (with client IP and user agent,
+//!   for the store's audit row), or a `ServerFnError` when the role does not grant the
+//!   permission, with an audit row of outcome `denied`. [`signed_in`] for reads.
 //! - A server function called by a hydrated `ActionForm` serialises only its own arguments,
 //!   so a state-changing server function must take a `csrf: String` argument (unused in its
 //!   body): the middleware checks that form field before the function runs, and the
@@ -27,6 +27,7 @@
 use leptos::prelude::*;
 pub use redrive_core::actions::{Actor, Role};
 pub use redrive_core::auth::{SessionInfo, CSRF_FIELD, CSRF_HEADER};
+pub use redrive_core::permission::Permission;
 
 /// The current browser session, or `None` when the request is not signed in with a session
 /// (anonymous on the sign-in page, or an API token). Served at the fixed URL
@@ -52,6 +53,12 @@ pub fn provide_session() -> SessionResource {
 /// The session resource from [`provide_session`] (a fresh one if none was provided).
 pub fn use_session() -> SessionResource {
     use_context::<SessionResource>().unwrap_or_else(provide_session)
+}
+
+/// Whether the signed-in session's role grants `p`: for showing the buttons of an action
+/// (the server checks again). `false` outside a session.
+pub fn may(session: &Result<Option<SessionInfo>, ServerFnError>, p: Permission) -> bool {
+    matches!(session, Ok(Some(s)) if s.actor.can(p))
 }
 
 /// A hidden `<input name="csrf">` holding the session's CSRF token; put it inside every form
@@ -90,7 +97,7 @@ pub fn SignOutForm() -> impl IntoView {
                         view! {
                             <form class="sign-out" method="post" action="/auth/sign-out">
                                 <span class="whoami">
-                                    {s.actor.user.clone()} " (" {s.actor.role.as_str()} ")"
+                                    {s.actor.user.clone()} " (" {s.actor.role.as_str().to_string()} ")"
                                 </span>
                                 <input type="hidden" name=CSRF_FIELD value=s.csrf_token />
                                 <button type="submit">"Sign out"</button>
@@ -109,7 +116,7 @@ pub use self::ssr::*;
 mod ssr {
     use leptos::prelude::*;
     use leptos::server_fn::http_export::request::Parts;
-    use redrive_core::actions::{Actor, NewAuditEntry, Role};
+    use redrive_core::actions::{Actor, NewAuditEntry};
     use redrive_core::auth::SessionInfo;
     use redrive_core::permission::Permission;
     use redrive_core::store::Store;
@@ -119,51 +126,62 @@ mod ssr {
         use_context::<Parts>().and_then(|p| p.extensions.get::<Actor>().cloned())
     }
 
+    /// Limits `filter` to the current actor's DLQ-topic scope (`Store::limit_to_scope`):
+    /// every server function that reads dead letters through a filter calls it. Without an
+    /// actor (only behind a misconfigured router) the filter matches nothing.
+    ///
+    /// Errors: the store's (`Unavailable`, `Database`).
+    pub async fn limit_to_scope(
+        store: &Store,
+        filter: &mut redrive_core::Filter,
+    ) -> Result<(), redrive_core::store::StoreError> {
+        match actor() {
+            Some(a) => store.limit_to_scope(&a, filter).await,
+            None => {
+                filter.dlq_topic_in = Some(Vec::new());
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the current actor sees dead letters of DLQ topic `topic` (its role's scope);
+    /// `false` without an actor.
+    pub fn sees_topic(topic: &str) -> bool {
+        topic_check()(topic)
+    }
+
+    /// [`sees_topic`] for many topics: the scope is compiled once.
+    pub fn topic_check() -> impl Fn(&str) -> bool {
+        let scope = actor().map(|a| a.topic_scope());
+        move |t| match &scope {
+            None => false,
+            Some(None) => true,
+            Some(Some(s)) => s.matches(t),
+        }
+    }
+
     /// The current request's browser session, if it has one.
     pub fn session() -> Option<SessionInfo> {
         use_context::<Parts>().and_then(|p| p.extensions.get::<SessionInfo>().cloned())
     }
 
-    /// The current actor if its role allows `needed`. Errors (a `ServerFnError` whose message
-    /// is meant for the user): not signed in, or the role may not.
-    pub fn require(needed: Role) -> Result<Actor, ServerFnError> {
-        let actor = actor().ok_or_else(|| {
+    /// The current actor (any signed-in user: reading needs no permission). Errors (a
+    /// `ServerFnError` whose message is meant for the user): not signed in.
+    pub fn signed_in() -> Result<Actor, ServerFnError> {
+        actor().ok_or_else(|| {
             ServerFnError::new("You are not signed in (or your session expired). Sign in again.")
-        })?;
-        if actor.role.allows(needed) {
-            Ok(actor)
-        } else {
-            Err(denied(&actor, needed))
-        }
+        })
     }
 
-    /// Like [`require`], and on refusal also appends an audit row (`action`, outcome
-    /// `denied`) through the [`Store`] in context: use it for dead-letter actions, whose
-    /// refusals the audit trail must show.
-    pub async fn authorize(needed: Role, action: &str) -> Result<Actor, ServerFnError> {
-        let actor = require(Role::Viewer)?;
-        if actor.role.allows(needed) {
-            return Ok(actor);
-        }
-        if let Some(store) = use_context::<Store>() {
-            if let Err(e) = store
-                .record_audit(&NewAuditEntry::by(&actor, action, "denied"))
-                .await
-            {
-                tracing::error!(error = %e, action, "could not write the audit row");
-            }
-        }
-        Err(denied(&actor, needed))
-    }
-
-    /// The current actor if it holds permission `needed`; on refusal appends an audit row
-    /// (`action`, outcome `denied`) like [`authorize`]. New checks ask for a permission, never
-    /// for a role.
+    /// The current actor if its role grants permission `needed` (`Actor::can`). Errors: not
+    /// signed in, or the role does not grant it — then an audit row (`action`, outcome
+    /// `denied`) is appended through the [`Store`] in context, so the audit trail shows
+    /// refusals. First thing in every server function that changes something.
     pub async fn authorize_permission(
         needed: Permission,
         action: &str,
     ) -> Result<Actor, ServerFnError> {
-        let actor = require(Role::Viewer)?;
+        let actor = signed_in()?;
         if actor.can(needed) {
             return Ok(actor);
         }
@@ -181,14 +199,5 @@ mod ssr {
             actor.user,
             actor.role.as_str()
         )))
-    }
-
-    fn denied(actor: &Actor, needed: Role) -> ServerFnError {
-        ServerFnError::new(format!(
-            "Not allowed: this needs the {} role, and {} is {}. Ask an admin.",
-            needed.as_str(),
-            actor.user,
-            actor.role.as_str()
-        ))
     }
 }

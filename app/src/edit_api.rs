@@ -188,7 +188,13 @@ pub async fn get_edit_form(
 ) -> Result<Option<EditForm>, ServerFnError> {
     let store = crate::actions_api::store_for_labels()?;
     let failed = |e| crate::actions_api::failed_for_labels("read the dead letter", e);
-    let Some(dl) = store.get(id).await.map_err(failed)? else {
+    // Outside the actor's DLQ-topic scope a record is absent.
+    let Some(dl) = store
+        .get(id)
+        .await
+        .map_err(failed)?
+        .filter(|d| crate::auth_context::sees_topic(&d.summary.dlq_topic))
+    else {
         return Ok(None);
     };
     let version = store.latest_version(id).await.map_err(failed)?.unwrap_or(0);
@@ -256,7 +262,20 @@ pub async fn get_edit_form(
 /// summary (bounded: `redrive_core::edit::diff`).
 #[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn get_versions(id: i64) -> Result<Vec<VersionInfo>, ServerFnError> {
-    crate::actions_api::store_for_labels()?
+    let store = crate::actions_api::store_for_labels()?;
+    // Outside the actor's DLQ-topic scope a record is absent.
+    let actor = crate::auth_context::signed_in()?;
+    match store.check_ids_in_scope(&actor, &[id]).await {
+        Ok(()) => {}
+        Err(redrive_core::store::StoreError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(crate::actions_api::failed_for_labels(
+                "read the versions",
+                e,
+            ))
+        }
+    }
+    store
         .versions(id)
         .await
         .map_err(|e| crate::actions_api::failed_for_labels("read the versions", e))
@@ -291,9 +310,10 @@ pub async fn save_edit(
 ) -> Result<i32, ServerFnError> {
     use redrive_core::edit::{EditRequest, RecordEdit, ReplayEdited};
     use redrive_core::model::Header;
+    use redrive_core::permission::Permission;
     let _ = csrf;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::operator_for_labels("edit").await?;
+    let actor = crate::actions_api::permitted_for_labels(Permission::Edit, "edit").await?;
     let bad = |m: String| {
         crate::refusal::refused(crate::refusal::INVALID, format!("Nothing was saved: {m}"))
     };
@@ -302,6 +322,10 @@ pub async fn save_edit(
         "replay" => true,
         _ => return Err(bad("use the Save or Save and replay button.".into())),
     };
+    if replay {
+        // Publishing the edited version is a replay.
+        crate::actions_api::permitted_for_labels(Permission::Replay, "edit").await?;
+    }
     let value = seam::part("value", &value_as, &value, &value_newlines).map_err(bad)?;
     let key = seam::part("key", &key_as, &key, &key_newlines).map_err(bad)?;
     let headers = if headers_keep == "true" {

@@ -17,7 +17,11 @@ pub async fn pause_replay_job(
 ) -> Result<ReplayJob, ServerFnError> {
     let _ = csrf;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::operator_for_labels("pause_job").await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Replay,
+        "pause_job",
+    )
+    .await?;
     let reason = Some(reason.trim()).filter(|r| !r.is_empty());
     let job = store
         .pause_job(&actor, job_id.trim(), reason)
@@ -37,7 +41,11 @@ pub async fn resume_replay_job(
 ) -> Result<ReplayJob, ServerFnError> {
     let _ = csrf;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::operator_for_labels("resume_job").await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Replay,
+        "resume_job",
+    )
+    .await?;
     let reason = Some(reason.trim()).filter(|r| !r.is_empty());
     let job = store
         .resume_job(&actor, job_id.trim(), reason)

@@ -44,7 +44,15 @@ mod seam {
 /// A dead letter's labels and note and its group's, or `None` if there is no such dead letter.
 #[server(input = leptos::server_fn::codec::GetUrl)]
 pub async fn get_triage(id: i64) -> Result<Option<Triage>, ServerFnError> {
-    crate::actions_api::store_for_labels()?
+    let store = crate::actions_api::store_for_labels()?;
+    // Outside the actor's DLQ-topic scope a record is absent.
+    let actor = crate::auth_context::signed_in()?;
+    match store.check_ids_in_scope(&actor, &[id]).await {
+        Ok(()) => {}
+        Err(redrive_core::store::StoreError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(crate::actions_api::failed_for_labels("read the labels", e)),
+    }
+    store
         .triage(id)
         .await
         .map_err(|e| crate::actions_api::failed_for_labels("read the labels", e))
@@ -56,11 +64,14 @@ pub async fn get_triage(id: i64) -> Result<Option<Triage>, ServerFnError> {
 pub async fn get_group_triage(fingerprint: String) -> Result<Option<GroupTriage>, ServerFnError> {
     use redrive_core::labels::Target;
     let store = crate::actions_api::store_for_labels()?;
-    let filter = redrive_core::Filter {
+    let mut filter = redrive_core::Filter {
         fingerprint: Some(fingerprint.clone()),
         ..redrive_core::Filter::default()
     };
     let fail = |e| crate::actions_api::failed_for_labels("read the error group", e);
+    crate::auth_context::limit_to_scope(&store, &mut filter)
+        .await
+        .map_err(fail)?;
     let Some(group) = store.error_groups(&filter, 1).await.map_err(fail)?.pop() else {
         return Ok(None);
     };
@@ -101,7 +112,11 @@ pub async fn change_label(
     };
     let target = seam::target(&kind, &target)?;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::operator_for_labels(op.audit_action()).await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Annotate,
+        op.audit_action(),
+    )
+    .await?;
     let changed = store
         .change_label(&actor, &target, &label, op)
         .await
@@ -125,7 +140,11 @@ pub async fn set_note(
     let _ = csrf;
     let target = seam::target(&kind, &target)?;
     let store = crate::actions_api::store_for_labels()?;
-    let actor = crate::actions_api::operator_for_labels("note_set").await?;
+    let actor = crate::actions_api::permitted_for_labels(
+        redrive_core::permission::Permission::Annotate,
+        "note_set",
+    )
+    .await?;
     store
         .set_note(&actor, &target, &note)
         .await

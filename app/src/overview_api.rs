@@ -198,7 +198,14 @@ mod seam {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let stats = store.stats(now).await.map_err(failed)?;
+        let mut stats = store.stats(now).await.map_err(failed)?;
+        // A user limited to some DLQ topics sees their figures only (`docs/access.md`).
+        let actor = crate::auth_context::signed_in()?;
+        let scope = store.topics_in_scope(&actor).await.map_err(failed)?;
+        let sees = crate::auth_context::topic_check();
+        if scope.is_some() {
+            stats.retain_dlq_topics(&sees);
+        }
         let by_dlq = stats.by_dlq_topic();
         let by_source = stats.by_source_topic();
         let resolution = match range {
@@ -214,14 +221,18 @@ mod seam {
                 &ArrivalScope {
                     dlq_topic: chart_topic.clone(),
                     source_topic: None,
+                    dlq_topic_in: scope.clone(),
                 },
             )
             .await
             .map_err(failed)?;
-        let new_groups = store
+        let mut new_groups = store
             .new_error_groups(stats.day_since_ms, OVERVIEW_NEW_GROUPS_CAP)
             .await
             .map_err(failed)?;
+        if scope.is_some() {
+            new_groups.retain(|g| sees(&g.dlq_topic));
+        }
         Ok(Listing::Found(Overview {
             at_ms: now,
             hour_since_ms: stats.hour_since_ms,
@@ -303,11 +314,15 @@ pub async fn count_dead_letters(query: String) -> Result<Option<MatchShown>, Ser
     let store = use_context::<Store>()
         .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))?;
     let pairs = crate::query::parse(&query);
-    let Ok(q) =
+    let Ok(mut q) =
         redrive_core::ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
     else {
         return Ok(None);
     };
+    if let Err(e) = crate::auth_context::limit_to_scope(&store, &mut q.filter).await {
+        tracing::error!(error = %e, "counting matching dead letters failed");
+        return Ok(None);
+    }
     match store.count_matching(&q.filter, MATCH_COUNT_CAP).await {
         Ok(MatchCount::Exact(n)) => Ok(Some(MatchShown::Exact(n))),
         Ok(MatchCount::MoreThan(n)) => Ok(Some(MatchShown::MoreThan(n))),

@@ -31,9 +31,12 @@ pub async fn list_quarantine() -> Result<QuarantineListing, ServerFnError> {
         ServerFnError::new(format!("Could not list the quarantine: {hint}."))
     };
     let total = store.quarantine_count().await.map_err(failed)?;
-    let items = store
+    let mut items = store
         .list_quarantine(PAGE_LIMIT, None)
         .await
         .map_err(failed)?;
+    // A role limited to some DLQ topics sees their quarantined records only.
+    let sees = crate::auth_context::topic_check();
+    items.retain(|q| sees(&q.dlq_topic));
     Ok(QuarantineListing { total, items })
 }

@@ -9,45 +9,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::filter::{parse_time, Filter};
 
-/// What a person (or token) may do. Ordered: each role can do everything the one before can.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Reads everything, changes nothing.
-    Viewer,
-    /// Also replays, deletes and restores dead letters, and cancels replay jobs.
-    Operator,
-    /// Also manages users and API tokens.
-    Admin,
-}
-
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-
-    /// Parses `viewer`, `operator` or `admin`.
-    pub fn parse(s: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    /// True if this role may do what `needed` may.
-    pub fn allows(self, needed: Role) -> bool {
-        self >= needed
-    }
-}
+pub use crate::permission::Role;
 
 /// Who is acting, and from where: written into every audit row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Actor {
     /// User name (a token acts as its user; `via_token` tells them apart).
     pub user: String,
+    /// The user's role as resolved when the request was authenticated: its name (what the
+    /// UI and logs show), the permissions it grants and its DLQ-topic scope
+    /// (`crate::permission`). Check powers with [`Actor::can`], never by comparing roles.
     pub role: Role,
     /// The API token's id when the request came with a Bearer token.
     pub via_token: Option<i64>,

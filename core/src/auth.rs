@@ -98,7 +98,8 @@ pub enum AuthError {
         "token labels are at most {MAX_TOKEN_NAME_CHARS} characters, without control characters"
     )]
     BadTokenName,
-    #[error("`{0}` is not a role: use viewer, operator or admin")]
+    /// A role name that is neither built in nor configured in `[roles]`.
+    #[error("`{0}` is not a role: use one of {known}", known = crate::permission::role_names())]
     BadRole(String),
     /// The OS random source or the hash function failed (should not happen on a sane host).
     #[error("could not create a secret: {0}")]
@@ -146,7 +147,11 @@ pub fn validate_token_name(name: &str) -> Result<(), AuthError> {
     }
 }
 
-/// Parses a role name (`viewer`, `operator`, `admin`).
+/// Parses a role name: a built-in one (`viewer`, `operator`, `admin`) or one configured in
+/// `[roles]` of `redrive.toml` (the installed roles, `crate::permission::install_roles`), into
+/// the role with its permissions and DLQ-topic scope.
+///
+/// Errors: `BadRole`, whose message lists the roles there are.
 pub fn parse_role(s: &str) -> Result<Role, AuthError> {
     Role::parse(s).ok_or_else(|| AuthError::BadRole(s.to_string()))
 }

@@ -49,6 +49,12 @@ pub struct Filter {
     /// failed again (`docs/replay.md`, "Outcome"; query value as for `unlabelled`).
     #[serde(default)]
     pub came_back: bool,
+    /// Only dead letters of these DLQ topics: the acting user's topic scope, resolved against
+    /// the stored DLQ topics (`Store::limit_to_scope`, `crate::permission`). Never a query
+    /// parameter, never shown in a URL ([`Filter::to_pairs`]); kept when a filter is stored
+    /// (a resumed bulk action stays in its user's scope). `None`: every topic; empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq_topic_in: Option<Vec<String>>,
 }
 
 /// A list request: the filter plus pagination (`limit` ≤ [`MAX_LIMIT`], `cursor`).
@@ -179,9 +185,13 @@ fn flag(name: &'static str, value: &str) -> Result<bool, FilterError> {
 }
 
 impl Filter {
-    /// True when no field narrows the set.
+    /// True when no field the user chose narrows the set (a topic scope,
+    /// [`Filter::dlq_topic_in`], is not a choice: "all" of a scoped user is all they see).
     pub fn is_empty(&self) -> bool {
-        *self == Filter::default()
+        Filter {
+            dlq_topic_in: None,
+            ..self.clone()
+        } == Filter::default()
     }
 
     /// Sets one query-string parameter. Empty values mean "not set" (an HTML form sends every

@@ -281,7 +281,7 @@ test.describe('as a viewer', () => {
     await page.goto('/confirm?op=delete&source_topic=payments');
     await expect(page.locator('.confirm-count .count')).toHaveText('3');
     await expect(page.getByRole('button', { name: /Confirm/ })).toHaveCount(0);
-    await expect(page.getByText('Your role can read but not change')).toBeVisible();
+    await expect(page.getByText('Your role may not delete dead letters')).toBeVisible();
 
     await page.goto('/jobs');
     await page.locator('table.jobs tbody tr a[href^="/jobs/"]').first().click();

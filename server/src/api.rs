@@ -22,6 +22,7 @@ use redrive_core::store::{Store, StoreError};
 use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, FilterError, Header, ListQuery};
 use serde::Serialize;
 
+use crate::auth::Caller;
 use crate::telemetry::{Telemetry, METRICS_CONTENT_TYPE};
 
 /// How long `/readyz` waits for the store to answer a ping.
@@ -382,9 +383,15 @@ pub(crate) fn not_found(id: i64) -> ApiError {
 /// `GET /api/v1/dead-letters?FILTER&limit=&cursor=`: newest first, keyset-paginated.
 pub async fn list_dead_letters(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<DeadLetterPage>, ApiError> {
-    let query = list_query(raw.as_deref())?;
+    let mut query = list_query(raw.as_deref())?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut query.filter)
+        .await
+        .map_err(|e| state.store_failed("list", e))?;
     let page = state
         .store
         .list(&query)
@@ -399,6 +406,7 @@ pub async fn list_dead_letters(
 /// `GET /api/v1/dead-letters/{id}`: the full record.
 pub async fn get_dead_letter(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DeadLetterRecord>, ApiError> {
     let id = parse_id(path)?;
@@ -407,6 +415,8 @@ pub async fn get_dead_letter(
         .get(id)
         .await
         .map_err(|e| state.store_failed("get", e))?
+        // Outside the caller's DLQ-topic scope a record is absent.
+        .filter(|d| actor.sees_topic(&d.summary.dlq_topic))
         .ok_or_else(|| not_found(id))?;
     let chain = state
         .store
@@ -422,9 +432,15 @@ pub async fn get_dead_letter(
 /// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first.
 pub async fn list_error_groups(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ErrorGroupList>, ApiError> {
-    let query = list_query(raw.as_deref())?;
+    let mut query = list_query(raw.as_deref())?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut query.filter)
+        .await
+        .map_err(|e| state.store_failed("error_groups", e))?;
     if query.cursor.is_some() {
         return Err(ApiError::BadRequest(
             "`cursor` does not apply to error groups: they come as one list of at most `limit` \

@@ -39,7 +39,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use redrive_core::actions::{
-    AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Role, Selection,
+    AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Selection,
     AUDIT_MAX_LIMIT,
 };
 use redrive_core::store::StoreError;
@@ -48,7 +48,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{error_response, rfc3339, AppState};
-use crate::auth::{require, AuthError, Caller};
+use redrive_core::permission::Permission;
+
+use crate::auth::{require_permission, AuthError, Caller};
 
 /// Most ids one request may name.
 pub const MAX_IDS: usize = 100_000;
@@ -619,7 +621,7 @@ pub async fn create_replay(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Response, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "replay").await?;
+    require_permission(&state.auth, &actor, Permission::Replay, "replay").await?;
     let b: ReplayBody = parse_body(&body)?;
     if b.sample_per_target.is_some() {
         return Err(ActionError::Unprocessable(
@@ -657,11 +659,16 @@ pub async fn create_replay(
 /// `POST /api/v1/replays/dry-run`: what a replay of the same body would do (viewer).
 pub async fn dry_run(
     State(state): State<AppState>,
-    Caller(_actor): Caller,
+    Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<DryRunResult>, ActionError> {
     let b: ReplayBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
+    let sel = state
+        .store
+        .scope_selection(&actor, &sel)
+        .await
+        .map_err(|e| state.action_failed("dry_run", e))?;
     redrive_core::store::check_replay_options(&b.options)
         .map_err(|e| state.action_failed("dry_run", e))?;
     let d = state
@@ -784,7 +791,7 @@ pub async fn cancel_job(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<JobItem>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "cancel_job").await?;
+    require_permission(&state.auth, &actor, Permission::Replay, "cancel_job").await?;
     let id = job_id(path)?;
     let job = state
         .store
@@ -840,7 +847,7 @@ async fn change_job_state(
         JobChange::Pause => "pause_job",
         JobChange::Resume => "resume_job",
     };
-    require(&state.auth, actor, Role::Operator, operation).await?;
+    require_permission(&state.auth, actor, Permission::Replay, operation).await?;
     let id = job_id(path)?;
     let b: JobStateBody = if body.is_empty() {
         JobStateBody::default()
@@ -862,7 +869,7 @@ pub async fn delete(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<Affected>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "delete").await?;
+    require_permission(&state.auth, &actor, Permission::Delete, "delete").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "delete").await?;
@@ -880,7 +887,7 @@ pub async fn restore(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<Affected>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "restore").await?;
+    require_permission(&state.auth, &actor, Permission::Delete, "restore").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "restore").await?;
@@ -895,7 +902,7 @@ pub async fn restore(
 /// `GET /api/v1/dead-letters/{id}/history` (viewer).
 pub async fn history(
     State(state): State<AppState>,
-    Caller(_actor): Caller,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<HistoryList>, ActionError> {
     let raw = path
@@ -906,6 +913,11 @@ pub async fn history(
             "`{raw}` is not a dead-letter id: ids are whole numbers"
         ))
     })?;
+    state
+        .store
+        .check_ids_in_scope(&actor, &[id])
+        .await
+        .map_err(|e| state.action_failed("history", e))?;
     let events = state
         .store
         .history(id)

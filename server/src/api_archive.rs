@@ -16,15 +16,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use redrive_core::actions::{NewAuditEntry, Role};
+use redrive_core::actions::NewAuditEntry;
 use redrive_core::archive::{ArchiveError, ArchiveLocation, ArchiveTarget};
+use redrive_core::permission::Permission;
 use redrive_core::retention::{Backpressure, PausedTopic, RetentionConfig, RetentionStatus};
 use redrive_core::store::RetentionRun;
 use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
 use crate::api_actions::{filter_from_json, ActionError};
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// Retention's shared state in the server.
 #[derive(Clone)]
@@ -66,9 +67,8 @@ pub struct RetentionOverview {
 /// `GET /api/v1/retention` (viewer).
 pub async fn overview(
     State(state): State<AppState>,
-    Caller(actor): Caller,
+    Caller(_actor): Caller,
 ) -> Result<Json<RetentionOverview>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "retention").await?;
     let runs = state.store.retention_runs(50).await.map_err(|e| {
         state.telemetry.store_error("retention_runs", &e);
         ActionError::Unavailable
@@ -91,13 +91,21 @@ pub async fn create(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Response, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "archive").await?;
+    require_permission(&state.auth, &actor, Permission::Delete, "archive").await?;
     let b: CreateBody = serde_json::from_slice(&body).map_err(|e| {
         ActionError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"filter\": {{\"dlq_topic\": \"orders.DLT\"}}}}"
         ))
     })?;
-    let filter = filter_from_json(&b.filter)?;
+    let mut filter = filter_from_json(&b.filter)?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut filter)
+        .await
+        .map_err(|e| {
+            state.telemetry.store_error("archive", &e);
+            ActionError::Unavailable
+        })?;
     let Some(config) = state.retention.config.archive.clone() else {
         return Err(ActionError::Conflict(
             "no archive is configured: set [retention.archive] location in redrive.toml".into(),

@@ -22,13 +22,13 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use redrive_core::actions::Role;
 use redrive_core::labels::{Annotations, LabelInfo, LabelOp, NoteInfo, Target};
+use redrive_core::permission::Permission;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};
 use crate::api_actions::{confirm_all, parse_body, selection, ActionError};
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// The routes of this module, state applied.
 pub fn router(state: AppState) -> Router {
@@ -207,7 +207,7 @@ async fn label(
     body: Bytes,
     op: LabelOp,
 ) -> Result<Json<AnnotationsItem>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, op.audit_action()).await?;
+    require_permission(&state.auth, &actor, Permission::Annotate, op.audit_action()).await?;
     let b: LabelBody = parse_body(&body)?;
     let changed = state
         .store
@@ -224,7 +224,7 @@ async fn note(
     target: Target,
     body: Bytes,
 ) -> Result<Json<AnnotationsItem>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "note_set").await?;
+    require_permission(&state.auth, &actor, Permission::Annotate, "note_set").await?;
     let b: NoteBody = parse_body(&body)?;
     let before = read(&state, &target).await?.note.map(|n| n.text);
     let after = state
@@ -240,12 +240,17 @@ async fn note(
 /// `GET /api/v1/dead-letters/{id}/labels` (viewer): 404 if there is no such dead letter.
 pub async fn get_record(
     State(state): State<AppState>,
-    Caller(_actor): Caller,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<TriageItem>, ActionError> {
     let Target::DeadLetter(id) = dead_letter(path)? else {
         return Err(ActionError::BadRequest("not a dead-letter id".into()));
     };
+    state
+        .store
+        .check_ids_in_scope(&actor, &[id])
+        .await
+        .map_err(|e| state.action_failed("triage", e))?;
     let t = state
         .store
         .triage(id)
@@ -348,7 +353,7 @@ pub async fn bulk_label(
             ))
         }
     };
-    require(&state.auth, &actor, Role::Operator, op.audit_action()).await?;
+    require_permission(&state.auth, &actor, Permission::Annotate, op.audit_action()).await?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "label change").await?;
     let o = state

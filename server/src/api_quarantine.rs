@@ -15,7 +15,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
-use redrive_core::actions::{NewAuditEntry, Role};
+use redrive_core::actions::NewAuditEntry;
+use redrive_core::permission::Permission;
 use redrive_core::quarantine::{QuarantinedRecord, RetryReport, MAX_LIST_LIMIT};
 use redrive_core::store::StoreError;
 use redrive_core::RawRecord;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState, HeaderItem};
 use crate::api_actions::ActionError;
-use crate::auth::{require, Caller};
+use crate::auth::{require_permission, Caller};
 
 /// Most ids one retry may name.
 pub const MAX_RETRY_IDS: usize = 10_000;
@@ -140,7 +141,6 @@ pub async fn list(
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<QuarantinePage>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "quarantine_list").await?;
     let params: ListParams =
         serde_urlencoded::from_str(raw.as_deref().unwrap_or("")).map_err(|e| {
             ActionError::BadRequest(format!(
@@ -166,6 +166,10 @@ pub async fn list(
         .map_err(|e| failed(&state, "quarantine_list", e))?;
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
+    // A role limited to some DLQ topics sees their quarantined records only.
+    if let Some(scope) = actor.topic_scope() {
+        rows.retain(|q| scope.matches(&q.dlq_topic));
+    }
     Ok(Json(QuarantinePage {
         total,
         next_before: rows.last().filter(|_| more).map(|q| q.id),
@@ -179,7 +183,6 @@ pub async fn one(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<QuarantineDetail>, ActionError> {
-    require(&state.auth, &actor, Role::Viewer, "quarantine_get").await?;
     let raw = path.map(|Path(s)| s).unwrap_or_default();
     let id: i64 = raw.trim().parse().map_err(|_| {
         ActionError::BadRequest(format!(
@@ -187,11 +190,11 @@ pub async fn one(
         ))
     })?;
     match state.store.quarantined(id).await {
-        Ok(Some((q, record))) => Ok(Json(QuarantineDetail {
+        Ok(Some((q, record))) if actor.sees_topic(&q.dlq_topic) => Ok(Json(QuarantineDetail {
             item: QuarantineItem::from(&q),
             record: record.as_ref().map(QuarantinedRaw::from),
         })),
-        Ok(None) => Err(ActionError::NotFound(format!(
+        Ok(_) => Err(ActionError::NotFound(format!(
             "no quarantined record with id {id} (it may have been retried and stored; list \
              them at /api/v1/quarantine)"
         ))),
@@ -213,7 +216,7 @@ pub async fn retry(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<RetryReport>, ActionError> {
-    require(&state.auth, &actor, Role::Operator, "quarantine_retry").await?;
+    require_permission(&state.auth, &actor, Permission::Replay, "quarantine_retry").await?;
     let b: RetryBody = serde_json::from_slice(&body).map_err(|e| {
         ActionError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"ids\": [1, 2]}} or {{\"all\": true}}"
@@ -229,6 +232,27 @@ pub async fn retry(
             )))
         }
     };
+    if actor.topic_scope().is_some() {
+        // A role limited to some DLQ topics retries its own quarantined records only.
+        let Some(ids) = &ids else {
+            return Err(ActionError::Unprocessable(
+                "your role is limited to some DLQ topics: retry by `ids`, not `all`".into(),
+            ));
+        };
+        for id in ids {
+            let topic = state
+                .store
+                .quarantined(*id)
+                .await
+                .map_err(|e| failed(&state, "quarantine_retry", e))?
+                .map(|(q, _)| q.dlq_topic);
+            if topic.is_some_and(|t| !actor.sees_topic(&t)) {
+                return Err(ActionError::NotFound(format!(
+                    "no quarantined record with id {id}"
+                )));
+            }
+        }
+    }
     let report = redrive_core::ingest::retry_quarantined(&state.store, ids.as_deref())
         .await
         .map_err(|e| failed(&state, "quarantine_retry", e))?;

@@ -238,6 +238,10 @@ pub async fn create_version(
     let id = dead_letter_id(&raw)?;
     require_permission(&state.auth, &actor, Permission::Edit, "edit").await?;
     let b: EditBody = parse_body(&body)?;
+    if b.replay {
+        // Publishing the edited version is a replay.
+        require_permission(&state.auth, &actor, Permission::Replay, "edit").await?;
+    }
     drop(body);
     let req = b.into_request()?;
     let out = state
@@ -260,12 +264,17 @@ pub async fn create_version(
 /// `GET /api/v1/dead-letters/{id}/versions` (viewer).
 pub async fn list_versions(
     State(state): State<AppState>,
-    Caller(_actor): Caller,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<VersionList>, ActionError> {
     let Path(raw) =
         path.map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
     let id = dead_letter_id(&raw)?;
+    state
+        .store
+        .check_ids_in_scope(&actor, &[id])
+        .await
+        .map_err(|e| state.action_failed("versions", e))?;
     let latest = state
         .store
         .latest_version(id)
@@ -286,7 +295,7 @@ pub async fn list_versions(
 /// `GET /api/v1/dead-letters/{id}/versions/{n}` (viewer).
 pub async fn get_version(
     State(state): State<AppState>,
-    Caller(_actor): Caller,
+    Caller(actor): Caller,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<VersionRecord>, ActionError> {
     let Path((raw, raw_version)) =
@@ -297,6 +306,11 @@ pub async fn get_version(
             "`{raw_version}` is not a version: versions are whole numbers (0 = the original)"
         ))
     })?;
+    state
+        .store
+        .check_ids_in_scope(&actor, &[id])
+        .await
+        .map_err(|e| state.action_failed("versions", e))?;
     let latest = state
         .store
         .latest_version(id)

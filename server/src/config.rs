@@ -12,6 +12,7 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use redrive_core::alerts::AlertsConfig;
+use redrive_core::permission::{RoleConfig, Roles};
 use redrive_core::replay::{self, RelayConfig};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -252,6 +253,15 @@ pub struct Config {
     /// purged 30 days after the delete or replay; live ones are kept; no archive.
     #[serde(default)]
     pub retention: redrive_core::retention::RetentionConfig,
+    /// Custom roles, and DLQ-topic scopes of the built-in ones: the `[roles.NAME]` tables of
+    /// `redrive.toml` (file only), each with `permissions` (names: `replay`, `delete`, `edit`,
+    /// `annotate`, `approve`, `manage_rules`, `manage_users`; not on the built-in `viewer`,
+    /// `operator`, `admin`) and optional `dlq_topics` (exact names, globs with `*`, or regular
+    /// expressions starting with `^`): a user of the role sees and acts on only the dead
+    /// letters of matching DLQ topics. Default: none, the three built-in roles over every
+    /// topic. See `docs/access.md`.
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleConfig>,
 }
 
 fn default_database_url() -> String {
@@ -367,6 +377,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             alerts: AlertsConfig::default(),
             retention: redrive_core::retention::RetentionConfig::default(),
+            roles: BTreeMap::new(),
         }
     }
 }
@@ -542,7 +553,17 @@ impl Config {
             .validate()
             .and_then(|()| self.alerts.check_dlq_scopes(&self.dlq_topics))
             .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
+        self.roles()?;
         Ok(())
+    }
+
+    /// The roles of this configuration: the built-in ones plus `[roles]`, for
+    /// `redrive_core::permission::install_roles`.
+    ///
+    /// Errors: `Invalid` naming the role (an unknown permission, a bad topic pattern, ...).
+    pub fn roles(&self) -> Result<Roles, ConfigError> {
+        Roles::from_config(&self.roles)
+            .map_err(|e| ConfigError::Invalid(format!("[roles]: {e} (see docs/access.md)")))
     }
 
     /// The configuration as `redrive.toml` text, with secrets replaced by `REDACTED`: what
@@ -945,6 +966,62 @@ mod tests {
     }
 
     #[test]
+    fn roles_come_from_the_file_and_bad_ones_stop_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        std::fs::write(
+            &path,
+            r#"
+[roles.payments-oncall]
+permissions = ["replay", "annotate"]
+dlq_topics = ["payments.*", "^orders-.*-dlt$"]
+
+[roles.operator]
+dlq_topics = ["orders.DLT"]
+"#,
+        )
+        .unwrap();
+        let c = load(Some(&path), &[], &Overrides::default());
+        let roles = c.roles().unwrap();
+        let oncall = roles.get("payments-oncall").unwrap();
+        assert!(oncall.grants(redrive_core::permission::Permission::Replay));
+        assert!(!oncall.grants(redrive_core::permission::Permission::Delete));
+        assert_eq!(
+            roles
+                .get("operator")
+                .unwrap()
+                .dlq_topics()
+                .map(<[String]>::len),
+            Some(1)
+        );
+        for (toml, expected) in [
+            (
+                "[roles.x]\npermissions = [\"replay\", \"nuke\"]\n",
+                "[roles]: role `x`: `permissions`: `nuke` is not a permission",
+            ),
+            (
+                "[roles.x]\ndlq_topics = [\"^(\"]\n",
+                "[roles]: role `x`: `dlq_topics`: `^(` is not a valid regular expression",
+            ),
+            (
+                "[roles.x]\ndlq_topics = [\"orders DLT\"]\n",
+                "is not a DLQ-topic pattern",
+            ),
+            (
+                "[roles.admin]\npermissions = [\"replay\"]\n",
+                "the permissions of a built-in role are fixed",
+            ),
+            ("[roles.x]\ncolour = \"red\"\n", "colour"),
+        ] {
+            std::fs::write(&path, toml).unwrap();
+            let err = Config::load(Some(&path), env(&[]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{toml}: {err}");
+        }
+    }
+
+    #[test]
     fn file_then_env_then_flags() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("redrive.toml");
@@ -1114,7 +1191,7 @@ security.protocol = "SASL_SSL"
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if name == "kafka" || name == "alerts" || name == "retention" {
+            if name == "kafka" || name == "alerts" || name == "retention" || name == "roles" {
                 continue;
             }
             assert!(

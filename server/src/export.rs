@@ -160,7 +160,12 @@ pub async fn export(
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ActionError> {
-    let filter = export_filter(raw.as_deref())?;
+    let mut filter = export_filter(raw.as_deref())?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut filter)
+        .await
+        .map_err(|e| state.action_failed("export", e))?;
     let st = Export {
         store: state.store.clone(),
         actor,

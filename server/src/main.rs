@@ -149,6 +149,14 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     report_sources(&loaded);
+    // The roles every user name resolves against (`parse_role`, sign-in, sessions, tokens).
+    match loaded.config.roles() {
+        Ok(roles) => redrive_core::permission::install_roles(roles),
+        Err(e) => {
+            eprintln!("redrive: {e}");
+            return ExitCode::from(2);
+        }
+    }
     match run(cli.command, loaded.config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -8,7 +8,10 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use redrive_core::actions::Actor;
+
 use crate::api::{not_found, parse_id, ApiError, AppState, HeaderItem};
+use crate::auth::Caller;
 
 /// Which part of a record a raw download serves.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +39,7 @@ impl Part {
 /// is null.
 pub async fn raw_download(
     state: &AppState,
+    actor: &Actor,
     path: Result<Path<String>, PathRejection>,
     part: Part,
 ) -> Result<Response, ApiError> {
@@ -45,6 +49,8 @@ pub async fn raw_download(
         .get(id)
         .await
         .map_err(|e| state.store_failed("get", e))?
+        // Outside the caller's DLQ-topic scope a record is absent.
+        .filter(|d| actor.sees_topic(&d.summary.dlq_topic))
         .ok_or_else(|| not_found(id))?;
     let null = || {
         ApiError::NotFound(format!(
@@ -86,23 +92,26 @@ pub async fn raw_download(
 /// `GET .../raw/value`.
 pub async fn raw_value(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    raw_download(&state, path, Part::Value).await
+    raw_download(&state, &actor, path, Part::Value).await
 }
 
 /// `GET .../raw/key`.
 pub async fn raw_key(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    raw_download(&state, path, Part::Key).await
+    raw_download(&state, &actor, path, Part::Key).await
 }
 
 /// `GET .../raw/headers`.
 pub async fn raw_headers(
     State(state): State<AppState>,
+    Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    raw_download(&state, path, Part::Headers).await
+    raw_download(&state, &actor, path, Part::Headers).await
 }

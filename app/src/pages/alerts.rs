@@ -4,7 +4,7 @@ use leptos_router::hooks::use_location;
 
 use super::LoadError;
 use crate::alerts_api::{get_alerts, AlertsOverview, NotifierView, RuleView, SendTestNotification};
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::ActionError;
 use crate::display::format_time;
 use crate::http_status::HttpStatus;
@@ -54,10 +54,7 @@ pub fn AlertsPage() -> impl IntoView {
             {move || {
                 let status = status.clone();
                 Suspend::new(async move {
-                    let can_act = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let can_act = may(&session.0.await, Permission::ManageRules);
                     match overview.await {
                         Ok(o) => view! { <Overview o=o can_act=can_act test=test /> }.into_any(),
                         Err(error) => {

@@ -6,7 +6,7 @@ use super::confirm_sample::{SampleView, TransformField};
 use super::{BadQuery, LoadError};
 use crate::actions_api::{preview_action, without_page_params, ActOnFilter, Op, Preview};
 use crate::api::Listing;
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField};
 use crate::components::{ActionError, CanaryFields};
 use crate::http_status::HttpStatus;
 use crate::query;
@@ -38,15 +38,15 @@ pub fn ConfirmPage() -> impl IntoView {
             {move || {
                 let status = status.clone();
                 Suspend::new(async move {
-                    let can_act = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let s = session.0.await;
                     match preview.await {
-                        Ok(Listing::Found(p)) => view! {
+                        Ok(Listing::Found(p)) => {
+                            let can_act = may(&s, p.op.permission());
+                            view! {
                             <Confirm preview=p can_act=can_act act=act />
+                            }
+                            .into_any()
                         }
-                        .into_any(),
                         Ok(Listing::BadQuery(message)) => {
                             status.set(400);
                             view! {
@@ -269,7 +269,11 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
     let danger = op == Op::Delete;
     let form = if !can_act {
         view! {
-            <p class="notice">"Your role can read but not change dead letters; ask an operator."</p>
+            <p class="notice">{format!(
+                "Your role may not {} dead letters (it needs the `{}` permission); ask an admin.",
+                op.verb().to_lowercase(),
+                op.permission()
+            )}</p>
         }
         .into_any()
     } else if op == Op::Replay && script_broken {

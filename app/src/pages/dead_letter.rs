@@ -7,7 +7,7 @@ use redrive_core::Status;
 use super::{LoadError, NotFound};
 use crate::actions_api::{get_history, ActOnSelected, Notice};
 use crate::api::{get_dead_letter, DeadLetterDetail};
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
     PayloadView, StatusBadge, TriageEditor,
@@ -91,10 +91,13 @@ pub fn DeadLetterPage() -> impl IntoView {
                 let label = params.with(|p| p.get("id").unwrap_or_default());
                 let status = status.clone();
                 Suspend::new(async move {
-                    let can_act = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let s = session.0.await;
+                    let can = RecordPowers {
+                        replay: may(&s, Permission::Replay),
+                        delete: may(&s, Permission::Delete),
+                        edit: may(&s, Permission::Edit),
+                    };
+                    let can_annotate = may(&s, Permission::Annotate);
                     // The history is a supplement: without it the page still shows the record.
                     let events = history.await.unwrap_or_default();
                     // The triage too: without it the record is still shown.
@@ -105,9 +108,9 @@ pub fn DeadLetterPage() -> impl IntoView {
                         Ok(Some(d)) => {
                             let id = d.summary.id;
                             view! {
-                                <Detail d=d history=events can_act=can_act act=act versions=versions />
+                                <Detail d=d history=events can=can act=act versions=versions />
                                 {triage.map(|t| view! {
-                                    <TriageSection id=id t=t can_edit=can_act label_act=label_act note_act=note_act />
+                                    <TriageSection id=id t=t can_edit=can_annotate label_act=label_act note_act=note_act />
                                 })}
                             }
                         }
@@ -129,11 +132,24 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "—".to_string())
 }
 
+/// Which of the detail page's actions the signed-in role permits (the server checks again).
+#[derive(Debug, Clone, Copy, Default)]
+struct RecordPowers {
+    replay: bool,
+    delete: bool,
+    edit: bool,
+}
+
 /// Replay / Delete / Restore for this one dead letter: the list's action form with a single
 /// id, back to this page. The buttons offered follow the status (a pending one is in a job's
 /// outbox: cancel the job to act on it).
 #[component]
-fn RecordActions(id: i64, status: Status, act: ServerAction<ActOnSelected>) -> impl IntoView {
+fn RecordActions(
+    id: i64,
+    status: Status,
+    can: RecordPowers,
+    act: ServerAction<ActOnSelected>,
+) -> impl IntoView {
     let back = format!("/dead-letters/{id}");
     let live = !matches!(status, Status::Deleted | Status::ReplayPending);
     let pending = status == Status::ReplayPending;
@@ -149,11 +165,13 @@ fn RecordActions(id: i64, status: Status, act: ServerAction<ActOnSelected>) -> i
                 <span>"Reason (optional, audited)"</span>
                 <input type="text" name="reason" maxlength="2000" placeholder="e.g. INC-1234 fixed" />
             </label>
-            {live.then(|| view! {
+            {(live && can.replay).then(|| view! {
                 <button type="submit" name="op" value="replay">"Replay"</button>
+            })}
+            {(live && can.delete).then(|| view! {
                 <button type="submit" name="op" value="delete" class="danger">"Delete"</button>
             })}
-            {(status == Status::Deleted).then(|| view! {
+            {(status == Status::Deleted && can.delete).then(|| view! {
                 <button type="submit" name="op" value="restore">"Restore"</button>
             })}
             {pending.then(|| view! {
@@ -220,7 +238,7 @@ fn TriageSection(
 fn Detail(
     d: DeadLetterDetail,
     history: Vec<HistoryEvent>,
-    can_act: bool,
+    can: RecordPowers,
     act: ServerAction<ActOnSelected>,
     versions: Vec<redrive_core::edit::VersionInfo>,
 ) -> impl IntoView {
@@ -293,8 +311,8 @@ fn Detail(
             {s.malformed.then(|| view! { " " <MalformedBadge /> })}
         </h1>
         {message}
-        {can_act.then(|| view! { <RecordActions id=id status=s.status act=act /> })}
-        {can_act.then(|| view! {
+        {(can.replay || can.delete).then(|| view! { <RecordActions id=id status=s.status can=can act=act /> })}
+        {can.edit.then(|| view! {
             <p class="edit-link">
                 <a href=format!("/dead-letters/{id}/edit")>"Edit and replay…"</a>
                 <span class="dim small">" change the value, key or headers; the original is kept"</span>

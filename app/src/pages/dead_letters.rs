@@ -5,7 +5,7 @@ use leptos_router::hooks::use_location;
 use super::{BadQuery, LoadError};
 use crate::actions_api::{without_page_params, ActOnSelected, Notice};
 use crate::api::{get_filter_choices, list_dead_letters, Listing};
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, BulkActions, DeadLetterTable, FilterBar, ListTools, Pager, Picked,
 };
@@ -55,10 +55,12 @@ pub fn DeadLettersPage() -> impl IntoView {
                 Suspend::new(async move {
                     // Suggestions are a convenience: without them the fields are plain text.
                     let choices = choices.await.unwrap_or_default();
-                    let can_act = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let can_act = {
+                        let s = session.0.await;
+                        [Permission::Replay, Permission::Delete, Permission::Annotate]
+                            .into_iter()
+                            .any(|p| may(&s, p))
+                    };
                     let body = match listing.await {
                         // An empty page has nothing to act on: no action bar.
                         Ok(Listing::Found(page)) if can_act && !page.items.is_empty() => {

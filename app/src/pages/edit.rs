@@ -5,7 +5,7 @@ use redrive_core::edit::Encoding;
 use redrive_core::Status;
 
 use super::{LoadError, NotFound};
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::ActionError;
 use crate::edit_api::{
     get_edit_form, EditForm, FieldForm, SaveEdit, BLANK_HEADER_ROWS, EDITOR_HEADERS,
@@ -53,10 +53,7 @@ pub fn EditPage() -> impl IntoView {
                 let status = status.clone();
                 let blank = asked().3;
                 Suspend::new(async move {
-                    let can_edit = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let can_edit = may(&session.0.await, Permission::Edit);
                     match found.await {
                         Ok(Some(f)) if can_edit => view! { <Editor f=f save=save blank=blank /> }.into_any(),
                         Ok(Some(f)) => {

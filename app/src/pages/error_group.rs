@@ -3,7 +3,7 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 
 use super::{LoadError, NotFound};
-use crate::auth_context::{use_session, Role};
+use crate::auth_context::{may, use_session, Permission};
 use crate::components::{ActionError, TriageEditor};
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
@@ -44,10 +44,7 @@ pub fn ErrorGroupPage() -> impl IntoView {
                 let fp = fingerprint();
                 let status = status.clone();
                 Suspend::new(async move {
-                    let can_edit = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let can_edit = may(&session.0.await, Permission::Annotate);
                     match found.await {
                         Ok(Some(g)) => {
                             let group = g.group;

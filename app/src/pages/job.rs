@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use super::{LoadError, NotFound};
 use crate::actions_api::{get_replay_job, CancelReplayJob, JobSnapshot};
-use crate::auth_context::{use_session, CsrfField, Role};
+use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{ActionError, CanarySection, JobLagGate, JobProgress, JobStatusBadge};
 use crate::http_status::HttpStatus;
 use crate::job_control_api::{PauseReplayJob, ResumeReplayJob};
@@ -60,10 +60,7 @@ pub fn JobPage() -> impl IntoView {
                 let label = id();
                 let status = status.clone();
                 Suspend::new(async move {
-                    let can_act = matches!(
-                        session.0.await,
-                        Ok(Some(ref s)) if s.actor.role.allows(Role::Operator)
-                    );
+                    let can_act = may(&session.0.await, Permission::Replay);
                     match job.await {
                         Ok(Some(snapshot)) => view! {
                             <Job snapshot=snapshot can_act=can_act cancel=cancel pause=pause resume=resume />

@@ -428,6 +428,12 @@ impl Store {
         req: &ReplayRequest,
     ) -> Result<ReplayJob, StoreError> {
         let (target, reason) = check_replay(req)?;
+        // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
+        let scoped = ReplayRequest {
+            selection: self.scope_selection(actor, &req.selection).await?,
+            ..req.clone()
+        };
+        let req = &scoped;
         let now = now_ms();
         let selection_json = serde_json::to_string(&req.selection)
             .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?;
@@ -652,6 +658,8 @@ impl Store {
         action: StatusAction,
     ) -> Result<u64, StoreError> {
         let reason = check_reason(reason)?;
+        // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
+        let selection = &self.scope_selection(actor, selection).await?;
         let now = now_ms();
         let user = clean_text(&actor.user);
         if let Selection::Filter(filter) = selection {

@@ -121,8 +121,11 @@ struct TokenRow {
     revoked_at_ms: Option<i64>,
 }
 
+/// The role stored in `users.role`, resolved against the installed roles. A name no longer
+/// configured resolves to a role with no permission and an empty scope (`Role::named`): its
+/// users are refused everything with a message, the store does not fail.
 fn role(s: &str) -> Result<Role, StoreError> {
-    Role::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown role `{s}` in users")))
+    Ok(Role::named(s))
 }
 
 fn bind<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, v: Val<'a>) {
@@ -166,7 +169,7 @@ impl Store {
 
     /// The user `name` with its password hash, for signing in; `None` if there is none.
     ///
-    /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored role).
+    /// Errors: `Unavailable`, `Database`.
     pub async fn user_credentials(
         &self,
         name: &str,

@@ -124,6 +124,8 @@ impl Store {
         max_chunks: usize,
     ) -> Result<LabelOutcome, StoreError> {
         let label = parse_label(label).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
+        let selection = &self.scope_selection(actor, selection).await?;
         let outcome = match selection {
             Selection::Ids(ids) => self.label_ids(actor, selection, ids, &label, op).await?,
             Selection::Filter(filter) => {

@@ -221,16 +221,20 @@ impl Store {
 
     /// `NotFound` unless `target` exists (a dead letter with that id; an error group with at
     /// least one dead letter); `Invalid` for a malformed fingerprint.
-    async fn check_target(&self, target: &Target) -> Result<(), StoreError> {
+    /// `Ok` if `target` exists within `actor`'s DLQ-topic scope (a group: has a dead letter
+    /// there); else `NotFound`, as if absent.
+    async fn check_target(&self, actor: &Actor, target: &Target) -> Result<(), StoreError> {
         if let Target::Group(fp) = target {
             check_fingerprint(fp)?;
         }
+        let scope = self.topics_in_scope(actor).await?;
         let found: Option<i64> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(match target {
                 Target::DeadLetter(_) => "SELECT id FROM dead_letters WHERE id = ",
                 Target::Group(_) => "SELECT id FROM dead_letters WHERE fingerprint = ",
             });
             bind_key(&mut qb, target);
+            super::sql::push_topic_in(&mut qb, scope.as_deref());
             qb.push(" LIMIT 1");
             qb.build_query_scalar().fetch_optional(pool).await
         })
@@ -258,7 +262,7 @@ impl Store {
         op: LabelOp,
     ) -> Result<bool, StoreError> {
         let label = parse_label(label).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.check_target(target).await?;
+        self.check_target(actor, target).await?;
         let t = tables(target);
         let now = now_ms();
         let user = clean_text(&actor.user);
@@ -376,7 +380,7 @@ impl Store {
         text: &str,
     ) -> Result<Option<NoteInfo>, StoreError> {
         let note = parse_note(text).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.check_target(target).await?;
+        self.check_target(actor, target).await?;
         let t = tables(target);
         let now = now_ms();
         let user = clean_text(&actor.user);

@@ -183,6 +183,7 @@ mod outbox;
 pub(crate) mod outcome;
 mod quarantine;
 mod replay_sample;
+mod scope;
 mod stats;
 mod transform_marks;
 mod versions;
@@ -207,6 +208,7 @@ pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, P
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };
+pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,

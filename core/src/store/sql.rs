@@ -47,6 +47,9 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
             DB::bind(qb, Val::Text(Some(v.as_str())));
         }
     }
+    // The acting user's DLQ-topic scope (`Store::limit_to_scope`): the one place every
+    // filtered read and action is held to it.
+    push_topic_in(qb, f.dlq_topic_in.as_deref());
     if let Some(q) = &f.q {
         qb.push(" AND error_message ").push(DB::ILIKE).push(" ");
         DB::bind(qb, Val::OwnedText(Some(like_pattern(q))));
@@ -80,6 +83,25 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
              AND fingerprint NOT IN (SELECT fingerprint FROM group_labels)",
         );
     }
+}
+
+/// Appends ` AND dlq_topic IN (...)` for a DLQ-topic scope ([`Filter::dlq_topic_in`]; also
+/// the maintained aggregates' reads): nothing for `None`, a condition no row meets for an
+/// empty list.
+pub(crate) fn push_topic_in<'a, DB: Dialect>(
+    qb: &mut QueryBuilder<'a, DB>,
+    topics: Option<&'a [String]>,
+) {
+    let Some(topics) = topics else {
+        return;
+    };
+    // `NULL` first: `IN (NULL)` holds for no row, and every topic follows a comma.
+    qb.push(" AND dlq_topic IN (NULL");
+    for t in topics {
+        qb.push(", ");
+        DB::bind(qb, Val::Text(Some(t.as_str())));
+    }
+    qb.push(")");
 }
 
 /// The escape character of [`like_pattern`]. Not `\`: a PostgreSQL server with

@@ -154,6 +154,8 @@ impl Store {
         id: i64,
         req: &EditRequest,
     ) -> Result<EditOutcome, StoreError> {
+        // Outside the actor's DLQ-topic scope the record is absent (`scope.rs`).
+        self.check_ids_in_scope(actor, &[id]).await?;
         // The replay's checks (target topic, reason), as for any replay.
         let replay_req = ReplayRequest {
             selection: Selection::Ids(vec![id]),

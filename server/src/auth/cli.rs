@@ -160,7 +160,7 @@ async fn user_add(store: &Store, add: UserAdd) -> anyhow::Result<()> {
     let created = store
         .create_user(&NewUser {
             name: &add.name,
-            role,
+            role: role.clone(),
             password_hash: &phc,
             created_at_ms: now_ms(),
         })

@@ -13,11 +13,12 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Form, Json, Router};
-use redrive_core::actions::{NewAuditEntry, Role};
+use redrive_core::actions::NewAuditEntry;
 use redrive_core::auth::{
     dummy_password_hash, new_csrf_token, new_session_token, secret_hash, verify_password,
     SESSION_COOKIE,
 };
+use redrive_core::permission::Permissions;
 use redrive_core::store::NewSession;
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,13 @@ pub struct SignInForm {
 #[derive(Debug, Serialize)]
 pub struct SignedIn {
     pub user: String,
-    pub role: Role,
+    /// The role's name.
+    pub role: String,
+    /// What the role may do (`["replay", "annotate"]`).
+    pub permissions: Permissions,
+    /// The DLQ-topic patterns the role is limited to; absent for every topic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_topics: Option<Vec<String>>,
     /// Send it as `X-CSRF-Token` with every state-changing request of this session.
     pub csrf_token: String,
 }
@@ -214,7 +221,9 @@ async fn sign_in(
     let mut res = if json {
         Json(SignedIn {
             user: user.name,
-            role: user.role,
+            role: user.role.as_str().to_string(),
+            permissions: user.role.permissions(),
+            dlq_topics: user.role.dlq_topics().map(<[String]>::to_vec),
             csrf_token: csrf,
         })
         .into_response()

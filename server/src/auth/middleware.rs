@@ -90,6 +90,22 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         Err(_) if kind == RouteKind::Public => Identity::Anonymous { expired: false },
         Err(e) => return refuse(answer_as, &req, e),
     };
+    // A role removed from `[roles]` keeps its users signed in but lets them do and read
+    // nothing: refused here with a message, except signing out.
+    let undefined = match &identity {
+        Identity::Token(a) => Some(a),
+        Identity::Session(h) => Some(&h.info.actor),
+        Identity::Anonymous { .. } => None,
+    }
+    .filter(|a| !a.role.is_defined());
+    if let Some(actor) = undefined {
+        if kind != RouteKind::Public && req.uri().path() != "/auth/sign-out" {
+            tracing::info!(user = %actor.user, role = actor.role.as_str(),
+                "refused: the user's role is not configured");
+            let e = AuthError::Forbidden(undefined_role_message(actor));
+            return refuse(answer_as, &req, e);
+        }
+    }
     match identity {
         Identity::Token(actor) => {
             req.extensions_mut().insert(actor);
@@ -133,6 +149,18 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
             )
         }
     }
+}
+
+/// The refusal of every request of a user whose role is not configured.
+pub fn undefined_role_message(actor: &Actor) -> String {
+    format!(
+        "{} has the role `{}`, which this redrive's configuration does not define (was it \
+         removed from `[roles]` in redrive.toml?), so it may neither read nor change anything. \
+         Ask an admin to give {} another role or to define the role again.",
+        actor.user,
+        actor.role.as_str(),
+        actor.user
+    )
 }
 
 /// Resolves the request's credentials: a Bearer token wins over a session cookie.

@@ -9,8 +9,10 @@
 //!   303 to `/sign-in?next=...`, the API with 401 JSON. Session-authenticated requests that
 //!   change state must carry the session's CSRF token ([`csrf`]).
 //! - [`handlers`] serves `POST /auth/sign-in` and `POST /auth/sign-out`.
-//! - Roles are checked where the action is ([`require`]); a refusal of an action is audited
-//!   with outcome `denied`.
+//! - Permissions are checked where the action is ([`require_permission`]: the actor's role
+//!   must grant the route's one [`Permission`], `docs/access.md`); a refusal of an action is
+//!   audited with outcome `denied`. A role's DLQ-topic scope limits what it reads and acts on
+//!   ([`scope`]).
 
 pub mod cli;
 pub mod csrf;
@@ -181,7 +183,7 @@ pub enum AuthError {
     /// 401 with `WWW-Authenticate: Bearer`.
     #[error("{0}")]
     Unauthenticated(String),
-    /// 403: signed in, but the role may not.
+    /// 403: signed in, but the role does not grant the permission.
     #[error("{0}")]
     Forbidden(String),
     /// 403: the CSRF token is missing or wrong.
@@ -263,27 +265,6 @@ pub struct SessionHandle {
     /// SHA-256 hex of the cookie value (the sessions table key).
     pub id_hash: String,
     pub info: SessionInfo,
-}
-
-/// `Ok` if `actor`'s role allows `needed`; else 403, and an audit row with outcome `denied`
-/// for `action` (e.g. `replay`, `delete`, `token_create`).
-pub async fn require(
-    auth: &AuthState,
-    actor: &Actor,
-    needed: Role,
-    action: &str,
-) -> Result<(), AuthError> {
-    if actor.role.allows(needed) {
-        return Ok(());
-    }
-    auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
-    tracing::info!(user = %actor.user, role = actor.role.as_str(), action, "denied");
-    Err(AuthError::Forbidden(format!(
-        "`{action}` needs the {} role; you are {} ({}). Ask an admin.",
-        needed.as_str(),
-        actor.user,
-        actor.role.as_str()
-    )))
 }
 
 /// `Ok` if `actor` holds permission `needed` ([`Actor::can`]); else 403, and an audit row with

@@ -1,8 +1,13 @@
 //! The authorisation matrix: every state-changing route × every kind of caller, through the
-//! real binary. For each cell the test builds fresh dead letters (one to replay, one to delete,
-//! one deleted to restore, one pending in a running job to cancel) and fresh sessions, takes a
-//! snapshot of what the route could change (their statuses, the job, the caller's session)
-//! and of the audit trail, sends the request, and checks the status and that
+//! real binary. The callers are the built-in roles (sessions and tokens), a custom role per
+//! permission holding exactly that one (`[roles.only-PERMISSION]`), and the CSRF and
+//! no-credentials cases; each route names the permissions it needs. [`topic_scopes`] checks
+//! that a role limited to some DLQ topics reads and acts on those only.
+//!
+//! For each cell the test builds fresh dead letters (one to replay, one to delete, one deleted
+//! to restore, one pending in a running job to cancel) and fresh sessions, takes a snapshot of
+//! what the route could change (their statuses, the job, labels and notes, the caller's
+//! session) and of the audit trail, sends the request, and checks the status and that
 //! - an allowed call changed what it should and wrote `ok` audit rows,
 //! - a call refused for its role changed nothing and wrote exactly one `denied` row,
 //! - a call without credentials or with a missing or wrong CSRF token changed nothing and
@@ -13,6 +18,8 @@
 use crate::support::{location, Auth, Csrf, Session, TestApp};
 use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
 use redrive_core::auth::secret_hash;
+use redrive_core::labels::Target;
+use redrive_core::permission::Permission;
 use redrive_core::store::SessionLimits;
 use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_testkit::{unique, Backend};
@@ -43,8 +50,8 @@ struct Route {
     path: fn(&Cell) -> String,
     /// JSON body (Api) or form fields as a JSON object of strings (Form).
     body: fn(&Cell) -> Value,
-    /// The least role that may call it.
-    needs: Role,
+    /// The permissions a caller must hold (all of them).
+    needs: &'static [Permission],
     /// Status of an allowed call.
     ok: u16,
     effect: Effect,
@@ -56,36 +63,51 @@ struct Route {
 fn routes() -> Vec<Route> {
     use Effect::{Changes, None as NoEffect};
     use Kind::{Api, Form};
-    use Role::{Operator, Viewer};
-    fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: Role, ok: u16, effect: Effect) -> Route {
+    const REPLAY: &[Permission] = &[Permission::Replay];
+    const DELETE: &[Permission] = &[Permission::Delete];
+    const EDIT: &[Permission] = &[Permission::Edit];
+    const EDIT_REPLAY: &[Permission] = &[Permission::Edit, Permission::Replay];
+    const ANNOTATE: &[Permission] = &[Permission::Annotate];
+    const MANAGE_RULES: &[Permission] = &[Permission::ManageRules];
+    const NONE: &[Permission] = &[];
+    fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: &'static [Permission], ok: u16, effect: Effect) -> Route {
         Route { name, kind, path, body, needs, ok, effect }
     }
     vec![
-        r("replay", Api, |_| "/api/v1/replays".into(), |c| json!({"ids": [c.to_replay], "reason": "matrix"}), Operator, 202, Changes),
-        r("replay by filter", Api, |_| "/api/v1/replays".into(), |c| json!({"filter": {"dlq_topic": c.topic, "status": "new"}}), Operator, 202, Changes),
-        r("dry run", Api, |_| "/api/v1/replays/dry-run".into(), |c| json!({"ids": [c.to_replay]}), Viewer, 200, NoEffect),
-        r("cancel job", Api, |c| format!("/api/v1/replays/{}/cancel", c.job_id), |_| json!({}), Operator, 200, Changes),
-        r("delete", Api, |_| "/api/v1/dead-letters/delete".into(), |c| json!({"ids": [c.to_delete], "reason": "matrix"}), Operator, 200, Changes),
-        r("restore", Api, |_| "/api/v1/dead-letters/restore".into(), |c| json!({"ids": [c.to_restore]}), Operator, 200, Changes),
-        r("edit and replay", Api, |c| format!("/api/v1/dead-letters/{}/versions", c.to_replay), |_| json!({"value": {"text": "matrix edit"}, "reason": "matrix", "replay": true}), Operator, 201, Changes),
-        r("retry quarantined", Api, |_| "/api/v1/quarantine/retry".into(), |c| json!({"ids": [c.quarantined]}), Operator, 200, Changes),
-        r("sign out", Form, |_| "/auth/sign-out".into(), |_| json!({}), Viewer, 303, Changes),
-        r("ui replay selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "replay", "ids[]": c.to_replay, "back": "/"}), Operator, 302, Changes),
-        r("ui delete selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "delete", "ids[]": c.to_delete, "back": "/"}), Operator, 302, Changes),
-        r("ui restore selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "restore", "ids[]": c.to_restore, "back": "/"}), Operator, 302, Changes),
-        r("ui act on filter", Form, |_| "/api/ui/act-on-filter".into(), |c| json!({"op": "delete", "filter": format!("dlq_topic={}&status=new", c.topic)}), Operator, 302, Changes),
-        r("ui edit", Form, |_| "/api/ui/edit".into(), |c| json!({"id": c.to_replay.to_string(), "value_as": "text", "value": "matrix form edit", "key_as": "keep", "headers_keep": "true", "op": "save"}), Operator, 302, Changes),
-        r("ui cancel job", Form, |_| "/api/ui/cancel-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
-        r("pause job", Api, |c| format!("/api/v1/replays/{}/pause", c.job_id), |_| json!({"reason": "matrix"}), Operator, 200, Changes),
-        r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), Operator, 200, Changes),
-        r("ui pause job", Form, |_| "/api/ui/pause-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
-        r("ui resume job", Form, |_| "/api/ui/resume-job".into(), |c| json!({"job_id": c.paused_job_id}), Operator, 302, Changes),
+        r("replay", Api, |_| "/api/v1/replays".into(), |c| json!({"ids": [c.to_replay], "reason": "matrix"}), REPLAY, 202, Changes),
+        r("replay by filter", Api, |_| "/api/v1/replays".into(), |c| json!({"filter": {"dlq_topic": c.topic, "status": "new"}}), REPLAY, 202, Changes),
+        r("dry run", Api, |_| "/api/v1/replays/dry-run".into(), |c| json!({"ids": [c.to_replay]}), NONE, 200, NoEffect),
+        r("cancel job", Api, |c| format!("/api/v1/replays/{}/cancel", c.job_id), |_| json!({}), REPLAY, 200, Changes),
+        r("delete", Api, |_| "/api/v1/dead-letters/delete".into(), |c| json!({"ids": [c.to_delete], "reason": "matrix"}), DELETE, 200, Changes),
+        r("restore", Api, |_| "/api/v1/dead-letters/restore".into(), |c| json!({"ids": [c.to_restore]}), DELETE, 200, Changes),
+        r("edit and replay", Api, |c| format!("/api/v1/dead-letters/{}/versions", c.to_replay), |_| json!({"value": {"text": "matrix edit"}, "reason": "matrix", "replay": true}), EDIT_REPLAY, 201, Changes),
+        r("retry quarantined", Api, |_| "/api/v1/quarantine/retry".into(), |c| json!({"ids": [c.quarantined]}), REPLAY, 200, Changes),
+        r("sign out", Form, |_| "/auth/sign-out".into(), |_| json!({}), NONE, 303, Changes),
+        r("ui replay selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "replay", "ids[]": c.to_replay, "back": "/"}), REPLAY, 302, Changes),
+        r("ui delete selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "delete", "ids[]": c.to_delete, "back": "/"}), DELETE, 302, Changes),
+        r("ui restore selected", Form, |_| "/api/ui/act".into(), |c| json!({"op": "restore", "ids[]": c.to_restore, "back": "/"}), DELETE, 302, Changes),
+        r("ui act on filter", Form, |_| "/api/ui/act-on-filter".into(), |c| json!({"op": "delete", "filter": format!("dlq_topic={}&status=new", c.topic)}), DELETE, 302, Changes),
+        r("ui edit", Form, |_| "/api/ui/edit".into(), |c| json!({"id": c.to_replay.to_string(), "value_as": "text", "value": "matrix form edit", "key_as": "keep", "headers_keep": "true", "op": "save"}), EDIT, 302, Changes),
+        r("ui cancel job", Form, |_| "/api/ui/cancel-job".into(), |c| json!({"job_id": c.job_id}), REPLAY, 302, Changes),
+        r("pause job", Api, |c| format!("/api/v1/replays/{}/pause", c.job_id), |_| json!({"reason": "matrix"}), REPLAY, 200, Changes),
+        r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), REPLAY, 200, Changes),
+        r("ui pause job", Form, |_| "/api/ui/pause-job".into(), |c| json!({"job_id": c.job_id}), REPLAY, 302, Changes),
+        r("ui resume job", Form, |_| "/api/ui/resume-job".into(), |c| json!({"job_id": c.paused_job_id}), REPLAY, 302, Changes),
+        r("edit", Api, |c| format!("/api/v1/dead-letters/{}/versions", c.to_replay), |_| json!({"value": {"text": "matrix edit only"}, "reason": "matrix"}), EDIT, 201, Changes),
+        r("label", Api, |c| format!("/api/v1/dead-letters/{}/labels", c.to_replay), |_| json!({"label": "matrix"}), ANNOTATE, 200, Changes),
+        r("bulk label", Api, |_| "/api/v1/dead-letters/labels".into(), |c| json!({"ids": [c.to_delete], "add": "matrix"}), ANNOTATE, 200, Changes),
+        r("ui label", Form, |_| "/api/ui/label".into(), |c| json!({"kind": "dead_letter", "target": c.to_replay.to_string(), "op": "add", "label": "matrix", "back": "/"}), ANNOTATE, 302, Changes),
+        r("ui note", Form, |_| "/api/ui/note".into(), |c| json!({"kind": "dead_letter", "target": c.to_replay.to_string(), "note": "matrix note", "back": "/"}), ANNOTATE, 302, Changes),
+        r("archive", Api, |_| "/api/v1/archives".into(), |c| json!({"filter": {"dlq_topic": c.topic}}), DELETE, 409, NoEffect),
+        r("ui alert test", Form, |_| "/api/ui/alert-test".into(), |_| json!({"notifier": "no-such-notifier"}), MANAGE_RULES, 400, NoEffect),
     ]
 }
 
 /// Who calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Who {
+    /// A session of a user whose custom role (`only-NAME`) holds exactly this permission.
+    Only(Permission),
     Nobody,
     Viewer,
     Operator,
@@ -98,16 +120,33 @@ enum Who {
     OperatorToken,
 }
 
-const EVERYONE: [Who; 8] = [
-    Who::Nobody,
-    Who::Viewer,
-    Who::Operator,
-    Who::Admin,
-    Who::MissingCsrf,
-    Who::WrongCsrf,
-    Who::ViewerToken,
-    Who::OperatorToken,
-];
+fn everyone() -> Vec<Who> {
+    let mut all = vec![
+        Who::Nobody,
+        Who::Viewer,
+        Who::Operator,
+        Who::Admin,
+        Who::MissingCsrf,
+        Who::WrongCsrf,
+        Who::ViewerToken,
+        Who::OperatorToken,
+    ];
+    all.extend(Permission::ALL.map(Who::Only));
+    all
+}
+
+/// The custom role holding only `p`, and its user.
+fn only(p: Permission) -> String {
+    format!("only-{}", p.as_str().replace('_', "-"))
+}
+
+/// `[roles.only-PERMISSION]` for every permission.
+fn custom_roles_toml() -> String {
+    Permission::ALL
+        .iter()
+        .map(|p| format!("[roles.{}]\npermissions = [\"{}\"]\n", only(*p), p.as_str()))
+        .collect()
+}
 
 /// What the matrix expects of a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,14 +158,19 @@ enum Expect {
 }
 
 fn expect(route: &Route, who: Who) -> Expect {
-    let role = match who {
+    let may = |p: Permission| match who {
+        Who::Viewer | Who::ViewerToken => Role::Viewer.grants(p),
+        Who::Operator | Who::OperatorToken => Role::Operator.grants(p),
+        Who::Admin => Role::Admin.grants(p),
+        Who::Only(q) => p == q,
+        Who::Nobody | Who::MissingCsrf | Who::WrongCsrf => false,
+    };
+    match who {
         Who::Nobody => return Expect::Unauthenticated,
         Who::MissingCsrf | Who::WrongCsrf => return Expect::CsrfRefused,
-        Who::Viewer | Who::ViewerToken => Role::Viewer,
-        Who::Operator | Who::OperatorToken => Role::Operator,
-        Who::Admin => Role::Admin,
-    };
-    if role.allows(route.needs) {
+        _ => {}
+    }
+    if route.needs.iter().all(|p| may(*p)) {
         Expect::Allowed
     } else {
         Expect::DeniedByRole
@@ -158,6 +202,8 @@ struct Snapshot {
     session_alive: Option<bool>,
     /// The latest edited version of `to_replay` (an edit saves a new one).
     edit_version: Option<i32>,
+    /// Labels and note of `to_replay` and `to_delete`.
+    annotations: Vec<(Vec<String>, Option<String>)>,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -307,6 +353,18 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .latest_version(cell.to_replay)
         .await
         .expect("latest version");
+    let mut annotations = Vec::new();
+    for id in [cell.to_replay, cell.to_delete] {
+        let a = app
+            .store
+            .annotations(&Target::DeadLetter(id))
+            .await
+            .expect("annotations");
+        annotations.push((
+            a.labels.into_iter().map(|l| l.label).collect(),
+            a.note.map(|n| n.text),
+        ));
+    }
     Snapshot {
         statuses,
         job,
@@ -314,13 +372,19 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         in_quarantine,
         session_alive,
         edit_version,
+        annotations,
     }
 }
 
 async fn matrix(backend: Backend) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("redrive.toml");
+    std::fs::write(&config, custom_roles_toml()).expect("write the config");
+    let config = config.to_string_lossy().to_string();
     let app = TestApp::start_on(
         backend,
         &[
+            ("REDRIVE_CONFIG", config.as_str()),
             ("REDRIVE_ADMIN_USER", "admin"),
             ("REDRIVE_ADMIN_PASSWORD", "admin password"),
             // The matrix signs in a few dozen times a minute.
@@ -332,12 +396,16 @@ async fn matrix(backend: Backend) {
     app.add_user("viewer", "viewer", "viewer password").await;
     app.add_user("operator", "operator", "operator password")
         .await;
+    for p in Permission::ALL {
+        app.add_user_in_store(&only(p), &only(p), "only password")
+            .await;
+    }
     let viewer_token = app.create_token("viewer").await;
     let operator_token = app.create_token("operator").await;
 
     let mut failures = Vec::new();
     for route in routes() {
-        for who in EVERYONE {
+        for who in everyone() {
             if route.kind == Kind::Form && matches!(who, Who::ViewerToken | Who::OperatorToken) {
                 continue; // forms are a browser's, and a token has no session to act on
             }
@@ -348,6 +416,7 @@ async fn matrix(backend: Backend) {
                 Who::Admin | Who::MissingCsrf | Who::WrongCsrf => {
                     Some(app.sign_in("admin", "admin password").await)
                 }
+                Who::Only(p) => Some(app.sign_in(&only(p), "only password").await),
                 _ => None,
             };
             let (auth, csrf) = match (who, &session) {
@@ -464,4 +533,259 @@ async fn every_state_changing_route_by_every_caller_on_sqlite() {
 #[tokio::test]
 async fn every_state_changing_route_by_every_caller_on_postgres() {
     matrix(Backend::Postgres).await;
+}
+
+/// GET `path`: the status and the JSON body (`null` if it is not JSON).
+async fn get_json(app: &TestApp, auth: Auth<'_>, path: String) -> (u16, Value) {
+    let res = app.get(&path, auth).await;
+    let status = res.status().as_u16();
+    (status, res.json::<Value>().await.unwrap_or(Value::Null))
+}
+
+/// Dead letters of `topic` with error group `fingerprint`, returned by offset.
+async fn records_of(app: &TestApp, topic: &str, fingerprint: &str, n: i64) -> Vec<i64> {
+    let batch: Vec<NewDeadLetter> = (0..n)
+        .map(|o| NewDeadLetter {
+            fingerprint: fingerprint.into(),
+            ..record(topic, o)
+        })
+        .collect();
+    app.store.insert_batch(&batch).await.expect("insert");
+    let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic), ("limit", "10")])
+        .expect("query");
+    let mut page = app.store.list(&q).await.expect("list").items;
+    page.sort_by_key(|d| d.dlq_offset);
+    page.iter().map(|d| d.id).collect()
+}
+
+async fn status_of(app: &TestApp, id: i64) -> String {
+    let d = app.store.get(id).await.expect("get").expect("exists");
+    d.summary.status.as_str().to_string()
+}
+
+/// A role limited to some DLQ topics (`[roles.NAME] dlq_topics`) reads only their dead letters
+/// — list, detail, raw, history, export, error groups, overview, counts — and acts only on
+/// them: an id of another topic is absent (404) and unchanged, a filter action touches only
+/// its topics. A user whose role is no longer configured is refused everything, with a
+/// message.
+async fn topic_scopes(backend: Backend) {
+    let mine = unique("teama.DLT");
+    let theirs = unique("teamb.DLT");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("redrive.toml");
+    // A glob for the team's topics: `mine` and anything it prefixes.
+    std::fs::write(
+        &config,
+        format!(
+            "[roles.team-a]\npermissions = [\"replay\", \"delete\", \"edit\", \"annotate\"]\n\
+             dlq_topics = [\"{mine}*\"]\n"
+        ),
+    )
+    .expect("write the config");
+    let config = config.to_string_lossy().to_string();
+    let app = TestApp::start_on(
+        backend,
+        &[
+            ("REDRIVE_CONFIG", config.as_str()),
+            ("REDRIVE_SIGN_IN_PER_USER_PER_MIN", "0"),
+            ("REDRIVE_SIGN_IN_PER_IP_PER_MIN", "0"),
+        ],
+    )
+    .await;
+    let a = records_of(&app, &mine, "aaaaaaaaaaaaaaaa", 3).await;
+    let b = records_of(&app, &theirs, "bbbbbbbbbbbbbbbb", 3).await;
+    app.add_user_in_store("alice", "team-a", "alice password")
+        .await;
+    app.add_user_in_store("ghost", "vanished-team", "ghost password")
+        .await;
+    let s = app.sign_in("alice", "alice password").await;
+    let me = Auth::Session(&s);
+
+    // Reads: only team A's dead letters.
+    let (code, list) = get_json(&app, me, "/api/v1/dead-letters?limit=500".into()).await;
+    assert_eq!(code, 200, "{list}");
+    let mut listed: Vec<i64> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|d| d["id"].as_i64().expect("id"))
+        .collect();
+    listed.sort();
+    assert_eq!(listed, a, "the list shows team A's dead letters only");
+    let (code, _) = get_json(&app, me, format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
+    assert_eq!(code, 200);
+    let (_, other) = get_json(&app, me, format!("/api/v1/dead-letters?dlq_topic={theirs}")).await;
+    assert_eq!(other["items"].as_array().map(Vec::len), Some(0), "{other}");
+    assert_eq!(
+        get_json(&app, me, format!("/api/v1/dead-letters/{}", a[0]))
+            .await
+            .0,
+        200
+    );
+    for path in [
+        format!("/api/v1/dead-letters/{}", b[0]),
+        format!("/api/v1/dead-letters/{}/raw/value", b[0]),
+        format!("/dead-letters/{}/raw/key", b[0]),
+        format!("/api/v1/dead-letters/{}/history", b[0]),
+        format!("/api/v1/dead-letters/{}/versions", b[0]),
+        format!("/api/v1/dead-letters/{}/labels", b[0]),
+    ] {
+        let (code, body) = get_json(&app, me, path.clone()).await;
+        assert_eq!(code, 404, "{path}: {body}");
+    }
+    let (code, groups) = get_json(&app, me, "/api/v1/error-groups".into()).await;
+    assert_eq!(code, 200);
+    let fps: Vec<&str> = groups["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|g| g["fingerprint"].as_str().expect("fingerprint"))
+        .collect();
+    assert_eq!(fps, ["aaaaaaaaaaaaaaaa"], "{groups}");
+    let export = app.get("/api/v1/dead-letters/export", me).await;
+    assert_eq!(export.status(), 200);
+    let export = export.text().await.expect("export");
+    assert_eq!(export.lines().count(), a.len(), "{export}");
+    assert!(export.contains(&mine) && !export.contains(&theirs));
+    for page in ["/overview", "/", "/groups"] {
+        let res = app.get(page, me).await;
+        assert_eq!(res.status(), 200, "{page}");
+        let html = res.text().await.expect("page");
+        assert!(
+            !html.contains(&theirs),
+            "{page} shows the other team's topic"
+        );
+    }
+    let overview = app.get("/overview", me).await.text().await.expect("page");
+    assert!(
+        overview.contains(&mine),
+        "the overview shows the team's topic"
+    );
+    let detail = app.get(&format!("/dead-letters/{}", b[0]), me).await;
+    assert_eq!(detail.status(), 404);
+
+    // Actions on the other team's dead letters: absent, and nothing changes.
+    let audit_before = app.audit().await.len();
+    for (path, body) in [
+        ("/api/v1/replays".to_string(), json!({"ids": [b[0]]})),
+        (
+            "/api/v1/dead-letters/delete".to_string(),
+            json!({"ids": [b[0]]}),
+        ),
+        (
+            "/api/v1/dead-letters/labels".to_string(),
+            json!({"ids": [b[0]], "add": "x"}),
+        ),
+        (
+            format!("/api/v1/dead-letters/{}/labels", b[0]),
+            json!({"label": "x"}),
+        ),
+        (
+            format!("/api/v1/dead-letters/{}/versions", b[0]),
+            json!({"value": {"text": "x"}}),
+        ),
+        (
+            "/api/v1/replays/dry-run".to_string(),
+            json!({"ids": [b[0]]}),
+        ),
+    ] {
+        let res = app.post_json(&path, me, Csrf::Right, &body).await;
+        let code = res.status().as_u16();
+        assert_eq!(
+            code,
+            404,
+            "{path}: {}",
+            res.text().await.unwrap_or_default()
+        );
+    }
+    let res = app
+        .post_form(
+            "/api/ui/act",
+            me,
+            Csrf::Right,
+            &[
+                ("op", "delete"),
+                ("ids[]", &b[1].to_string()),
+                ("back", "/"),
+            ],
+        )
+        .await;
+    assert_eq!(res.status(), 404, "a form action on another team's id");
+    for id in &b {
+        assert_eq!(status_of(&app, *id).await, "new");
+    }
+    assert!(app
+        .store
+        .annotations(&Target::DeadLetter(b[0]))
+        .await
+        .expect("annotations")
+        .labels
+        .is_empty());
+    assert_eq!(
+        app.store.latest_version(b[0]).await.expect("version"),
+        Some(0)
+    );
+    let ok_rows: Vec<_> = app.audit().await[audit_before..]
+        .iter()
+        .filter(|r| r.outcome.starts_with("ok"))
+        .map(|r| r.action.clone())
+        .collect();
+    assert!(ok_rows.is_empty(), "nothing done: {ok_rows:?}");
+
+    // A filter action covers the scope only, whatever the filter names.
+    let res = app
+        .post_json(
+            "/api/v1/dead-letters/delete",
+            me,
+            Csrf::Right,
+            &json!({"filter": {"dlq_topic": theirs}}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let res = app
+        .post_json(
+            "/api/v1/dead-letters/delete",
+            me,
+            Csrf::Right,
+            &json!({"filter": {"status": "new"}, "reason": "team A only"}),
+        )
+        .await;
+    let body: Value = res.json().await.expect("JSON");
+    assert_eq!(body["count"].as_i64(), Some(a.len() as i64), "{body}");
+    for id in &a {
+        assert_eq!(status_of(&app, *id).await, "deleted");
+    }
+    for id in &b {
+        assert_eq!(status_of(&app, *id).await, "new", "team B's are untouched");
+    }
+
+    // A role no longer configured: refused everything, with the reason.
+    let ghost = app.sign_in("ghost", "ghost password").await;
+    let res = app.get("/api/v1/dead-letters", Auth::Session(&ghost)).await;
+    assert_eq!(res.status(), 403);
+    let text = res.text().await.unwrap_or_default();
+    assert!(
+        text.contains("vanished-team") && text.contains("does not define"),
+        "{text}"
+    );
+    let page = app.get("/", Auth::Session(&ghost)).await;
+    assert_eq!(page.status(), 403);
+    let out = app
+        .post_form("/auth/sign-out", Auth::Session(&ghost), Csrf::Right, &[])
+        .await;
+    assert_eq!(
+        out.status(),
+        303,
+        "a user without a role can still sign out"
+    );
+}
+
+#[tokio::test]
+async fn topic_scopes_on_sqlite() {
+    topic_scopes(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn topic_scopes_on_postgres() {
+    topic_scopes(Backend::Postgres).await;
 }

@@ -271,6 +271,7 @@ impl Store {
                 qb.push(" AND source_topic = ");
                 DB::bind(&mut qb, Val::Text(Some(t.as_str())));
             }
+            super::sql::push_topic_in(&mut qb, scope.dlq_topic_in.as_deref());
             qb.push(format!(" ORDER BY {column} DESC LIMIT "));
             DB::bind(&mut qb, Val::I64(Some(ARRIVALS_CAP)));
             qb.build_query_as().fetch_all(pool).await
@@ -438,6 +439,7 @@ impl Store {
                     qb.push(" AND source_topic = ");
                     DB::bind(&mut qb, Val::Text(Some(t.as_str())));
                 }
+                super::sql::push_topic_in(&mut qb, filter.dlq_topic_in.as_deref());
                 qb.build_query_scalar().fetch_one(pool).await
             })
             .map_err(store_error)?;

@@ -200,6 +200,14 @@ impl StatsSnapshot {
         self.grouped(|p| (None, p.source_topic.clone()))
     }
 
+    /// Keeps only the DLQ topics `keep` accepts (a user's DLQ-topic scope): the per-topic
+    /// rows and every sum made from them. The error-group and job counts are not per topic
+    /// and are left as they are.
+    pub fn retain_dlq_topics(&mut self, keep: impl Fn(&str) -> bool) {
+        self.pairs
+            .retain(|p| p.dlq_topic.as_deref().is_some_and(|t| keep(t)));
+    }
+
     /// Everything summed.
     pub fn totals(&self) -> TopicStats {
         let mut t = TopicStats::default();
@@ -266,6 +274,8 @@ pub struct ArrivalScope {
     pub dlq_topic: Option<String>,
     /// `Some("")` selects dead letters that name no source topic.
     pub source_topic: Option<String>,
+    /// Only these DLQ topics (a user's scope, `Store::topics_in_scope`); `None` = every one.
+    pub dlq_topic_in: Option<Vec<String>>,
 }
 
 /// Dead letters that arrived in one bucket through one (DLQ topic, source topic) pair.

@@ -261,6 +261,24 @@ impl TestApp {
         assert_eq!(code, Some(0), "user add {name}: {out}{err}");
     }
 
+    /// A user whose role is `role` by name, made directly in the store: for roles that only
+    /// the server's `[roles]` configuration defines (a custom role, or one since removed), which
+    /// `redrive user add` without that configuration refuses.
+    pub async fn add_user_in_store(&self, name: &str, role: &str, password: &str) {
+        use redrive_core::auth::hash_password;
+        let phc = hash_password(password).expect("hash");
+        self.store
+            .create_user(&redrive_core::store::NewUser {
+                name,
+                role: redrive_core::actions::Role::named(role),
+                password_hash: &phc,
+                created_at_ms: 0,
+            })
+            .await
+            .expect("create user")
+            .expect("a new user");
+    }
+
     /// `redrive token create --user NAME`: the token it printed.
     pub async fn create_token(&self, user: &str) -> String {
         let (code, out, err) = self

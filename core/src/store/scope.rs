@@ -1,0 +1,103 @@
+//! DLQ-topic scopes (`crate::permission`, `docs/access.md`): a role may be limited to some DLQ
+//! topics, and its users then see and act on only those dead letters.
+//!
+//! A scope is a list of patterns (names, globs, `^` regular expressions) that SQL cannot
+//! evaluate the same way on both databases, so it is resolved here against the stored DLQ
+//! topic names into a plain list, which [`crate::Filter::dlq_topic_in`] carries into the one
+//! SQL definition of "matching dead letters" (`sql::push_filter`). Reads limit their filter
+//! with [`Store::limit_to_scope`]; every action entry point of the store (which all take the
+//! actor) limits its selection with [`Store::scope_selection`]; reads and actions by id check
+//! the ids with [`Store::check_ids_in_scope`]. A dead letter outside the scope is answered as
+//! absent (`NotFound`): a scoped user learns nothing about other teams' records.
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{store_error, Dialect, Val};
+use super::sql::{self, FacetColumn};
+use super::{Pool, Store, StoreError};
+use crate::actions::{Actor, Selection};
+use crate::filter::Filter;
+
+/// Most stored DLQ topic names a scope is resolved against.
+pub const MAX_SCOPE_TOPICS: i64 = 100_000;
+
+/// Ids per `IN (...)` when checking ids against a scope.
+const IDS_PER_QUERY: usize = 500;
+
+impl Store {
+    /// The stored DLQ topics `actor` may see; `None` when its role is not limited to some
+    /// topics. Errors: `Unavailable`, `Database`.
+    pub async fn topics_in_scope(&self, actor: &Actor) -> Result<Option<Vec<String>>, StoreError> {
+        let Some(scope) = actor.topic_scope() else {
+            return Ok(None);
+        };
+        let known = on_pool!(self, |pool, DB| {
+            let mut qb = sql::facet::<DB>(FacetColumn::DlqTopic, MAX_SCOPE_TOPICS);
+            qb.build_query_scalar::<String>().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(Some(scope.select(&known)))
+    }
+
+    /// Limits `filter` to `actor`'s DLQ-topic scope (sets [`Filter::dlq_topic_in`], replacing
+    /// whatever the request carried there). Call it on every filter a read uses.
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn limit_to_scope(
+        &self,
+        actor: &Actor,
+        filter: &mut Filter,
+    ) -> Result<(), StoreError> {
+        filter.dlq_topic_in = self.topics_in_scope(actor).await?;
+        Ok(())
+    }
+
+    /// `Ok` if every existing dead letter among `ids` is of a DLQ topic in `actor`'s scope
+    /// (ids that do not exist are left to the caller, which reports them as it always has).
+    /// Errors: `NotFound("dead letter N")` for the first one outside the scope — as if it did
+    /// not exist; `Unavailable`, `Database`.
+    pub async fn check_ids_in_scope(&self, actor: &Actor, ids: &[i64]) -> Result<(), StoreError> {
+        let Some(scope) = actor.topic_scope() else {
+            return Ok(());
+        };
+        for chunk in ids.chunks(IDS_PER_QUERY) {
+            let rows: Vec<(i64, String)> = on_pool!(self, |pool, DB| {
+                let mut qb: QueryBuilder<DB> =
+                    QueryBuilder::new("SELECT id, dlq_topic FROM dead_letters WHERE id IN (");
+                for (i, id) in chunk.iter().enumerate() {
+                    if i > 0 {
+                        qb.push(", ");
+                    }
+                    DB::bind(&mut qb, Val::I64(Some(*id)));
+                }
+                qb.push(") ORDER BY id");
+                qb.build_query_as::<(i64, String)>().fetch_all(pool).await
+            })
+            .map_err(store_error)?;
+            if let Some((id, _)) = rows.iter().find(|(_, topic)| !scope.matches(topic)) {
+                return Err(StoreError::NotFound(format!("dead letter {id}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// `selection` held to `actor`'s scope: a filter limited ([`Store::limit_to_scope`]),
+    /// ids checked ([`Store::check_ids_in_scope`]). Every action entry point calls it first.
+    /// Errors: as those two.
+    pub async fn scope_selection(
+        &self,
+        actor: &Actor,
+        selection: &Selection,
+    ) -> Result<Selection, StoreError> {
+        match selection {
+            Selection::Ids(ids) => {
+                self.check_ids_in_scope(actor, ids).await?;
+                Ok(selection.clone())
+            }
+            Selection::Filter(f) => {
+                let mut f = f.clone();
+                self.limit_to_scope(actor, &mut f).await?;
+                Ok(Selection::Filter(f))
+            }
+        }
+    }
+}
