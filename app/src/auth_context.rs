@@ -89,9 +89,9 @@ pub fn SignOutForm() -> impl IntoView {
                     .map(|s| {
                         view! {
                             <form class="sign-out" method="post" action="/auth/sign-out">
-                                <span class="whoami">
+                                <a class="whoami" href="/account" title="Your account: password, sessions, API tokens">
                                     {s.actor.user.clone()} " (" {s.actor.role.as_str()} ")"
-                                </span>
+                                </a>
                                 <input type="hidden" name=CSRF_FIELD value=s.csrf_token />
                                 <button type="submit">"Sign out"</button>
                             </form>
@@ -130,7 +130,7 @@ mod ssr {
         let actor = actor().ok_or_else(|| {
             ServerFnError::new("You are not signed in (or your session expired). Sign in again.")
         })?;
-        if actor.role.allows(needed) {
+        if actor.allows(needed) {
             Ok(actor)
         } else {
             Err(denied(&actor, needed))
@@ -142,7 +142,7 @@ mod ssr {
     /// refusals the audit trail must show.
     pub async fn authorize(needed: Role, action: &str) -> Result<Actor, ServerFnError> {
         let actor = require(Role::Viewer)?;
-        if actor.role.allows(needed) {
+        if actor.allows(needed) {
             return Ok(actor);
         }
         if let Some(store) = use_context::<Store>() {

@@ -93,9 +93,20 @@ impl Role {
 }
 
 impl Actor {
-    /// Whether this actor holds permission `p`.
+    /// Whether this actor holds permission `p`: its role grants it, and it is not a
+    /// `read_only` API token (which holds none).
     pub fn can(&self, p: Permission) -> bool {
-        self.role.grants(p)
+        !self.read_only && self.role.grants(p)
+    }
+
+    /// Whether this actor may do what the role `needed` may (the role checks that predate
+    /// permissions): a `read_only` token only what a viewer may.
+    pub fn allows(&self, needed: Role) -> bool {
+        if self.read_only {
+            Role::Viewer.allows(needed)
+        } else {
+            self.role.allows(needed)
+        }
     }
 }
 

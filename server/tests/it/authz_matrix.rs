@@ -56,7 +56,7 @@ struct Route {
 fn routes() -> Vec<Route> {
     use Effect::{Changes, None as NoEffect};
     use Kind::{Api, Form};
-    use Role::{Operator, Viewer};
+    use Role::{Admin, Operator, Viewer};
     fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: Role, ok: u16, effect: Effect) -> Route {
         Route { name, kind, path, body, needs, ok, effect }
     }
@@ -80,6 +80,21 @@ fn routes() -> Vec<Route> {
         r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), Operator, 200, Changes),
         r("ui pause job", Form, |_| "/api/ui/pause-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
         r("ui resume job", Form, |_| "/api/ui/resume-job".into(), |c| json!({"job_id": c.paused_job_id}), Operator, 302, Changes),
+        // Users and tokens (the `manage_users` permission: admins only).
+        r("add user", Api, |_| "/api/v1/users".into(), |c| json!({"name": c.new_user, "role": "viewer", "password": "matrix password"}), Admin, 201, Changes),
+        r("disable user", Api, |c| format!("/api/v1/users/{}/disable", c.target), |_| json!({}), Admin, 200, Changes),
+        r("enable user", Api, |c| format!("/api/v1/users/{}/enable", c.disabled_target), |_| json!({}), Admin, 200, Changes),
+        r("set role", Api, |c| format!("/api/v1/users/{}/role", c.target), |_| json!({"role": "operator"}), Admin, 200, Changes),
+        r("reset password", Api, |c| format!("/api/v1/users/{}/password", c.target), |_| json!({"password": "matrix new password"}), Admin, 200, Changes),
+        r("token for another user", Api, |_| "/api/v1/tokens".into(), |c| json!({"user": c.target, "expires_in": "30d"}), Admin, 201, Changes),
+        r("revoke another's token", Api, |c| format!("/api/v1/tokens/{}/revoke", c.target_token), |_| json!({}), Admin, 200, Changes),
+        r("ui add user", Form, |_| "/api/ui/users/add".into(), |c| json!({"name": c.new_user, "role": "viewer", "password": "matrix password"}), Admin, 302, Changes),
+        r("ui disable user", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "disable"}), Admin, 302, Changes),
+        r("ui enable user", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.disabled_target, "op": "enable"}), Admin, 302, Changes),
+        r("ui set role", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "set_role", "role": "operator"}), Admin, 302, Changes),
+        r("ui reset password", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "reset_password", "password": "matrix new password"}), Admin, 302, Changes),
+        r("ui token for another user", Form, |_| "/account/tokens".into(), |c| json!({"user": c.target, "expires": "7d", "scope": "read_only", "back": "/admin/users"}), Admin, 200, Changes),
+        r("ui revoke another's token", Form, |_| "/api/ui/tokens/revoke".into(), |c| json!({"id": c.target_token.to_string(), "back": "/admin/users"}), Admin, 302, Changes),
     ]
 }
 
@@ -145,6 +160,13 @@ struct Cell {
     paused_job_id: String,
     /// A quarantine row (with its payload, so a retry can store it).
     quarantined: i64,
+    /// A viewer (with a token), to disable, re-role, reset, give a token.
+    target: String,
+    target_token: i64,
+    /// A disabled viewer, to enable.
+    disabled_target: String,
+    /// A name no user has yet, to add.
+    new_user: String,
 }
 
 /// What a route may change: the cell's dead letters' statuses, its job, whether its record is
@@ -158,6 +180,9 @@ struct Snapshot {
     session_alive: Option<bool>,
     /// The latest edited version of `to_replay` (an edit saves a new one).
     edit_version: Option<i32>,
+    /// The cell's users and tokens: the target's role, state, password hash and tokens, the
+    /// disabled target's state, whether the new user exists.
+    accounts: String,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -197,6 +222,7 @@ async fn new_cell(app: &TestApp) -> Cell {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     };
     app.store
         .delete(&setup, &Selection::Ids(vec![ids[2]]), None)
@@ -249,7 +275,48 @@ async fn new_cell(app: &TestApp) -> Cell {
         .find(|q| q.dlq_topic == topic)
         .expect("the quarantined record")
         .id;
+    let phc = {
+        static PHC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        PHC.get_or_init(|| redrive_core::auth::hash_password("matrix password").expect("hash"))
+    };
+    let target = unique("target");
+    let disabled_target = unique("disabled");
+    let mut target_id = 0;
+    for name in [&target, &disabled_target] {
+        let id = app
+            .store
+            .create_user(&redrive_core::store::NewUser {
+                name,
+                role: Role::Viewer,
+                password_hash: phc,
+                created_at_ms: 0,
+            })
+            .await
+            .expect("create user")
+            .expect("a new user");
+        if *name == target {
+            target_id = id;
+        }
+    }
+    let by = redrive_core::actions::NewAuditEntry::default();
+    redrive_core::accounts::set_disabled(&app.store, &by, None, &disabled_target, true, 0)
+        .await
+        .expect("disable");
+    let target_token = app
+        .store
+        .create_api_token(
+            target_id,
+            Some("matrix"),
+            &secret_hash(&redrive_core::auth::new_api_token().expect("token")),
+            0,
+        )
+        .await
+        .expect("token");
     Cell {
+        target,
+        target_token,
+        disabled_target,
+        new_user: unique("new"),
         quarantined,
         topic,
         to_replay: ids[0],
@@ -307,6 +374,29 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .latest_version(cell.to_replay)
         .await
         .expect("latest version");
+    let target = app.store.user(&cell.target).await.expect("user");
+    let hash = app
+        .store
+        .user_credentials(&cell.target)
+        .await
+        .expect("credentials")
+        .map(|c| c.password_hash);
+    let tokens: Vec<(i64, bool)> = app
+        .store
+        .api_tokens(Some(&cell.target))
+        .await
+        .expect("tokens")
+        .into_iter()
+        .map(|t| (t.id, t.revoked_at_ms.is_some()))
+        .collect();
+    let disabled = app
+        .store
+        .user(&cell.disabled_target)
+        .await
+        .expect("user")
+        .map(|u| u.disabled);
+    let new_user = app.store.user(&cell.new_user).await.expect("user").is_some();
+    let accounts = format!("{target:?} {hash:?} {tokens:?} {disabled:?} {new_user}");
     Snapshot {
         statuses,
         job,
@@ -314,6 +404,7 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         in_quarantine,
         session_alive,
         edit_version,
+        accounts,
     }
 }
 
