@@ -367,12 +367,12 @@ mod seam {
     use redrive_core::actions::{Actor, NewAuditEntry, Role};
     use redrive_core::auth::SessionKey;
     use redrive_core::permission::Permission;
-    use redrive_core::store::{SessionLimits, Store, StoreError};
+    use redrive_core::store::{SessionLimits, StoreError};
 
     use super::AccountNotice;
     use crate::auth_context;
     use crate::http_status::HttpStatus;
-    use crate::refusal::{refused as refuse, set_status, store_status};
+    use crate::refusal::refused as refuse;
 
     pub use crate::actions_api::failed_for_labels as failed;
     pub use crate::actions_api::store_for_labels as store;
@@ -440,13 +440,11 @@ mod seam {
             AccountError::WrongPassword => {
                 refuse(403, "The current password is wrong; nothing changed.")
             }
-            AccountError::Store(e) => {
-                set_status(store_status(&e));
-                store_failed(e)
-            }
+            AccountError::Store(e) => store_failed(e),
         }
     }
 
+    /// A store failure (`failed` sets its status).
     fn store_failed(e: StoreError) -> ServerFnError {
         failed("save the change", e)
     }

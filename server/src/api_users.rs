@@ -29,7 +29,7 @@
 //! token, a wrong current password), 404, 409 (a taken name, acting on oneself), 503.
 
 use axum::body::Bytes;
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -507,8 +507,13 @@ async fn end_other_sessions(
 async fn list_tokens(
     State(state): State<AppState>,
     Caller(actor): Caller,
-    Query(q): Query<TokensQuery>,
+    query: Result<Query<TokensQuery>, QueryRejection>,
 ) -> Result<Json<Items<TokenItem>>, ActionError> {
+    let Query(q) = query.map_err(|e| {
+        ActionError::BadRequest(format!(
+            "the query is not valid ({e}): give `user=NAME` or `all=true`"
+        ))
+    })?;
     let user = match (q.user, q.all.unwrap_or(false)) {
         (_, true) => None,
         (Some(u), false) => Some(u),

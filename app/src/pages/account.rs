@@ -134,8 +134,9 @@ fn SessionTable(sessions: Vec<SessionListing>, end: ServerAction<EndSession>) ->
         .map(|s| {
             let current = s.current;
             let handle = s.handle.clone();
+            let row_handle = handle.clone();
             view! {
-                <tr data-session=handle.clone() class:current=current>
+                <tr data-session=row_handle class:current=current>
                     <td class="mono nowrap">{format_time(s.created_at_ms)}</td>
                     <td class="mono nowrap">{format_time(s.last_seen_ms)}</td>
                     <td class="mono">{s.ip.unwrap_or_else(|| "-".into())}</td>
@@ -196,8 +197,9 @@ pub fn TokenTable(
             };
             let live = state == "active";
             let id = t.id.to_string();
+            let row_id = id.clone();
             view! {
-                <tr data-token=id.clone() data-state=state>
+                <tr data-token=row_id data-state=state>
                     <td class="num mono">{t.id}</td>
                     {show_user.then(|| view! { <td class="mono">{t.user.clone()}</td> })}
                     <td>{t.name.clone().unwrap_or_else(|| "-".into())}</td>

@@ -97,7 +97,7 @@ fn Users(
         .collect_view();
     let role_options = roles
         .iter()
-        .map(|r| view! { <option value=r.clone() selected=r == "viewer">{r.clone()}</option> })
+        .map(|r| view! { <option value=r.clone() selected={r.as_str() == "viewer"}>{r.clone()}</option> })
         .collect_view();
     view! {
         <section id="users">
@@ -138,6 +138,9 @@ fn Users(
 fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeUser>) -> impl IntoView {
     let is_me = u.name == me;
     let name = u.name.clone();
+    let (role_name, password_name, toggle_name) = (name.clone(), name.clone(), name.clone());
+    let label = format!("New password for {name}");
+    let row_name = name.clone();
     let current = u.role.as_str().to_string();
     let options = roles
         .into_iter()
@@ -153,8 +156,8 @@ fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeU
         ("disable", "Disable")
     };
     view! {
-        <tr data-user=name.clone() data-state=state>
-            <td class="mono">{name.clone()} {is_me.then_some(" (you)")}</td>
+        <tr data-user=row_name data-state=state>
+            <td class="mono">{name} {is_me.then_some(" (you)")}</td>
             <td>
                 {if is_me {
                     view! { <span>{current.clone()}</span> }.into_any()
@@ -162,7 +165,7 @@ fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeU
                     view! {
                         <ActionForm action=change attr:class="user-role">
                             <CsrfField />
-                            <input type="hidden" name="name" value=name.clone() />
+                            <input type="hidden" name="name" value=role_name.clone() />
                             <input type="hidden" name="op" value="set_role" />
                             <select name="role">{options}</select>
                             <button type="submit">"Set role"</button>
@@ -176,9 +179,9 @@ fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeU
             <td>
                 <ActionForm action=change attr:class="user-password">
                     <CsrfField />
-                    <input type="hidden" name="name" value=name.clone() />
+                    <input type="hidden" name="name" value=password_name.clone() />
                     <input type="hidden" name="op" value="reset_password" />
-                    <input type="password" name="password" minlength="8" required autocomplete="new-password" aria-label=format!("New password for {name}") />
+                    <input type="password" name="password" minlength="8" required autocomplete="new-password" aria-label=label.clone() />
                     <button type="submit">"Reset"</button>
                 </ActionForm>
             </td>
@@ -188,7 +191,7 @@ fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeU
                         view! {
                             <ActionForm action=change attr:class="user-toggle">
                                 <CsrfField />
-                                <input type="hidden" name="name" value=name.clone() />
+                                <input type="hidden" name="name" value=toggle_name.clone() />
                                 <input type="hidden" name="op" value=toggle_op />
                                 <button type="submit">{toggle_label}</button>
                             </ActionForm>
