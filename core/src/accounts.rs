@@ -179,11 +179,7 @@ pub async fn set_role(
         ));
     }
     // The outcome names the old role too; the store fills the detail with both.
-    let was = store
-        .user(name)
-        .await?
-        .ok_or_else(|| no_user(name))?
-        .role;
+    let was = store.user(name).await?.ok_or_else(|| no_user(name))?.role;
     let audit = row(
         by,
         "user_role_set",
@@ -421,7 +417,12 @@ pub async fn revoke_token(
     let Some(user) = user else {
         return Err(not_found());
     };
-    let audit = row(by, "token_revoke", format!("ok: token {id} of {user}"), &user);
+    let audit = row(
+        by,
+        "token_revoke",
+        format!("ok: token {id} of {user}"),
+        &user,
+    );
     if store
         .revoke_api_token_audited(id, owner, now_ms, &audit)
         .await?

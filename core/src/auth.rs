@@ -426,7 +426,10 @@ mod tests {
         assert_eq!(parse_token_expiry("", now), Ok(None));
         assert_eq!(parse_token_expiry("30d", now), Ok(Some(now + 30 * day)));
         assert_eq!(parse_token_expiry("7", now), Ok(Some(now + 7 * day)));
-        assert_eq!(parse_token_expiry("12h", now), Ok(Some(now + 12 * 3_600_000)));
+        assert_eq!(
+            parse_token_expiry("12h", now),
+            Ok(Some(now + 12 * 3_600_000))
+        );
         assert_eq!(parse_token_expiry("90m", now), Ok(Some(now + 90 * 60_000)));
         // 2027-01-31 is after `now` (2027-01-15).
         let at = chrono::DateTime::parse_from_rfc3339("2027-01-31T00:00:00Z")
@@ -437,7 +440,16 @@ mod tests {
             parse_token_expiry("2027-01-31T00:00:00Z", now),
             Ok(Some(at))
         );
-        for bad in ["0d", "-3d", "30x", "d", "2020-01-01", "99999d", "soon", "3.5d"] {
+        for bad in [
+            "0d",
+            "-3d",
+            "30x",
+            "d",
+            "2020-01-01",
+            "99999d",
+            "soon",
+            "3.5d",
+        ] {
             assert!(
                 matches!(parse_token_expiry(bad, now), Err(AuthError::BadExpiry(_))),
                 "{bad}"

@@ -593,8 +593,7 @@ async fn revoke_token(
         Some(actor.user.as_str())
     } else {
         // Someone else's (or no such) token: only who manages users learns which.
-        require_permission(&state.auth, &actor, Permission::ManageUsers, "token_revoke")
-            .await?;
+        require_permission(&state.auth, &actor, Permission::ManageUsers, "token_revoke").await?;
         None
     };
     let now = now_ms();

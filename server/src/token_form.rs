@@ -143,10 +143,7 @@ fn refusal(status: StatusCode, message: &str, back: &str) -> Response {
     page(
         status,
         title,
-        &format!(
-            "<p class=\"error-box\" role=\"alert\">{}</p>",
-            esc(message)
-        ),
+        &format!("<p class=\"error-box\" role=\"alert\">{}</p>", esc(message)),
         back,
     )
 }

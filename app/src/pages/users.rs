@@ -135,7 +135,12 @@ fn Users(
 }
 
 #[component]
-fn UserRow(u: User, roles: Vec<String>, me: String, change: ServerAction<ChangeUser>) -> impl IntoView {
+fn UserRow(
+    u: User,
+    roles: Vec<String>,
+    me: String,
+    change: ServerAction<ChangeUser>,
+) -> impl IntoView {
     let is_me = u.name == me;
     let name = u.name.clone();
     let (role_name, password_name, toggle_name) = (name.clone(), name.clone(), name.clone());

@@ -192,15 +192,8 @@ async fn user_add(store: &Store, add: UserAdd) -> anyhow::Result<()> {
     validate_user_name(&add.name)?;
     parse_role(&add.role)?;
     let password = read_password()?;
-    let user = accounts::create_user(
-        store,
-        &cli_by(),
-        &add.name,
-        &add.role,
-        &password,
-        now_ms(),
-    )
-    .await?;
+    let user =
+        accounts::create_user(store, &cli_by(), &add.name, &add.role, &password, now_ms()).await?;
     eprintln!("added user {} ({})", user.name, user.role.as_str());
     Ok(())
 }

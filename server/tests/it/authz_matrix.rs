@@ -395,7 +395,12 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .await
         .expect("user")
         .map(|u| u.disabled);
-    let new_user = app.store.user(&cell.new_user).await.expect("user").is_some();
+    let new_user = app
+        .store
+        .user(&cell.new_user)
+        .await
+        .expect("user")
+        .is_some();
     let accounts = format!("{target:?} {hash:?} {tokens:?} {disabled:?} {new_user}");
     Snapshot {
         statuses,

@@ -28,7 +28,10 @@ async fn start(backend: Backend) -> TestApp {
 
 /// The status of `GET /api/v1/dead-letters` with `auth`.
 async fn read(app: &TestApp, auth: Auth<'_>) -> u16 {
-    app.get("/api/v1/dead-letters", auth).await.status().as_u16()
+    app.get("/api/v1/dead-letters", auth)
+        .await
+        .status()
+        .as_u16()
 }
 
 /// The status of a delete of no dead letter (an operator's action that changes nothing).
@@ -105,10 +108,18 @@ async fn disable_enable_and_role_change(backend: Backend) {
         json!({"before": "operator", "after": "viewer"})
     );
     // A role that does not exist is refused, naming the choices.
-    let (status, body) =
-        admin_post(&app, &admin, "/api/v1/users/bob/role", json!({"role": "root"})).await;
+    let (status, body) = admin_post(
+        &app,
+        &admin,
+        "/api/v1/users/bob/role",
+        json!({"role": "root"}),
+    )
+    .await;
     assert_eq!(status, 422, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("not a role"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("not a role"),
+        "{body}"
+    );
 
     // Disabling ends the session and the token at once: both refused on the next request.
     let (status, body) = admin_post(&app, &admin, "/api/v1/users/bob/disable", json!({})).await;
@@ -198,7 +209,10 @@ async fn disable_enable_and_role_change(backend: Backend) {
             .map(|a| (a.actor.as_str(), a.outcome.as_str()))
             .collect::<Vec<_>>(),
         [
-            (ADMIN, "ok: bob disabled, their sessions ended and tokens revoked"),
+            (
+                ADMIN,
+                "ok: bob disabled, their sessions ended and tokens revoked"
+            ),
             ("bob", "denied")
         ]
     );
@@ -240,12 +254,7 @@ async fn expired_and_read_only_tokens(backend: Backend) {
     let admin = app.sign_in(ADMIN, ADMIN_PW).await;
 
     // A token past its expiry: 401 saying so.
-    let user = app
-        .store
-        .user(ADMIN)
-        .await
-        .expect("user")
-        .expect("admin");
+    let user = app.store.user(ADMIN).await.expect("user").expect("admin");
     let expired = new_api_token().expect("token");
     let now = chrono::Utc::now().timestamp_millis();
     app.store
@@ -262,7 +271,9 @@ async fn expired_and_read_only_tokens(backend: Backend) {
         )
         .await
         .expect("create");
-    let res = app.get("/api/v1/dead-letters", Auth::Bearer(&expired)).await;
+    let res = app
+        .get("/api/v1/dead-letters", Auth::Bearer(&expired))
+        .await;
     assert_eq!(res.status(), 401);
     let body: Value = res.json().await.expect("JSON");
     let msg = body["error"].as_str().unwrap_or_default();
@@ -304,9 +315,7 @@ async fn expired_and_read_only_tokens(backend: Backend) {
     let ro_id = body["id"].as_i64().unwrap();
     assert_eq!(read(&app, Auth::Bearer(&ro)).await, 200);
     assert_eq!(
-        app.get("/api/v1/audit", Auth::Bearer(&ro))
-            .await
-            .status(),
+        app.get("/api/v1/audit", Auth::Bearer(&ro)).await.status(),
         200
     );
     let actions = [
@@ -319,7 +328,10 @@ async fn expired_and_read_only_tokens(backend: Backend) {
             "/api/v1/users",
             json!({"name": "eve", "role": "admin", "password": "eve password"}),
         ),
-        ("/api/v1/users/admin/password", json!({"password": "x password"})),
+        (
+            "/api/v1/users/admin/password",
+            json!({"password": "x password"}),
+        ),
         ("/api/v1/tokens", json!({})),
         (&format!("/api/v1/tokens/{ro_id}/revoke"), json!({})),
         (
@@ -366,7 +378,10 @@ async fn expired_and_read_only_tokens(backend: Backend) {
         .filter(|o| o.starts_with("ok"))
         .collect();
     assert_eq!(created.len(), 2, "{created:?}");
-    assert!(created[1].contains("scope read_only, never expires"), "{created:?}");
+    assert!(
+        created[1].contains("scope read_only, never expires"),
+        "{created:?}"
+    );
 }
 
 #[tokio::test]
@@ -555,7 +570,9 @@ async fn cli_manages_users_and_tokens(backend: Backend) {
     let (code, _, err) = app.cli(&["user", "set-role", "fay", "root"], None).await;
     assert_ne!(code, Some(0));
     assert!(err.contains("not a role"), "{err}");
-    let (code, _, err) = app.cli(&["user", "set-role", "fay", "operator"], None).await;
+    let (code, _, err) = app
+        .cli(&["user", "set-role", "fay", "operator"], None)
+        .await;
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("was viewer"), "{err}");
     assert_eq!(act(&app, Auth::Session(&fay)).await, 200);
@@ -566,7 +583,10 @@ async fn cli_manages_users_and_tokens(backend: Backend) {
     assert_eq!(read(&app, Auth::Session(&fay)).await, 401);
     assert_eq!(read(&app, Auth::Bearer(&token)).await, 401);
     let (_, out, _) = app.cli(&["user", "list"], None).await;
-    let line = out.lines().find(|l| l.starts_with("fay")).expect("fay listed");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("fay"))
+        .expect("fay listed");
     assert!(line.contains("disabled"), "{out}");
     let (code, _, err) = app.cli(&["user", "disable", "ghost"], None).await;
     assert_ne!(code, Some(0));
@@ -575,7 +595,10 @@ async fn cli_manages_users_and_tokens(backend: Backend) {
     assert_eq!(code, Some(0), "{err}");
 
     let (code, _, err) = app
-        .cli(&["user", "reset-password", "fay"], Some("fay new password\n"))
+        .cli(
+            &["user", "reset-password", "fay"],
+            Some("fay new password\n"),
+        )
         .await;
     assert_ne!(code, Some(0));
     assert!(err.contains("--password-stdin"), "{err}");
