@@ -96,9 +96,9 @@ pub fn SignOutForm() -> impl IntoView {
                     .map(|s| {
                         view! {
                             <form class="sign-out" method="post" action="/auth/sign-out">
-                                <span class="whoami">
+                                <a class="whoami" href="/account" title="Your account: password, sessions, API tokens">
                                     {s.actor.user.clone()} " (" {s.actor.role.as_str().to_string()} ")"
-                                </span>
+                                </a>
                                 <input type="hidden" name=CSRF_FIELD value=s.csrf_token />
                                 <button type="submit">"Sign out"</button>
                             </form>

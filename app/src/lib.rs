@@ -27,6 +27,7 @@ pub mod quarantine_api;
 pub mod query;
 #[cfg(feature = "ssr")]
 pub mod refusal;
+pub mod users_api;
 pub mod wire;
 
 use leptos::prelude::*;
@@ -36,8 +37,9 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage, ErrorGroupPage,
-    ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
+    AccountPage, AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage,
+    ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage,
+    SignInPage, UsersNavLink, UsersPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
@@ -80,6 +82,7 @@ pub fn App() -> impl IntoView {
                     <a href="/audit">"Audit"</a>
                     <a href="/quarantine">"Quarantine"</a>
                     <a href="/alerts">"Alerts"</a>
+                    <UsersNavLink />
                     <SignOutForm />
                 </nav>
             </header>
@@ -97,6 +100,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
                     <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async />
+                    <Route path=path!("/account") view=AccountPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/users") view=UsersPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />
                 </Routes>
             </main>

@@ -686,6 +686,7 @@ async fn bulk_delete(n: usize) -> Result<(f64, f64, i64)> {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     };
     let t = Instant::now();
     let deleted = store

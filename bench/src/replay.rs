@@ -133,6 +133,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     };
     let t = Instant::now();
     let job = store

@@ -24,6 +24,10 @@ pub struct Actor {
     pub via_token: Option<i64>,
     pub client_ip: Option<String>,
     pub user_agent: Option<String>,
+    /// True for a `read_only` API token ([`crate::auth::TokenScope::ReadOnly`]): it reads,
+    /// and holds no permission whatsoever, whatever `role` is ([`Actor::can`]).
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// Which dead letters an action applies to: explicit ids, or everything matching a filter

@@ -51,6 +51,12 @@ pub struct SessionInfo {
     pub csrf_token: String,
 }
 
+/// The key of the current request's browser session (the SHA-256 hex of its cookie), which
+/// the server puts into a session request's extensions: server functions use it to keep or
+/// mark "this session". Never sent to the browser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey(pub String);
+
 /// A user account as listed (never with its password hash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
@@ -77,6 +83,127 @@ pub struct ApiToken {
     pub last_used_ms: Option<i64>,
     /// When it was revoked, epoch ms; a revoked token authenticates nothing.
     pub revoked_at_ms: Option<i64>,
+    /// When it stops working, epoch ms; `None` = never. A token past it is refused with 401.
+    #[serde(default)]
+    pub expires_at_ms: Option<i64>,
+    /// What it may do: its user's current role, or nothing but read.
+    #[serde(default)]
+    pub scope: TokenScope,
+}
+
+/// What an API token may do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenScope {
+    /// Whatever its user's role allows, as that role is now (a role change applies to the
+    /// token at once).
+    #[default]
+    Role,
+    /// Reads only: the token holds no permission whatsoever, whatever its user's role.
+    ReadOnly,
+}
+
+impl TokenScope {
+    /// Every scope.
+    pub const ALL: [TokenScope; 2] = [TokenScope::Role, TokenScope::ReadOnly];
+
+    /// `role` or `read_only`, as stored and as the API and CLI spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenScope::Role => "role",
+            TokenScope::ReadOnly => "read_only",
+        }
+    }
+
+    /// Parses [`Self::as_str`]'s spelling.
+    ///
+    /// Errors: `BadScope` for anything else.
+    pub fn parse(s: &str) -> Result<TokenScope, AuthError> {
+        TokenScope::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| AuthError::BadScope(s.to_string()))
+    }
+}
+
+/// A browser session as listed on the account and admin pages (never its token or CSRF
+/// token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionListing {
+    /// A short public handle of the session ([`session_handle`]), used to end it.
+    pub handle: String,
+    pub user: String,
+    /// Sign-in, epoch ms.
+    pub created_at_ms: i64,
+    /// Last request, epoch ms (recorded at most once a minute).
+    pub last_seen_ms: i64,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    /// True for the session of the request that lists it ("this session").
+    #[serde(default)]
+    pub current: bool,
+}
+
+/// Characters of a session's public handle.
+pub const SESSION_HANDLE_CHARS: usize = 16;
+
+/// The public handle of a session whose key (the SHA-256 hex of its cookie) is `id_hash`:
+/// its first [`SESSION_HANDLE_CHARS`] hex characters. It names the session in lists and "end
+/// session" forms; it is not a credential (neither is the whole hash: the cookie cannot be
+/// derived from it).
+pub fn session_handle(id_hash: &str) -> String {
+    id_hash.chars().take(SESSION_HANDLE_CHARS).collect()
+}
+
+/// True if `s` has the shape of a session handle (16 lowercase hex characters).
+pub fn looks_like_session_handle(s: &str) -> bool {
+    s.len() == SESSION_HANDLE_CHARS
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Longest token lifetime accepted, in days (about ten years).
+pub const MAX_TOKEN_DAYS: i64 = 3660;
+
+/// When a token created at `now_ms` with `spec` expires, epoch ms; `Ok(None)` = never.
+/// `spec` is a lifetime (`30d`, `12h`, `90m`; a bare number is days), `never`, or a date or
+/// time (`2027-01-31`, the start of that day UTC, or RFC 3339 `2027-01-31T12:00:00Z`), which
+/// must be in the future.
+///
+/// Errors: `BadExpiry` with what to type instead.
+pub fn parse_token_expiry(spec: &str, now_ms: i64) -> Result<Option<i64>, AuthError> {
+    let s = spec.trim();
+    let bad = || AuthError::BadExpiry(spec.chars().take(64).collect());
+    if s.is_empty() || s.eq_ignore_ascii_case("never") {
+        return Ok(None);
+    }
+    let (digits, unit_ms) = match s.as_bytes()[s.len() - 1] {
+        b'd' => (&s[..s.len() - 1], 86_400_000_i64),
+        b'h' => (&s[..s.len() - 1], 3_600_000),
+        b'm' => (&s[..s.len() - 1], 60_000),
+        b'0'..=b'9' if !s.contains(['-', ':', 'T']) => (s, 86_400_000),
+        _ => ("", 0),
+    };
+    if unit_ms > 0 {
+        let n: i64 = digits.parse().map_err(|_| bad())?;
+        if n <= 0 || n.saturating_mul(unit_ms) > MAX_TOKEN_DAYS * 86_400_000 {
+            return Err(bad());
+        }
+        return Ok(Some(now_ms.saturating_add(n * unit_ms)));
+    }
+    let at = if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        t.timestamp_millis()
+    } else if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        d.and_hms_opt(0, 0, 0)
+            .map(|t| t.and_utc().timestamp_millis())
+            .ok_or_else(bad)?
+    } else {
+        return Err(bad());
+    };
+    if at <= now_ms || at - now_ms > MAX_TOKEN_DAYS * 86_400_000 {
+        return Err(bad());
+    }
+    Ok(Some(at))
 }
 
 /// Why an identity input was refused or a secret could not be made. Messages are for the
@@ -101,6 +228,14 @@ pub enum AuthError {
     /// A role name that is neither built in nor configured in `[roles]`.
     #[error("`{0}` is not a role: use one of {known}", known = crate::permission::role_names())]
     BadRole(String),
+    #[error("`{0}` is not a token scope: use `role` (the user's role) or `read_only`")]
+    BadScope(String),
+    #[error(
+        "`{0}` is not a token expiry: give a lifetime such as `30d`, `12h` or `90m` (at most \
+         {MAX_TOKEN_DAYS} days), a future date `2027-01-31` or time `2027-01-31T12:00:00Z`, or \
+         `never`"
+    )]
+    BadExpiry(String),
     /// The OS random source or the hash function failed (should not happen on a sane host).
     #[error("could not create a secret: {0}")]
     Crypto(String),
@@ -286,6 +421,53 @@ mod tests {
         assert!(validate_token_name("a\nb").is_err());
         assert_eq!(parse_role("admin"), Ok(Role::Admin));
         assert!(parse_role("root").is_err());
+    }
+
+    #[test]
+    fn token_expiries_and_scopes() {
+        let now = 1_800_000_000_000;
+        let day = 86_400_000;
+        assert_eq!(parse_token_expiry("never", now), Ok(None));
+        assert_eq!(parse_token_expiry("", now), Ok(None));
+        assert_eq!(parse_token_expiry("30d", now), Ok(Some(now + 30 * day)));
+        assert_eq!(parse_token_expiry("7", now), Ok(Some(now + 7 * day)));
+        assert_eq!(
+            parse_token_expiry("12h", now),
+            Ok(Some(now + 12 * 3_600_000))
+        );
+        assert_eq!(parse_token_expiry("90m", now), Ok(Some(now + 90 * 60_000)));
+        // 2027-01-31 is after `now` (2027-01-15).
+        let at = chrono::DateTime::parse_from_rfc3339("2027-01-31T00:00:00Z")
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(parse_token_expiry("2027-01-31", now), Ok(Some(at)));
+        assert_eq!(
+            parse_token_expiry("2027-01-31T00:00:00Z", now),
+            Ok(Some(at))
+        );
+        for bad in [
+            "0d",
+            "-3d",
+            "30x",
+            "d",
+            "2020-01-01",
+            "99999d",
+            "soon",
+            "3.5d",
+        ] {
+            assert!(
+                matches!(parse_token_expiry(bad, now), Err(AuthError::BadExpiry(_))),
+                "{bad}"
+            );
+        }
+        for s in TokenScope::ALL {
+            assert_eq!(TokenScope::parse(s.as_str()), Ok(s));
+        }
+        assert!(TokenScope::parse("admin").is_err());
+        let h = session_handle(&secret_hash("rdvs_x"));
+        assert!(looks_like_session_handle(&h), "{h}");
+        assert!(!looks_like_session_handle("ABCDEF0123456789"));
+        assert!(!looks_like_session_handle("%%%%%%%%%%%%%%%%"));
     }
 
     #[test]

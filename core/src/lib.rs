@@ -24,6 +24,8 @@ pub mod quarantine;
 pub mod replay_sample;
 
 #[cfg(feature = "server")]
+pub mod accounts;
+#[cfg(feature = "server")]
 pub mod archive;
 #[cfg(feature = "server")]
 pub mod export;

@@ -561,9 +561,10 @@ pub fn role_names() -> String {
 }
 
 impl Actor {
-    /// Whether this actor holds permission `p`.
+    /// Whether this actor holds permission `p`: its role grants it, and it is not a
+    /// `read_only` API token (which holds none).
     pub fn can(&self, p: Permission) -> bool {
-        self.role.grants(p)
+        !self.read_only && self.role.grants(p)
     }
 
     /// The DLQ topics this actor is limited to, compiled; `None` for every topic.
@@ -747,6 +748,7 @@ mod tests {
             via_token: None,
             client_ip: None,
             user_agent: None,
+            read_only: false,
         };
         for p in Permission::ALL {
             assert!(!actor.can(p));

@@ -12,6 +12,7 @@ mod api_archive;
 mod api_labels;
 mod api_outcome;
 mod api_quarantine;
+mod api_users;
 mod api_versions;
 mod archive_cli;
 mod auth;
@@ -26,6 +27,7 @@ mod site;
 mod telemetry;
 mod telemetry_retention;
 mod telemetry_write_gate;
+mod token_form;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;

@@ -60,6 +60,8 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::export::router(state.clone()))
         .merge(crate::api_quarantine::router(state.clone()))
         .merge(crate::api_versions::router(state.clone()))
+        .merge(crate::api_users::router(state.clone()))
+        .merge(crate::token_form::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)
         // Inside the layers below (so refusals are traced and timed out like the rest): every

@@ -1,5 +1,6 @@
 //! One module per route.
 
+mod account;
 mod alerts;
 mod audit;
 mod confirm;
@@ -15,8 +16,10 @@ mod not_found;
 mod overview;
 mod quarantine;
 mod sign_in;
+mod users;
 mod versions;
 
+pub use account::AccountPage;
 pub use alerts::AlertsPage;
 pub use audit::AuditPage;
 pub use confirm::ConfirmPage;
@@ -31,6 +34,7 @@ pub use not_found::NotFound;
 pub use overview::OverviewPage;
 pub use quarantine::QuarantinePage;
 pub use sign_in::SignInPage;
+pub use users::{UsersNavLink, UsersPage};
 
 use leptos::prelude::*;
 

@@ -897,6 +897,7 @@ mod tests {
             via_token: None,
             client_ip: Some("192.0.2.7".into()),
             user_agent: None,
+            read_only: false,
         }
     }
 

@@ -19,6 +19,7 @@ fn actor() -> Actor {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     }
 }
 

@@ -276,6 +276,7 @@ mod tests {
             via_token: None,
             client_ip: None,
             user_agent: None,
+            read_only: false,
         }
     }
 

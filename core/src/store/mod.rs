@@ -220,7 +220,7 @@ pub use self::versions::MAX_VERSIONS_LISTED;
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;
 pub use self::auth::{
-    NewSession, NewUser, SessionLimits, SessionRecord, TokenOwner, UserCredentials,
+    NewApiToken, NewSession, NewUser, SessionLimits, SessionRecord, TokenOwner, UserCredentials,
 };
 
 /// When a SQLite commit is durable (`PRAGMA synchronous`, in WAL mode).

@@ -8,11 +8,9 @@ use std::io::Read as _;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
+use redrive_core::accounts;
 use redrive_core::actions::NewAuditEntry;
-use redrive_core::auth::{
-    hash_password, new_api_token, parse_role, secret_hash, validate_password, validate_token_name,
-    validate_user_name,
-};
+use redrive_core::auth::{hash_password, parse_role, validate_password, validate_user_name};
 use redrive_core::store::{NewUser, Store, StoreError};
 
 use super::now_ms;
@@ -32,6 +30,33 @@ pub enum UserCommand {
     Add(UserAdd),
     /// List the users.
     List,
+    /// Disable a user: they can no longer sign in, and their sessions and API tokens end at
+    /// once (enabling them again brings none back).
+    Disable {
+        /// The user's name.
+        name: String,
+    },
+    /// Enable a disabled user again (they sign in anew).
+    Enable {
+        /// The user's name.
+        name: String,
+    },
+    /// Change a user's role; it applies to their sessions and tokens from their next request.
+    SetRole {
+        /// The user's name.
+        name: String,
+        /// The new role.
+        #[arg(value_name = "viewer|operator|admin")]
+        role: String,
+    },
+    /// Set a new password for a user, read from standard input; ends all their sessions.
+    ResetPassword {
+        /// The user's name.
+        name: String,
+        /// Read the password from standard input (required).
+        #[arg(long)]
+        password_stdin: bool,
+    },
 }
 
 /// `redrive user add NAME --role R --password-stdin`
@@ -75,6 +100,14 @@ pub struct TokenCreate {
     /// A label to recognise it by, e.g. `ci-replays`.
     #[arg(long, value_name = "LABEL")]
     pub name: Option<String>,
+    /// When it stops working: a lifetime (`30d`, `12h`, `90m`), a date (`2027-01-31`, UTC) or
+    /// an RFC 3339 time; default: never.
+    #[arg(long, value_name = "30d|DATE|never", alias = "expires-at")]
+    pub expires_in: Option<String>,
+    /// `role`: whatever the user's current role allows (the default); `read_only`: reads
+    /// only, no permission whatsoever.
+    #[arg(long, value_name = "role|read_only", default_value = "role")]
+    pub scope: String,
 }
 
 /// Runs a `user` command to completion.
@@ -84,6 +117,13 @@ pub fn run_user(cmd: UserCommand, config: &Config) -> anyhow::Result<()> {
         let out = match cmd {
             UserCommand::Add(add) => user_add(&store, add).await,
             UserCommand::List => user_list(&store).await,
+            UserCommand::Disable { name } => user_set_disabled(&store, &name, true).await,
+            UserCommand::Enable { name } => user_set_disabled(&store, &name, false).await,
+            UserCommand::SetRole { name, role } => user_set_role(&store, &name, &role).await,
+            UserCommand::ResetPassword {
+                name,
+                password_stdin,
+            } => user_reset_password(&store, &name, password_stdin).await,
         };
         store.close().await;
         out
@@ -123,11 +163,10 @@ async fn open(config: &Config) -> anyhow::Result<Store> {
     Ok(store)
 }
 
-fn cli_audit(action: &str, outcome: String) -> NewAuditEntry {
+/// The audit row's actor fields of a command (the operation sets action and outcome).
+fn cli_by() -> NewAuditEntry {
     NewAuditEntry {
         actor: CLI_ACTOR.into(),
-        action: action.into(),
-        outcome,
         user_agent: Some(format!("redrive-cli/{}", env!("CARGO_PKG_VERSION"))),
         ..NewAuditEntry::default()
     }
@@ -151,30 +190,45 @@ async fn user_add(store: &Store, add: UserAdd) -> anyhow::Result<()> {
         bail!("give the password on standard input with --password-stdin");
     }
     validate_user_name(&add.name)?;
-    let role = parse_role(&add.role)?;
+    parse_role(&add.role)?;
     let password = read_password()?;
-    validate_password(&password)?;
-    let phc = tokio::task::spawn_blocking(move || hash_password(&password))
-        .await
-        .context("hashing the password")??;
-    let created = store
-        .create_user(&NewUser {
-            name: &add.name,
-            role: role.clone(),
-            password_hash: &phc,
-            created_at_ms: now_ms(),
-        })
-        .await?;
-    if created.is_none() {
-        bail!("a user named `{}` already exists", add.name);
+    let user =
+        accounts::create_user(store, &cli_by(), &add.name, &add.role, &password, now_ms()).await?;
+    eprintln!("added user {} ({})", user.name, user.role.as_str());
+    Ok(())
+}
+
+async fn user_set_disabled(store: &Store, name: &str, disabled: bool) -> anyhow::Result<()> {
+    let by = cli_by();
+    let changed = accounts::set_disabled(store, &by, None, name, disabled, now_ms()).await?;
+    let state = if disabled { "disabled" } else { "enabled" };
+    if changed {
+        eprintln!("{name} is {state}");
+    } else {
+        eprintln!("{name} already was {state}; nothing changed");
     }
-    store
-        .record_audit(&cli_audit(
-            "user_add",
-            format!("ok: added {} ({})", add.name, role.as_str()),
-        ))
-        .await?;
-    eprintln!("added user {} ({})", add.name, role.as_str());
+    Ok(())
+}
+
+async fn user_set_role(store: &Store, name: &str, role: &str) -> anyhow::Result<()> {
+    let by = cli_by();
+    let was = accounts::set_role(store, &by, None, name, role, now_ms()).await?;
+    eprintln!("{name} is {} (was {})", role.trim(), was.as_str());
+    Ok(())
+}
+
+async fn user_reset_password(
+    store: &Store,
+    name: &str,
+    password_stdin: bool,
+) -> anyhow::Result<()> {
+    if !password_stdin {
+        bail!("give the new password on standard input with --password-stdin");
+    }
+    let password = read_password()?;
+    let by = cli_by();
+    let ended = accounts::reset_password(store, &by, name, &password, None, now_ms()).await?;
+    eprintln!("new password set for {name}; {ended} sessions of theirs ended");
     Ok(())
 }
 
@@ -193,48 +247,55 @@ async fn user_list(store: &Store) -> anyhow::Result<()> {
 }
 
 async fn token_create(store: &Store, c: TokenCreate) -> anyhow::Result<()> {
-    if let Some(n) = &c.name {
-        validate_token_name(n)?;
-    }
-    let Some(user) = store.user_credentials(&c.user).await? else {
-        bail!("there is no user `{}` (see `redrive user list`)", c.user);
+    let created = accounts::create_token(
+        store,
+        &cli_by(),
+        &c.user,
+        c.name.as_deref(),
+        c.expires_in.as_deref().unwrap_or(""),
+        &c.scope,
+        now_ms(),
+    )
+    .await
+    .map_err(|e| match e {
+        accounts::AccountError::NotFound(m) => {
+            anyhow::anyhow!("{m} (see `redrive user list`)")
+        }
+        other => other.into(),
+    })?;
+    let t = &created.listing;
+    let expiry = match t.expires_at_ms.and_then(rfc3339) {
+        Some(at) => format!("expires {at}"),
+        None => "never expires".into(),
     };
-    if user.disabled {
-        bail!("user `{}` is disabled", c.user);
-    }
-    let token = new_api_token()?;
-    let id = store
-        .create_api_token(user.id, c.name.as_deref(), &secret_hash(&token), now_ms())
-        .await?;
-    store
-        .record_audit(&cli_audit(
-            "token_create",
-            format!("ok: token {id} for {} ({})", user.name, user.role.as_str()),
-        ))
-        .await?;
     eprintln!(
-        "created API token {id} for {} ({}); it is shown once, keep it now:",
-        user.name,
-        user.role.as_str()
+        "created API token {} for {} (scope {}, {expiry}); it is shown once, keep it now:",
+        t.id,
+        t.user,
+        t.scope.as_str()
     );
-    println!("{token}");
+    println!("{}", created.token);
     Ok(())
 }
 
 async fn token_list(store: &Store, user: Option<&str>) -> anyhow::Result<()> {
     println!(
-        "{:<6} {:<24} {:<24} {:<26} {:<26} revoked",
-        "id", "user", "name", "created", "last used"
+        "{:<6} {:<24} {:<24} {:<9} {:<26} {:<26} {:<26} revoked",
+        "id", "user", "name", "scope", "created", "last used", "expires"
     );
     for t in store.api_tokens(user).await? {
         let time = |ms: Option<i64>| ms.and_then(rfc3339).unwrap_or_else(|| "-".into());
         println!(
-            "{:<6} {:<24} {:<24} {:<26} {:<26} {}",
+            "{:<6} {:<24} {:<24} {:<9} {:<26} {:<26} {:<26} {}",
             t.id,
             t.user,
             t.name.as_deref().unwrap_or("-"),
+            t.scope.as_str(),
             time(Some(t.created_at_ms)),
             time(t.last_used_ms),
+            t.expires_at_ms
+                .and_then(rfc3339)
+                .unwrap_or_else(|| "never".into()),
             time(t.revoked_at_ms)
         );
     }
@@ -242,12 +303,14 @@ async fn token_list(store: &Store, user: Option<&str>) -> anyhow::Result<()> {
 }
 
 async fn token_revoke(store: &Store, id: i64) -> anyhow::Result<()> {
-    if !store.revoke_api_token(id, now_ms()).await? {
-        bail!("there is no unrevoked API token {id} (see `redrive token list`)");
-    }
-    store
-        .record_audit(&cli_audit("token_revoke", format!("ok: token {id}")))
-        .await?;
+    accounts::revoke_token(store, &cli_by(), id, None, now_ms())
+        .await
+        .map_err(|e| match e {
+            accounts::AccountError::NotFound(m) => {
+                anyhow::anyhow!("{m} (see `redrive token list`)")
+            }
+            other => other.into(),
+        })?;
     eprintln!("revoked API token {id}");
     Ok(())
 }

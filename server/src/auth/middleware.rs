@@ -5,7 +5,9 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use redrive_core::actions::Actor;
-use redrive_core::auth::{looks_like_api_token, secret_hash, SessionInfo, SESSION_COOKIE};
+use redrive_core::auth::{
+    looks_like_api_token, secret_hash, SessionInfo, SessionKey, TokenScope, SESSION_COOKIE,
+};
 
 use super::handlers::{clear_cookie, sign_in_url};
 use super::{csrf, now_ms, peer_ip, AuthError, AuthState, ClientMeta, SessionHandle};
@@ -109,6 +111,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
     match identity {
         Identity::Token(actor) => {
             req.extensions_mut().insert(actor);
+            req.extensions_mut().insert(auth.settings.limits);
             next.run(req).await
         }
         Identity::Session(handle) => {
@@ -128,6 +131,9 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
             }
             req.extensions_mut().insert(handle.info.actor.clone());
             req.extensions_mut().insert(handle.info.clone());
+            req.extensions_mut()
+                .insert(SessionKey(handle.id_hash.clone()));
+            req.extensions_mut().insert(auth.settings.limits);
             req.extensions_mut().insert(handle);
             next.run(req).await
         }
@@ -229,6 +235,14 @@ async fn token_identity(
         .map_err(AuthError::store)?
         .ok_or_else(invalid)?;
     let now = now_ms();
+    if let Some(at) = owner.expires_at_ms.filter(|at| *at <= now) {
+        tracing::info!(user = %owner.user, token = owner.token_id, "refused: the API token expired");
+        return Err(AuthError::Unauthenticated(format!(
+            "the API token expired at {}: create a new one (on /account, or `redrive token \
+             create --user NAME --expires-in 30d`)",
+            crate::api::rfc3339(at).unwrap_or_else(|| format!("{at} ms"))
+        )));
+    }
     if owner.last_used_ms.is_none_or(|t| now - t >= TOUCH_EVERY_MS) {
         // Off the request path, as for sessions.
         let store = auth.store.clone();
@@ -239,11 +253,9 @@ async fn token_identity(
             }
         });
     }
-    Ok(Identity::Token(client.actor(
-        &owner.user,
-        owner.role,
-        Some(owner.token_id),
-    )))
+    let mut actor = client.actor(&owner.user, owner.role, Some(owner.token_id));
+    actor.read_only = owner.scope == TokenScope::ReadOnly;
+    Ok(Identity::Token(actor))
 }
 
 /// True when the client asks for HTML (`Accept: text/html...`), as browsers do for navigation

@@ -134,6 +134,7 @@ impl ClientMeta {
             via_token,
             client_ip: self.ip.clone(),
             user_agent: self.user_agent.clone(),
+            read_only: false,
         }
     }
 }
@@ -282,10 +283,41 @@ pub async fn require_permission(
     auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
     tracing::info!(user = %actor.user, role = actor.role.as_str(), permission = needed.as_str(), action, "denied");
     Err(AuthError::Forbidden(format!(
-        "`{action}` needs the `{needed}` permission, which {} ({}) does not have. Ask an admin.",
+        "`{action}` needs the `{needed}` permission, which {} ({}{}) does not have. Ask an \
+         admin.",
         actor.user,
-        actor.role.as_str()
+        actor.role.as_str(),
+        read_only_note(actor)
     )))
+}
+
+/// `Ok` unless `actor` is a `read_only` API token, which may change nothing at all, not even
+/// its own user's account (password, sessions, tokens); else 403 and an audit row with
+/// outcome `denied` for `action`. For the account routes every signed-in user may use.
+pub async fn require_not_read_only(
+    auth: &AuthState,
+    actor: &Actor,
+    action: &str,
+) -> Result<(), AuthError> {
+    if !actor.read_only {
+        return Ok(());
+    }
+    auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
+    tracing::info!(user = %actor.user, action, "denied: read-only token");
+    Err(AuthError::Forbidden(format!(
+        "`{action}` changes something, and this API token of {} is read-only. Use a token \
+         with the scope `role`, or sign in.",
+        actor.user
+    )))
+}
+
+/// `", with a read-only token"` for a read-only token, else nothing (for refusals).
+fn read_only_note(actor: &Actor) -> &'static str {
+    if actor.read_only {
+        ", with a read-only token"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]

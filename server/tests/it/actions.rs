@@ -79,6 +79,7 @@ fn operator(name: &str) -> Actor {
         via_token: None,
         client_ip: Some("203.0.113.7".to_string()),
         user_agent: Some("Mozilla/5.0 (test)".to_string()),
+        read_only: false,
     }
 }
 

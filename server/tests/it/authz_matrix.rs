@@ -69,6 +69,7 @@ fn routes() -> Vec<Route> {
     const EDIT_REPLAY: &[Permission] = &[Permission::Edit, Permission::Replay];
     const ANNOTATE: &[Permission] = &[Permission::Annotate];
     const MANAGE_RULES: &[Permission] = &[Permission::ManageRules];
+    const MANAGE_USERS: &[Permission] = &[Permission::ManageUsers];
     const NONE: &[Permission] = &[];
     fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: &'static [Permission], ok: u16, effect: Effect) -> Route {
         Route { name, kind, path, body, needs, ok, effect }
@@ -100,6 +101,21 @@ fn routes() -> Vec<Route> {
         r("ui note", Form, |_| "/api/ui/note".into(), |c| json!({"kind": "dead_letter", "target": c.to_replay.to_string(), "note": "matrix note", "back": "/"}), ANNOTATE, 302, Changes),
         r("archive", Api, |_| "/api/v1/archives".into(), |c| json!({"filter": {"dlq_topic": c.topic}}), DELETE, 409, NoEffect),
         r("ui alert test", Form, |_| "/api/ui/alert-test".into(), |_| json!({"notifier": "no-such-notifier"}), MANAGE_RULES, 400, NoEffect),
+        // Users and tokens (the `manage_users` permission: admins only).
+        r("add user", Api, |_| "/api/v1/users".into(), |c| json!({"name": c.new_user, "role": "viewer", "password": "matrix password"}), MANAGE_USERS, 201, Changes),
+        r("disable user", Api, |c| format!("/api/v1/users/{}/disable", c.target), |_| json!({}), MANAGE_USERS, 200, Changes),
+        r("enable user", Api, |c| format!("/api/v1/users/{}/enable", c.disabled_target), |_| json!({}), MANAGE_USERS, 200, Changes),
+        r("set role", Api, |c| format!("/api/v1/users/{}/role", c.target), |_| json!({"role": "operator"}), MANAGE_USERS, 200, Changes),
+        r("reset password", Api, |c| format!("/api/v1/users/{}/password", c.target), |_| json!({"password": "matrix new password"}), MANAGE_USERS, 200, Changes),
+        r("token for another user", Api, |_| "/api/v1/tokens".into(), |c| json!({"user": c.target, "expires_in": "30d"}), MANAGE_USERS, 201, Changes),
+        r("revoke another's token", Api, |c| format!("/api/v1/tokens/{}/revoke", c.target_token), |_| json!({}), MANAGE_USERS, 200, Changes),
+        r("ui add user", Form, |_| "/api/ui/users/add".into(), |c| json!({"name": c.new_user, "role": "viewer", "password": "matrix password"}), MANAGE_USERS, 302, Changes),
+        r("ui disable user", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "disable"}), MANAGE_USERS, 302, Changes),
+        r("ui enable user", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.disabled_target, "op": "enable"}), MANAGE_USERS, 302, Changes),
+        r("ui set role", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "set_role", "role": "operator"}), MANAGE_USERS, 302, Changes),
+        r("ui reset password", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "reset_password", "password": "matrix new password"}), MANAGE_USERS, 302, Changes),
+        r("ui token for another user", Form, |_| "/account/tokens".into(), |c| json!({"user": c.target, "expires": "7d", "scope": "read_only", "back": "/admin/users"}), MANAGE_USERS, 200, Changes),
+        r("ui revoke another's token", Form, |_| "/api/ui/tokens/revoke".into(), |c| json!({"id": c.target_token.to_string(), "back": "/admin/users"}), MANAGE_USERS, 302, Changes),
     ]
 }
 
@@ -189,6 +205,13 @@ struct Cell {
     paused_job_id: String,
     /// A quarantine row (with its payload, so a retry can store it).
     quarantined: i64,
+    /// A viewer (with a token), to disable, re-role, reset, give a token.
+    target: String,
+    target_token: i64,
+    /// A disabled viewer, to enable.
+    disabled_target: String,
+    /// A name no user has yet, to add.
+    new_user: String,
 }
 
 /// What a route may change: the cell's dead letters' statuses, its job, whether its record is
@@ -204,6 +227,9 @@ struct Snapshot {
     edit_version: Option<i32>,
     /// Labels and note of `to_replay` and `to_delete`.
     annotations: Vec<(Vec<String>, Option<String>)>,
+    /// The cell's users and tokens: the target's role, state, password hash and tokens, the
+    /// disabled target's state, whether the new user exists.
+    accounts: String,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -243,6 +269,7 @@ async fn new_cell(app: &TestApp) -> Cell {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     };
     app.store
         .delete(&setup, &Selection::Ids(vec![ids[2]]), None)
@@ -295,7 +322,48 @@ async fn new_cell(app: &TestApp) -> Cell {
         .find(|q| q.dlq_topic == topic)
         .expect("the quarantined record")
         .id;
+    let phc = {
+        static PHC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        PHC.get_or_init(|| redrive_core::auth::hash_password("matrix password").expect("hash"))
+    };
+    let target = unique("target");
+    let disabled_target = unique("disabled");
+    let mut target_id = 0;
+    for name in [&target, &disabled_target] {
+        let id = app
+            .store
+            .create_user(&redrive_core::store::NewUser {
+                name,
+                role: Role::Viewer,
+                password_hash: phc,
+                created_at_ms: 0,
+            })
+            .await
+            .expect("create user")
+            .expect("a new user");
+        if *name == target {
+            target_id = id;
+        }
+    }
+    let by = redrive_core::actions::NewAuditEntry::default();
+    redrive_core::accounts::set_disabled(&app.store, &by, None, &disabled_target, true, 0)
+        .await
+        .expect("disable");
+    let target_token = app
+        .store
+        .create_api_token(
+            target_id,
+            Some("matrix"),
+            &secret_hash(&redrive_core::auth::new_api_token().expect("token")),
+            0,
+        )
+        .await
+        .expect("token");
     Cell {
+        target,
+        target_token,
+        disabled_target,
+        new_user: unique("new"),
         quarantined,
         topic,
         to_replay: ids[0],
@@ -365,6 +433,34 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
             a.note.map(|n| n.text),
         ));
     }
+    let target = app.store.user(&cell.target).await.expect("user");
+    let hash = app
+        .store
+        .user_credentials(&cell.target)
+        .await
+        .expect("credentials")
+        .map(|c| c.password_hash);
+    let tokens: Vec<(i64, bool)> = app
+        .store
+        .api_tokens(Some(&cell.target))
+        .await
+        .expect("tokens")
+        .into_iter()
+        .map(|t| (t.id, t.revoked_at_ms.is_some()))
+        .collect();
+    let disabled = app
+        .store
+        .user(&cell.disabled_target)
+        .await
+        .expect("user")
+        .map(|u| u.disabled);
+    let new_user = app
+        .store
+        .user(&cell.new_user)
+        .await
+        .expect("user")
+        .is_some();
+    let accounts = format!("{target:?} {hash:?} {tokens:?} {disabled:?} {new_user}");
     Snapshot {
         statuses,
         job,
@@ -373,6 +469,7 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         session_alive,
         edit_version,
         annotations,
+        accounts,
     }
 }
 

@@ -23,6 +23,7 @@ fn eve() -> Actor {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     }
 }
 

@@ -196,6 +196,7 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
                 via_token: None,
                 client_ip: None,
                 user_agent: None,
+                read_only: false,
             },
             &started.id,
             Some("LLM back"),

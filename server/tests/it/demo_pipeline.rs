@@ -443,6 +443,7 @@ async fn demo_retries_dead_letters_loses_nothing_and_replays_once() {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     };
     let job = store
         .request_replay(

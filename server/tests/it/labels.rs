@@ -25,6 +25,7 @@ fn operator(name: &str) -> Actor {
         via_token: None,
         client_ip: Some("203.0.113.9".to_string()),
         user_agent: Some("labels-test".to_string()),
+        read_only: false,
     }
 }
 

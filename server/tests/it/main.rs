@@ -55,3 +55,4 @@ mod store;
 mod transform;
 mod ui_actions;
 mod ui_refusals;
+mod users;

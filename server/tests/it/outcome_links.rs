@@ -24,6 +24,7 @@ fn operator() -> Actor {
         via_token: None,
         client_ip: None,
         user_agent: None,
+        read_only: false,
     }
 }
 

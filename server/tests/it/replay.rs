@@ -38,6 +38,7 @@ pub(crate) fn ann() -> Actor {
         via_token: None,
         client_ip: Some("192.0.2.10".to_string()),
         user_agent: Some("redrive-test".to_string()),
+        read_only: false,
     }
 }
 

@@ -186,6 +186,7 @@ impl Redrive {
                     via_token: None,
                     client_ip: None,
                     user_agent: None,
+                    read_only: false,
                 },
                 &ReplayRequest {
                     selection: Selection::Ids(ids),

@@ -362,6 +362,17 @@ impl TestApp {
             .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
     }
 
+    /// DELETEs `path`; a session request carries its CSRF header.
+    pub async fn delete(&self, path: &str, auth: Auth<'_>) -> reqwest::Response {
+        let mut req = self.with_auth(self.client.delete(self.url(path)), auth);
+        if let Auth::Session(s) = auth {
+            req = req.header("X-CSRF-Token", &s.csrf);
+        }
+        req.send()
+            .await
+            .unwrap_or_else(|e| panic!("DELETE {path}: {e}\n{}", self.log()))
+    }
+
     /// PUTs JSON with a Bearer token (the note routes).
     pub async fn put_json(&self, path: &str, token: &str, body: &Value) -> reqwest::Response {
         self.client
