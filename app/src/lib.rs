@@ -13,6 +13,7 @@
 
 pub mod actions_api;
 pub mod alerts_api;
+pub mod approvals_api;
 pub mod api;
 pub mod auth_context;
 pub mod components;
@@ -36,7 +37,7 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage, ErrorGroupPage,
+    AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage, ErrorGroupPage,
     ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
 };
 
@@ -77,6 +78,7 @@ pub fn App() -> impl IntoView {
                     <a href="/">"Dead letters"</a>
                     <a href="/groups">"Error groups"</a>
                     <a href="/jobs">"Jobs"</a>
+                    <a href="/approvals">"Approvals"</a>
                     <a href="/audit">"Audit"</a>
                     <a href="/quarantine">"Quarantine"</a>
                     <a href="/alerts">"Alerts"</a>
@@ -95,6 +97,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
+                    <Route path=path!("/approvals") view=ApprovalsPage ssr=SsrMode::Async />
                     <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
                     <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />

@@ -6,6 +6,7 @@
 //! Without the `server` feature the crate compiles to wasm32 and is what the hydrated UI shares.
 
 pub mod actions;
+pub mod approval;
 pub mod alerts;
 pub mod auth;
 pub mod canary;

@@ -252,6 +252,20 @@ pub struct Config {
     /// purged 30 days after the delete or replay; live ones are kept; no archive.
     #[serde(default)]
     pub retention: redrive_core::retention::RetentionConfig,
+    /// Four-eyes approval: the `[approval]` table of `redrive.toml` (file only): `min_records`
+    /// (an action over at least this many dead letters needs approval; 0 = no threshold),
+    /// `dlq_topics` (any action touching one of these DLQ topics needs approval; the syntax of
+    /// `dlq_topics`), `expire_after_ms` (default 86400000), `actions` (default `["replay",
+    /// "delete", "restore"]`). Default: off. `docs/replay.md`, "Four-eyes approval and
+    /// required reasons".
+    #[serde(default)]
+    pub approval: redrive_core::approval::ApprovalConfig,
+    /// Required reasons: the `[reasons]` table of `redrive.toml` (file only): `required`
+    /// (a replay, delete, restore or edit without a reason is refused) and `pattern` (a
+    /// regular expression a reason must match, e.g. `^[A-Z]+-\\d+`). Default: a reason is
+    /// optional.
+    #[serde(default)]
+    pub reasons: redrive_core::approval::ReasonsConfig,
 }
 
 fn default_database_url() -> String {
@@ -367,6 +381,8 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             alerts: AlertsConfig::default(),
             retention: redrive_core::retention::RetentionConfig::default(),
+            approval: Default::default(),
+            reasons: Default::default(),
         }
     }
 }
@@ -529,6 +545,7 @@ impl Config {
         if let Err(e) = self.retention.check() {
             return Err(ConfigError::Invalid(e));
         }
+        self.approval_policy().map_err(ConfigError::Invalid)?;
         if let Some(p) = self
             .trusted_proxies
             .iter()
@@ -581,6 +598,11 @@ impl Config {
             max_parallel_jobs: self.relay_max_parallel_jobs,
             lag_poll_ms: self.relay_lag_poll_ms,
         }
+    }
+
+    /// `[approval]` and `[reasons]`, checked and compiled. Errors: what to change.
+    pub fn approval_policy(&self) -> Result<redrive_core::approval::ApprovalPolicy, String> {
+        redrive_core::approval::ApprovalPolicy::new(&self.approval, &self.reasons)
     }
 
     /// The Kafka properties as ingest takes them.
@@ -1114,7 +1136,7 @@ security.protocol = "SASL_SSL"
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if name == "kafka" || name == "alerts" || name == "retention" {
+            if ["kafka", "alerts", "retention", "approval", "reasons"].contains(&name.as_str()) {
                 continue;
             }
             assert!(

@@ -1,6 +1,7 @@
 //! One module per route.
 
 mod alerts;
+mod approvals;
 mod audit;
 mod confirm;
 mod confirm_sample;
@@ -18,6 +19,7 @@ mod sign_in;
 mod versions;
 
 pub use alerts::AlertsPage;
+pub use approvals::ApprovalsPage;
 pub use audit::AuditPage;
 pub use confirm::ConfirmPage;
 pub use dead_letter::DeadLetterPage;

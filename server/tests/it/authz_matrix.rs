@@ -80,6 +80,12 @@ fn routes() -> Vec<Route> {
         r("resume job", Api, |c| format!("/api/v1/replays/{}/resume", c.paused_job_id), |_| json!({}), Operator, 200, Changes),
         r("ui pause job", Form, |_| "/api/ui/pause-job".into(), |c| json!({"job_id": c.job_id}), Operator, 302, Changes),
         r("ui resume job", Form, |_| "/api/ui/resume-job".into(), |c| json!({"job_id": c.paused_job_id}), Operator, 302, Changes),
+        // Four-eyes approval: `Permission::Approve` (held by operator and admin). The cell's
+        // request was made by `setup`, so every caller is "another user".
+        r("approve request", Api, |c| format!("/api/v1/requests/{}/approve", c.approval_id), |_| json!({"reason": "matrix"}), Operator, 200, Changes),
+        r("decline request", Api, |c| format!("/api/v1/requests/{}/decline", c.approval_id), |_| json!({"reason": "matrix"}), Operator, 200, Changes),
+        r("ui approve request", Form, |_| "/api/ui/approve".into(), |c| json!({"id": c.approval_id.to_string()}), Operator, 302, Changes),
+        r("ui decline request", Form, |_| "/api/ui/decline".into(), |c| json!({"id": c.approval_id.to_string(), "reason": "matrix"}), Operator, 302, Changes),
     ]
 }
 
@@ -145,6 +151,8 @@ struct Cell {
     paused_job_id: String,
     /// A quarantine row (with its payload, so a retry can store it).
     quarantined: i64,
+    /// A pending approval request of `setup`'s (a delete of a sixth dead letter).
+    approval_id: i64,
 }
 
 /// What a route may change: the cell's dead letters' statuses, its job, whether its record is
@@ -158,6 +166,8 @@ struct Snapshot {
     session_alive: Option<bool>,
     /// The latest edited version of `to_replay` (an edit saves a new one).
     edit_version: Option<i32>,
+    /// The approval request's status.
+    approval: String,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -184,7 +194,7 @@ fn record(topic: &str, offset: i64) -> NewDeadLetter {
 
 async fn new_cell(app: &TestApp) -> Cell {
     let topic = unique("matrix.DLT");
-    let batch: Vec<NewDeadLetter> = (0..5).map(|o| record(&topic, o)).collect();
+    let batch: Vec<NewDeadLetter> = (0..6).map(|o| record(&topic, o)).collect();
     app.store.insert_batch(&batch).await.expect("insert");
     let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic.as_str()), ("limit", "10")])
         .expect("query");
@@ -249,7 +259,35 @@ async fn new_cell(app: &TestApp) -> Cell {
         .find(|q| q.dlq_topic == topic)
         .expect("the quarantined record")
         .id;
+    // Approval on for this one request (the app itself runs without `[approval]`).
+    let policy = redrive_core::approval::ApprovalPolicy::new(
+        &redrive_core::approval::ApprovalConfig {
+            min_records: 1,
+            ..Default::default()
+        },
+        &Default::default(),
+    )
+    .expect("policy");
+    let approval_id = app
+        .store
+        .submit_for_approval(
+            &policy,
+            &setup,
+            redrive_core::approval::ActionKind::Delete,
+            &ReplayRequest {
+                selection: Selection::Ids(vec![ids[5]]),
+                target_topic: None,
+                rate_per_sec: None,
+                reason: Some("matrix".into()),
+                options: Default::default(),
+            },
+        )
+        .await
+        .expect("submit")
+        .expect("a pending request")
+        .id;
     Cell {
+        approval_id,
         quarantined,
         topic,
         to_replay: ids[0],
@@ -307,7 +345,17 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .latest_version(cell.to_replay)
         .await
         .expect("latest version");
+    let approval = app
+        .store
+        .approval_request(cell.approval_id)
+        .await
+        .expect("approval request")
+        .expect("exists")
+        .status
+        .as_str()
+        .to_string();
     Snapshot {
+        approval,
         statuses,
         job,
         paused_job,
