@@ -1133,6 +1133,47 @@ security.protocol = "SASL_SSL"
     }
 
     #[test]
+    fn approval_and_reasons_tables_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        let refused = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Config::load(Some(&path), env(&[]), &Overrides::default())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("[approval]\nmin_records = 10\ndlq_topics = [\"payments.*\"]\n");
+        assert!(e.contains("[approval] dlq_topics") && e.contains("payments.*"), "{e}");
+        let e = refused("[approval]\nmin_records = 10\nexpire_after_ms = 0\n");
+        assert!(e.contains("expire_after_ms"), "{e}");
+        let e = refused("[approval]\nmin_record = 10\n");
+        assert!(e.contains("min_record"), "{e}");
+        let e = refused("[approval]\nmin_records = 10\nactions = [\"purge\"]\n");
+        assert!(e.contains("purge"), "{e}");
+        let e = refused("[reasons]\nrequired = true\npattern = '^[A-Z+-\\d+'\n");
+        assert!(e.contains("[reasons] pattern"), "{e}");
+
+        std::fs::write(
+            &path,
+            "[approval]\nmin_records = 10\ndlq_topics = ['^payments\\..*$', 'orders.DLT']\n\
+             expire_after_ms = 60000\n\n[reasons]\nrequired = true\npattern = '^[A-Z]+-\\d+'\n",
+        )
+        .unwrap();
+        let c = load(Some(&path), &[], &Overrides::default());
+        assert_eq!(c.approval.min_records, 10);
+        assert_eq!(c.approval.expire_after_ms, 60_000);
+        let policy = c.approval_policy().unwrap();
+        assert!(policy.approval_on());
+        assert_eq!(policy.reason_pattern(), Some(r"^[A-Z]+-\d+"));
+        let printed = c.to_redacted_toml().unwrap();
+        assert!(printed.contains("[approval]") && printed.contains("[reasons]"), "{printed}");
+        assert!(!load(None, &[], &Overrides::default())
+            .approval_policy()
+            .unwrap()
+            .approval_on());
+    }
+
+    #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).

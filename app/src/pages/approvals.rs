@@ -92,8 +92,8 @@ pub fn ApprovalsPage() -> impl IntoView {
                                 l.pending
                                     .into_iter()
                                     .map(|v| view! {
-                                        <Request
-                                            view=v
+                                        <RequestCard
+                                            item=v
                                             user=user.clone()
                                             can_approve=can_approve
                                             as_of_ms=as_of
@@ -109,8 +109,8 @@ pub fn ApprovalsPage() -> impl IntoView {
                                 .decided
                                 .into_iter()
                                 .map(|v| view! {
-                                    <Request
-                                        view=v
+                                    <RequestCard
+                                        item=v
                                         user=user.clone()
                                         can_approve=false
                                         as_of_ms=as_of
@@ -175,8 +175,8 @@ fn selection_text(r: &ApprovalRequest) -> String {
 }
 
 #[component]
-fn Request(
-    view: RequestView,
+fn RequestCard(
+    item: RequestView,
     user: String,
     can_approve: bool,
     as_of_ms: i64,
@@ -184,7 +184,8 @@ fn Request(
     decline: ServerAction<DeclineRequest>,
     cancel: ServerAction<CancelRequest>,
 ) -> impl IntoView {
-    let r = view.request;
+    let count_now = item.count_now;
+    let r = item.request;
     let id = r.id;
     let pending = r.status == RequestStatus::Pending;
     let mine = r.requested_by.user == user;
@@ -253,7 +254,7 @@ fn Request(
             </p>
             <p>
                 {format!("{} dead letter(s) when asked", r.count)}
-                {view.count_now.map(|n| format!("; {n} now"))}
+                {count_now.map(|n| format!("; {n} now"))}
                 {(!per_topic.is_empty()).then(|| format!(" (per DLQ topic when asked: {per_topic})"))}
             </p>
             {pending.then(|| view! { <p class="dim">{expires.clone()}</p> })}
@@ -265,7 +266,7 @@ fn Request(
             {(pending && can_approve && !mine).then(|| view! {
                 <ActionForm action=approve attr:class="approve-request">
                     <CsrfField />
-                    <input type="hidden" name="id" value=id />
+                    <input type="hidden" name="id" value=id.to_string() />
                     <label>
                         <span>"Note (optional, audited)"</span>
                         <input type="text" name="reason" maxlength="2000" />
@@ -274,7 +275,7 @@ fn Request(
                 </ActionForm>
                 <ActionForm action=decline attr:class="decline-request">
                     <CsrfField />
-                    <input type="hidden" name="id" value=id />
+                    <input type="hidden" name="id" value=id.to_string() />
                     <label>
                         <span>"Why decline (required, audited)"</span>
                         <input type="text" name="reason" maxlength="2000" required />
@@ -286,7 +287,7 @@ fn Request(
                 <p class="dim">"You asked for it: another user must approve or decline it."</p>
                 <ActionForm action=cancel attr:class="cancel-request">
                     <CsrfField />
-                    <input type="hidden" name="id" value=id />
+                    <input type="hidden" name="id" value=id.to_string() />
                     <input type="hidden" name="reason" value="" />
                     <button type="submit" class="secondary-button">"Cancel my request"</button>
                 </ActionForm>

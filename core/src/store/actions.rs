@@ -506,7 +506,7 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             if let Some(link) = approval {
-                let claimed: Option<i64> = claim_query::<DB>(link, Some(&job.id), now)
+                let claimed: Option<i64> = claim_query::<DB>(link, Some(job.id.as_str()), now)
                     .build_query_scalar()
                     .fetch_optional(&mut *tx)
                     .await
@@ -514,7 +514,7 @@ impl Store {
                 if claimed.is_none() {
                     return Err(link.lost());
                 }
-                super::audit::insert_audit::<DB>(&link.audit(Some(&job.id)), now)
+                super::audit::insert_audit::<DB>(&link.audit(Some(job.id.as_str())), now)
                     .build()
                     .execute(&mut *tx)
                     .await

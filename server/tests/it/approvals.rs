@@ -488,7 +488,7 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
             "/api/ui/act",
             Auth::Session(&alice),
             Csrf::Right,
-            &[("op", "delete"), ("ids[]", &id_text), ("reason", "no ticket"), ("back", "/")],
+            &[("op", "delete"), ("ids[]", id_text.as_str()), ("reason", "no ticket"), ("back", "/")],
         )
         .await;
     let loc = location(&res);
@@ -500,7 +500,7 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
             "/api/ui/act",
             Auth::Session(&alice),
             Csrf::Right,
-            &[("op", "delete"), ("ids[]", &id_text), ("reason", "OPS-13 dup"), ("back", "/")],
+            &[("op", "delete"), ("ids[]", id_text.as_str()), ("reason", "OPS-13 dup"), ("back", "/")],
         )
         .await;
     assert_eq!(res.status().as_u16(), 302);
@@ -534,12 +534,12 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
 
     let rid = request.id.to_string();
     let res = app
-        .post_form("/api/ui/approve", Auth::Session(&alice), Csrf::Right, &[("id", &rid)])
+        .post_form("/api/ui/approve", Auth::Session(&alice), Csrf::Right, &[("id", rid.as_str())])
         .await;
     assert_ne!(res.status().as_u16(), 200);
     assert_eq!(status_of(app, ids[0]).await, Status::New);
     let res = app
-        .post_form("/api/ui/approve", Auth::Session(&bob), Csrf::Right, &[("id", &rid)])
+        .post_form("/api/ui/approve", Auth::Session(&bob), Csrf::Right, &[("id", rid.as_str())])
         .await;
     assert_eq!(res.status().as_u16(), 302, "{}", app.log());
     assert!(location(&res).starts_with("/approvals?decided="));
