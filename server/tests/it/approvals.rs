@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::replay::{consume, dead_letter, header_text, headers_of, record_count};
 use crate::support::{location, Auth, Csrf, TestApp};
+use crate::ui_actions::{Browser, ACT};
 
 /// The reason pattern of every app here.
 const PATTERN: &str = r"^[A-Z]+-\d+";
@@ -468,7 +469,7 @@ async fn small_actions_run_directly_and_reasons_are_checked() {
 
 /// The UI: an action form that needs approval lands on `/approvals` with a notice, writes
 /// nothing; the page lists it; another user's Approve form (CSRF, no JavaScript) runs it. A
-/// form without a valid reason is refused.
+/// form without a valid reason comes back with the message naming the pattern.
 #[tokio::test]
 async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
     let gated = unique("fe-payments.DLT");
@@ -480,33 +481,42 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
         .expect("insert");
     let ids = ids_in(app, &gated).await;
     let id_text = ids[0].to_string();
-    let alice = app.sign_in("alice", "alice password").await;
-    let bob = app.sign_in("bob", "bob password").await;
+    let alice = Browser::sign_in(app, ("alice", "alice password")).await;
+    let bob = Browser::sign_in(app, ("bob", "bob password")).await;
+    let list = format!("/?dlq_topic={gated}");
 
-    let res = app
-        .post_form(
-            "/api/ui/act",
-            Auth::Session(&alice),
-            Csrf::Right,
-            &[("op", "delete"), ("ids[]", id_text.as_str()), ("reason", "no ticket"), ("back", "/")],
+    let res = alice
+        .submit(
+            &list,
+            ACT,
+            &[("op", "delete"), ("ids[]", &id_text), ("reason", "no ticket"), ("back", &list)],
+            None,
         )
         .await;
-    let loc = location(&res);
-    assert!(loc.contains("__err"), "refused reason: {loc}");
+    assert_eq!(res.status().as_u16(), 302);
+    let back = location(&res);
+    assert!(back.contains("__err="), "refused reason: {back}");
+    let (_, html) = alice
+        .page(back.strip_prefix(&app.base).unwrap_or(&back))
+        .await;
+    assert!(html.contains("does not match the required pattern"), "{html}");
     assert_eq!(status_of(app, ids[0]).await, Status::New);
 
-    let res = app
-        .post_form(
-            "/api/ui/act",
-            Auth::Session(&alice),
-            Csrf::Right,
-            &[("op", "delete"), ("ids[]", id_text.as_str()), ("reason", "OPS-13 dup"), ("back", "/")],
+    let res = alice
+        .submit(
+            &list,
+            ACT,
+            &[("op", "delete"), ("ids[]", &id_text), ("reason", "OPS-13 dup"), ("back", &list)],
+            None,
         )
         .await;
     assert_eq!(res.status().as_u16(), 302);
     let loc = location(&res);
     assert!(loc.starts_with("/approvals?requested="), "{loc}");
     assert_eq!(status_of(app, ids[0]).await, Status::New, "nothing done yet");
+    let (code, notice) = alice.page(&loc).await;
+    assert_eq!(code, 200);
+    assert!(notice.contains("needs approval"), "{notice}");
     let request = app
         .store
         .approval_requests(None, 10)
@@ -515,31 +525,21 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
         .pop()
         .expect("one request");
 
-    let page = app
-        .get("/approvals", Auth::Session(&bob))
-        .await
-        .text()
-        .await
-        .expect("page");
+    let (_, page) = bob.page("/approvals").await;
     assert!(page.contains(&format!("request-{}", request.id)), "{page}");
     assert!(page.contains("Approve and run"), "bob may approve");
-    let mine = app
-        .get("/approvals", Auth::Session(&alice))
-        .await
-        .text()
-        .await
-        .expect("page");
+    let (_, mine) = alice.page("/approvals").await;
     assert!(!mine.contains("Approve and run"), "alice may not approve her own");
     assert!(mine.contains("Cancel my request"));
 
     let rid = request.id.to_string();
-    let res = app
-        .post_form("/api/ui/approve", Auth::Session(&alice), Csrf::Right, &[("id", rid.as_str())])
+    let res = alice
+        .submit("/approvals", "/api/ui/approve", &[("id", &rid)], None)
         .await;
-    assert_ne!(res.status().as_u16(), 200);
+    assert_eq!(res.status().as_u16(), 403);
     assert_eq!(status_of(app, ids[0]).await, Status::New);
-    let res = app
-        .post_form("/api/ui/approve", Auth::Session(&bob), Csrf::Right, &[("id", rid.as_str())])
+    let res = bob
+        .submit("/approvals", "/api/ui/approve", &[("id", &rid)], None)
         .await;
     assert_eq!(res.status().as_u16(), 302, "{}", app.log());
     assert!(location(&res).starts_with("/approvals?decided="));
