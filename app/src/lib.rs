@@ -13,8 +13,8 @@
 
 pub mod actions_api;
 pub mod alerts_api;
-pub mod approvals_api;
 pub mod api;
+pub mod approvals_api;
 pub mod auth_context;
 pub mod components;
 pub mod display;
@@ -37,8 +37,9 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage, ErrorGroupPage,
-    ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage, SignInPage,
+    AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage,
+    ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage,
+    SignInPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.

@@ -129,7 +129,12 @@ impl ApprovalPolicy {
     /// Checks and compiles the two tables. Errors: what to change, naming the key.
     pub fn new(a: &ApprovalConfig, r: &ReasonsConfig) -> Result<ApprovalPolicy, String> {
         let mut topics = Vec::with_capacity(a.dlq_topics.len());
-        for t in a.dlq_topics.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        for t in a
+            .dlq_topics
+            .iter()
+            .map(|t| t.trim())
+            .filter(|t| !t.is_empty())
+        {
             if t.starts_with('^') {
                 let re = regex::Regex::new(t).map_err(|e| {
                     format!("`[approval] dlq_topics`: `{t}` is not a regular expression: {e}")
@@ -153,9 +158,11 @@ impl ApprovalPolicy {
             ));
         }
         if on && a.actions.is_empty() {
-            return Err("`[approval] actions` is empty: list the actions that need approval \
+            return Err(
+                "`[approval] actions` is empty: list the actions that need approval \
                  (replay, delete, restore), or turn approval off (min_records = 0, no dlq_topics)"
-                .into());
+                    .into(),
+            );
         }
         let reason_pattern = match r.pattern.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -393,8 +400,12 @@ mod tests {
             .why(ActionKind::Delete, 1, &[t("payments.DLT", 1)])
             .unwrap();
         assert!(why.contains("payments.DLT"), "{why}");
-        assert!(p.why(ActionKind::Delete, 1, &[t("orders.DLT", 1)]).is_some());
-        assert!(p.why(ActionKind::Delete, 1, &[t("orders.DLTX", 1)]).is_none());
+        assert!(p
+            .why(ActionKind::Delete, 1, &[t("orders.DLT", 1)])
+            .is_some());
+        assert!(p
+            .why(ActionKind::Delete, 1, &[t("orders.DLTX", 1)])
+            .is_none());
         assert!(p.why(ActionKind::Delete, 0, &[]).is_none());
         assert!(!ApprovalPolicy::default().approval_on());
         assert!(ApprovalPolicy::default()

@@ -6,8 +6,8 @@
 //! Without the `server` feature the crate compiles to wasm32 and is what the hydrated UI shares.
 
 pub mod actions;
-pub mod approval;
 pub mod alerts;
+pub mod approval;
 pub mod auth;
 pub mod canary;
 pub mod conventions;

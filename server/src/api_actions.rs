@@ -872,7 +872,9 @@ pub async fn delete(
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "delete").await?;
-    if let Some(pending) = approval_gate(&state, &actor, ActionKind::Delete, &sel, &b.reason).await? {
+    if let Some(pending) =
+        approval_gate(&state, &actor, ActionKind::Delete, &sel, &b.reason).await?
+    {
         return Ok(pending);
     }
     let n = state
@@ -893,7 +895,9 @@ pub async fn restore(
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "restore").await?;
-    if let Some(pending) = approval_gate(&state, &actor, ActionKind::Restore, &sel, &b.reason).await? {
+    if let Some(pending) =
+        approval_gate(&state, &actor, ActionKind::Restore, &sel, &b.reason).await?
+    {
         return Ok(pending);
     }
     let n = state

@@ -1143,7 +1143,10 @@ security.protocol = "SASL_SSL"
                 .to_string()
         };
         let e = refused("[approval]\nmin_records = 10\ndlq_topics = [\"payments.*\"]\n");
-        assert!(e.contains("[approval] dlq_topics") && e.contains("payments.*"), "{e}");
+        assert!(
+            e.contains("[approval] dlq_topics") && e.contains("payments.*"),
+            "{e}"
+        );
         let e = refused("[approval]\nmin_records = 10\nexpire_after_ms = 0\n");
         assert!(e.contains("expire_after_ms"), "{e}");
         let e = refused("[approval]\nmin_record = 10\n");
@@ -1166,7 +1169,10 @@ security.protocol = "SASL_SSL"
         assert!(policy.approval_on());
         assert_eq!(policy.reason_pattern(), Some(r"^[A-Z]+-\d+"));
         let printed = c.to_redacted_toml().unwrap();
-        assert!(printed.contains("[approval]") && printed.contains("[reasons]"), "{printed}");
+        assert!(
+            printed.contains("[approval]") && printed.contains("[reasons]"),
+            "{printed}"
+        );
         assert!(!load(None, &[], &Overrides::default())
             .approval_policy()
             .unwrap()

@@ -197,7 +197,9 @@ fn RequestCard(
         .join(", ");
     let target = match (&r.kind, &r.request.target_topic) {
         (redrive_core::approval::ActionKind::Replay, Some(t)) => format!(" to topic {t}"),
-        (redrive_core::approval::ActionKind::Replay, None) => " to each record's source topic".into(),
+        (redrive_core::approval::ActionKind::Replay, None) => {
+            " to each record's source topic".into()
+        }
         _ => String::new(),
     };
     let expires = if pending {

@@ -133,7 +133,11 @@ impl ApprovalLink {
                 })
                 .to_string(),
             ),
-            ..NewAuditEntry::by(&self.approver, "approval_approve", "ok: approved and carried out")
+            ..NewAuditEntry::by(
+                &self.approver,
+                "approval_approve",
+                "ok: approved and carried out",
+            )
         }
     }
 
@@ -154,12 +158,19 @@ pub(crate) fn claim_query<'a, DB: Dialect>(
     job_id: Option<&'a str>,
     now: i64,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new("UPDATE approval_requests SET status = 'approved', decided_by = ");
-    DB::bind(&mut qb, Val::OwnedText(Some(clean_text(&link.approver.user))));
+    let mut qb =
+        QueryBuilder::new("UPDATE approval_requests SET status = 'approved', decided_by = ");
+    DB::bind(
+        &mut qb,
+        Val::OwnedText(Some(clean_text(&link.approver.user))),
+    );
     qb.push(", decided_at_ms = ");
     DB::bind(&mut qb, Val::I64(Some(now)));
     qb.push(", decision_reason = ");
-    DB::bind(&mut qb, Val::OwnedText(link.decision_reason.as_deref().map(clean_text)));
+    DB::bind(
+        &mut qb,
+        Val::OwnedText(link.decision_reason.as_deref().map(clean_text)),
+    );
     qb.push(", job_id = ");
     DB::bind(&mut qb, Val::Text(job_id));
     qb.push(" WHERE id = ");
@@ -172,7 +183,10 @@ pub(crate) fn claim_query<'a, DB: Dialect>(
 
 /// An action's audit `detail` with `{"approval": {"request_id", "requested_by",
 /// "approved_by"}}` merged in; unchanged without a link.
-pub(crate) fn approval_detail(detail: Option<String>, link: Option<&ApprovalLink>) -> Option<String> {
+pub(crate) fn approval_detail(
+    detail: Option<String>,
+    link: Option<&ApprovalLink>,
+) -> Option<String> {
     let Some(link) = link else {
         return detail;
     };
@@ -262,7 +276,9 @@ impl Store {
         }
         let (target, reason) = match kind {
             ActionKind::Replay => check_replay(req)?,
-            ActionKind::Delete | ActionKind::Restore => (None, check_reason(req.reason.as_deref())?),
+            ActionKind::Delete | ActionKind::Restore => {
+                (None, check_reason(req.reason.as_deref())?)
+            }
         };
         let max_id = match &req.selection {
             Selection::Filter(_) => Some(self.max_dead_letter_id().await?),
@@ -514,8 +530,9 @@ impl Store {
     pub async fn approval_request(&self, id: i64) -> Result<Option<ApprovalRequest>, StoreError> {
         self.expire_approval_requests().await?;
         let row: Option<RequestRow> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new(format!("SELECT {COLUMNS} FROM approval_requests WHERE id = "));
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
+                "SELECT {COLUMNS} FROM approval_requests WHERE id = "
+            ));
             DB::bind(&mut qb, Val::I64(Some(id)));
             qb.build_query_as().fetch_optional(pool).await
         })
@@ -526,9 +543,10 @@ impl Store {
     /// The pending request `id`, or why it cannot be decided: `NotFound`, or `Conflict`
     /// naming its status (an expired one says so).
     async fn pending_request(&self, id: i64) -> Result<ApprovalRequest, StoreError> {
-        let r = self.approval_request(id).await?.ok_or_else(|| {
-            StoreError::NotFound(format!("approval request {id}"))
-        })?;
+        let r = self
+            .approval_request(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("approval request {id}")))?;
         match r.status {
             RequestStatus::Pending => Ok(r),
             RequestStatus::Expired => Err(StoreError::Conflict(format!(
@@ -557,7 +575,8 @@ impl Store {
         decision_reason: Option<&str>,
     ) -> Result<ApprovalOutcome, StoreError> {
         let r = self.pending_request(id).await?;
-        r.check_decider(&approver.user).map_err(StoreError::Invalid)?;
+        r.check_decider(&approver.user)
+            .map_err(StoreError::Invalid)?;
         let link = ApprovalLink {
             request_id: r.id,
             kind: r.kind,
@@ -611,7 +630,8 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<ApprovalRequest, StoreError> {
         let r = self.pending_request(id).await?;
-        r.check_decider(&decider.user).map_err(StoreError::Invalid)?;
+        r.check_decider(&decider.user)
+            .map_err(StoreError::Invalid)?;
         let reason = check_reason(reason)?.ok_or_else(|| {
             StoreError::Invalid("say why the request is declined (a reason is required)".into())
         })?;
@@ -631,7 +651,8 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<ApprovalRequest, StoreError> {
         let r = self.pending_request(id).await?;
-        r.check_canceller(&actor.user).map_err(StoreError::Invalid)?;
+        r.check_canceller(&actor.user)
+            .map_err(StoreError::Invalid)?;
         let reason = check_reason(reason)?;
         self.close_request(actor, &r, RequestStatus::Cancelled, reason)
             .await

@@ -195,7 +195,11 @@ async fn a_request_approved_by_another_user_is_published_once_each() {
         )
         .await;
         assert_eq!(code, 200, "{r}");
-        assert_eq!((r["count"].as_i64(), r["count_now"].as_i64()), (Some(3), Some(3)), "{r}");
+        assert_eq!(
+            (r["count"].as_i64(), r["count_now"].as_i64()),
+            (Some(3), Some(3)),
+            "{r}"
+        );
         assert_eq!(r["status"], "pending");
 
         let (code, done) = post(
@@ -247,7 +251,13 @@ async fn a_request_approved_by_another_user_is_published_once_each() {
         assert_eq!(approved[0].job_id.as_deref(), Some(job.as_str()));
 
         // Decided: it cannot be approved again.
-        let (code, again) = post(app, &s.bob, &format!("/api/v1/requests/{id}/approve"), json!({})).await;
+        let (code, again) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/approve"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 409, "{again}");
     }
 }
@@ -274,7 +284,10 @@ async fn the_requester_cannot_approve_their_own_request() {
         .await;
         assert_eq!(code, 202, "{backend:?}: {pending}");
         let id = pending["request_id"].as_i64().expect("request_id");
-        assert!(pending["why"].as_str().expect("why").contains(&gated), "{pending}");
+        assert!(
+            pending["why"].as_str().expect("why").contains(&gated),
+            "{pending}"
+        );
 
         for verb in ["approve", "decline"] {
             let (code, refused) = post(
@@ -300,10 +313,21 @@ async fn the_requester_cannot_approve_their_own_request() {
         assert!(app.audit_of("delete").await.is_empty());
 
         // bob may not cancel alice's request; alice may.
-        let (code, _) = post(app, &s.bob, &format!("/api/v1/requests/{id}/cancel"), json!({})).await;
+        let (code, _) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/cancel"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 403);
-        let (code, cancelled) =
-            post(app, &s.alice, &format!("/api/v1/requests/{id}/cancel"), json!({})).await;
+        let (code, cancelled) = post(
+            app,
+            &s.alice,
+            &format!("/api/v1/requests/{id}/cancel"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 200, "{cancelled}");
         assert_eq!(cancelled["status"], "cancelled");
         let (code, _) = post(
@@ -341,7 +365,13 @@ async fn a_declined_request_writes_nothing() {
         assert_eq!(code, 202, "{backend:?}: {pending}");
         let id = pending["request_id"].as_i64().expect("request_id");
 
-        let (code, r) = post(app, &s.bob, &format!("/api/v1/requests/{id}/decline"), json!({})).await;
+        let (code, r) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/decline"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 422, "a decline needs a reason: {r}");
         let (code, r) = post(
             app,
@@ -351,7 +381,10 @@ async fn a_declined_request_writes_nothing() {
         )
         .await;
         assert_eq!(code, 200, "{r}");
-        assert_eq!((r["status"].as_str(), r["decided_by"].as_str()), (Some("declined"), Some("bob")));
+        assert_eq!(
+            (r["status"].as_str(), r["decided_by"].as_str()),
+            (Some("declined"), Some("bob"))
+        );
         assert_nothing_queued(app, "declined").await;
         for i in &ids {
             assert_eq!(status_of(app, *i).await, Status::New);
@@ -360,7 +393,13 @@ async fn a_declined_request_writes_nothing() {
         assert_eq!(declined.len(), 1, "{declined:?}");
         assert_eq!(declined[0].actor, "bob");
         assert!(app.audit_of("replay").await.is_empty());
-        let (code, _) = post(app, &s.bob, &format!("/api/v1/requests/{id}/approve"), json!({})).await;
+        let (code, _) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/approve"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 409);
         assert_nothing_queued(app, "approve after decline").await;
     }
@@ -390,9 +429,18 @@ async fn an_expired_request_cannot_be_approved() {
         let id = pending["request_id"].as_i64().expect("request_id");
         // Past its expiry (1 s after it was made).
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        let (code, r) = post(app, &s.bob, &format!("/api/v1/requests/{id}/approve"), json!({})).await;
+        let (code, r) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/approve"),
+            json!({}),
+        )
+        .await;
         assert_eq!(code, 409, "{backend:?}: {r}");
-        assert!(r["error"].as_str().expect("error").contains("expired"), "{r}");
+        assert!(
+            r["error"].as_str().expect("error").contains("expired"),
+            "{r}"
+        );
         assert_nothing_queued(app, "expired").await;
         assert_eq!(status_of(app, ids[0]).await, Status::New);
         let (_, list) = json_of(
@@ -462,7 +510,10 @@ async fn small_actions_run_directly_and_reasons_are_checked() {
         )
         .await;
         assert_eq!(code, 202, "{r}");
-        assert!(r["job_id"].is_string() && r.get("request_id").is_none(), "{r}");
+        assert!(
+            r["job_id"].is_string() && r.get("request_id").is_none(),
+            "{r}"
+        );
         assert!(app.audit_of("approval_request").await.is_empty());
     }
 }
@@ -489,7 +540,12 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
         .submit(
             &list,
             ACT,
-            &[("op", "delete"), ("ids[]", &id_text), ("reason", "no ticket"), ("back", &list)],
+            &[
+                ("op", "delete"),
+                ("ids[]", &id_text),
+                ("reason", "no ticket"),
+                ("back", &list),
+            ],
             None,
         )
         .await;
@@ -499,21 +555,33 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
     let (_, html) = alice
         .page(back.strip_prefix(&app.base).unwrap_or(&back))
         .await;
-    assert!(html.contains("does not match the required pattern"), "{html}");
+    assert!(
+        html.contains("does not match the required pattern"),
+        "{html}"
+    );
     assert_eq!(status_of(app, ids[0]).await, Status::New);
 
     let res = alice
         .submit(
             &list,
             ACT,
-            &[("op", "delete"), ("ids[]", &id_text), ("reason", "OPS-13 dup"), ("back", &list)],
+            &[
+                ("op", "delete"),
+                ("ids[]", &id_text),
+                ("reason", "OPS-13 dup"),
+                ("back", &list),
+            ],
             None,
         )
         .await;
     assert_eq!(res.status().as_u16(), 302);
     let loc = location(&res);
     assert!(loc.starts_with("/approvals?requested="), "{loc}");
-    assert_eq!(status_of(app, ids[0]).await, Status::New, "nothing done yet");
+    assert_eq!(
+        status_of(app, ids[0]).await,
+        Status::New,
+        "nothing done yet"
+    );
     let (code, notice) = alice.page(&loc).await;
     assert_eq!(code, 200);
     assert!(notice.contains("needs approval"), "{notice}");
@@ -529,7 +597,10 @@ async fn the_ui_asks_for_approval_and_approves_with_plain_forms() {
     assert!(page.contains(&format!("request-{}", request.id)), "{page}");
     assert!(page.contains("Approve and run"), "bob may approve");
     let (_, mine) = alice.page("/approvals").await;
-    assert!(!mine.contains("Approve and run"), "alice may not approve her own");
+    assert!(
+        !mine.contains("Approve and run"),
+        "alice may not approve her own"
+    );
     assert!(mine.contains("Cancel my request"));
 
     let rid = request.id.to_string();
