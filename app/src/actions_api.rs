@@ -93,6 +93,10 @@ pub struct ActionDone {
     pub affected: i64,
     /// The replay job, for a replay.
     pub job_id: Option<String>,
+    /// The approval request it became instead (four-eyes approval, `approvals_api`): nothing
+    /// was done yet, `affected` is the count it would change.
+    #[serde(default)]
+    pub request_id: Option<i64>,
 }
 
 /// What "… all matching" would do, shown on the confirmation page before it acts.
@@ -509,6 +513,7 @@ mod seam {
                     op,
                     affected: o.changed,
                     job_id: None,
+                    request_id: None,
                 })
             }
             Op::Replay => {
@@ -519,6 +524,9 @@ mod seam {
                     reason,
                     options,
                 };
+                if let Some(done) = pending(&store, &actor, op, &req).await? {
+                    return Ok(done);
+                }
                 let job = store
                     .request_replay(&actor, &req)
                     .await
@@ -528,9 +536,21 @@ mod seam {
                     op,
                     affected: job.total,
                     job_id: Some(job.id),
+                    request_id: None,
                 })
             }
             Op::Delete | Op::Restore => {
+                let req = redrive_core::actions::ReplayRequest {
+                    selection,
+                    target_topic: None,
+                    rate_per_sec: None,
+                    reason,
+                    options: Default::default(),
+                };
+                if let Some(done) = pending(&store, &actor, op, &req).await? {
+                    return Ok(done);
+                }
+                let (selection, reason) = (req.selection, req.reason);
                 let n = if op == Op::Delete {
                     store.delete(&actor, &selection, reason.as_deref()).await
                 } else {
@@ -542,9 +562,37 @@ mod seam {
                     op,
                     affected: i64::try_from(n).unwrap_or(i64::MAX),
                     job_id: None,
+                    request_id: None,
                 })
             }
         }
+    }
+
+    /// The approval gate (`approvals_api::gate`) of a replay, delete or restore: when it
+    /// needs approval, the request is stored and the browser goes to `/approvals`.
+    async fn pending(
+        store: &Store,
+        actor: &Actor,
+        op: Op,
+        req: &redrive_core::actions::ReplayRequest,
+    ) -> Result<Option<ActionDone>, ServerFnError> {
+        use redrive_core::approval::ActionKind;
+        let kind = match op {
+            Op::Replay => ActionKind::Replay,
+            Op::Delete => ActionKind::Delete,
+            Op::Restore => ActionKind::Restore,
+            Op::LabelAdd | Op::LabelRemove => return Ok(None),
+        };
+        let Some(r) = crate::approvals_api::gate(store, actor, kind, req).await? else {
+            return Ok(None);
+        };
+        leptos_axum::redirect(&format!("/approvals?requested={}#request-{}", r.id, r.id));
+        Ok(Some(ActionDone {
+            op,
+            affected: r.count,
+            job_id: None,
+            request_id: Some(r.id),
+        }))
     }
 
     /// Parses the audit page's query (the names of `GET /api/v1/audit`: `actor`, `action`,

@@ -383,10 +383,18 @@ pub async fn save_edit(
             target_topic: Some(target_topic.trim().to_string()).filter(|t| !t.is_empty()),
         }),
     };
-    let out = store
-        .edit_dead_letter(&actor, id, &req)
+    let policy = crate::approvals_api::policy();
+    if let Err(m) = policy.check_reason(req.reason.as_deref()) {
+        return Err(bad(format!("{m}.")));
+    }
+    let (out, pending) = store
+        .edit_dead_letter_gated(&policy, &actor, id, &req)
         .await
         .map_err(|e| crate::actions_api::failed_for_labels("save the edit", e))?;
+    if let Some(r) = pending {
+        leptos_axum::redirect(&format!("/approvals?requested={}#request-{}", r.id, r.id));
+        return Ok(out.version.version);
+    }
     match &out.job {
         Some(job) => {
             leptos_axum::redirect(&format!("/jobs/{}", crate::query::encode(&job.id)));

@@ -14,6 +14,7 @@
 pub mod actions_api;
 pub mod alerts_api;
 pub mod api;
+pub mod approvals_api;
 pub mod auth_context;
 pub mod components;
 pub mod display;
@@ -37,7 +38,7 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AccountPage, AlertsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage,
+    AccountPage, AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage,
     ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage,
     SignInPage, UsersNavLink, UsersPage,
 };
@@ -79,6 +80,7 @@ pub fn App() -> impl IntoView {
                     <a href="/">"Dead letters"</a>
                     <a href="/groups">"Error groups"</a>
                     <a href="/jobs">"Jobs"</a>
+                    <a href="/approvals">"Approvals"</a>
                     <a href="/audit">"Audit"</a>
                     <a href="/quarantine">"Quarantine"</a>
                     <a href="/alerts">"Alerts"</a>
@@ -98,6 +100,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async />
                     <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async />
+                    <Route path=path!("/approvals") view=ApprovalsPage ssr=SsrMode::Async />
                     <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
                     <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async />
                     <Route path=path!("/account") view=AccountPage ssr=SsrMode::Async />

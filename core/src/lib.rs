@@ -7,6 +7,7 @@
 
 pub mod actions;
 pub mod alerts;
+pub mod approval;
 pub mod auth;
 pub mod canary;
 pub mod conventions;

@@ -40,6 +40,8 @@ pub struct AppState {
     pub auth: crate::auth::AuthState,
     /// Retention: backpressure (paused DLQ topics), counters, the archive settings.
     pub retention: crate::api_archive::RetentionHealth,
+    /// Four-eyes approval and required reasons (`[approval]`, `[reasons]`; `api_approvals`).
+    pub approval: Arc<redrive_core::approval::ApprovalPolicy>,
 }
 
 /// What `/readyz` knows about ingest.

@@ -42,6 +42,7 @@ use redrive_core::actions::{
     AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Selection,
     AUDIT_MAX_LIMIT,
 };
+use redrive_core::approval::ActionKind;
 use redrive_core::store::StoreError;
 use redrive_core::ListQuery;
 use serde::{Deserialize, Serialize};
@@ -637,6 +638,11 @@ pub async fn create_replay(
         reason: b.reason,
         options: b.options,
     };
+    if let Some(pending) =
+        crate::api_approvals::gate(&state, &actor, ActionKind::Replay, &req).await?
+    {
+        return Ok(pending);
+    }
     let job = state
         .store
         .request_replay(&actor, &req)
@@ -868,17 +874,22 @@ pub async fn delete(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<Affected>, ActionError> {
+) -> Result<Response, ActionError> {
     require_permission(&state.auth, &actor, Permission::Delete, "delete").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "delete").await?;
+    if let Some(pending) =
+        approval_gate(&state, &actor, ActionKind::Delete, &sel, &b.reason).await?
+    {
+        return Ok(pending);
+    }
     let n = state
         .store
         .delete(&actor, &sel, b.reason.as_deref())
         .await
         .map_err(|e| state.action_failed("delete", e))?;
-    Ok(Json(Affected { affected: n }))
+    Ok(Json(Affected { affected: n }).into_response())
 }
 
 /// `POST /api/v1/dead-letters/restore` (operator).
@@ -886,17 +897,40 @@ pub async fn restore(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<Affected>, ActionError> {
+) -> Result<Response, ActionError> {
     require_permission(&state.auth, &actor, Permission::Delete, "restore").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "restore").await?;
+    if let Some(pending) =
+        approval_gate(&state, &actor, ActionKind::Restore, &sel, &b.reason).await?
+    {
+        return Ok(pending);
+    }
     let n = state
         .store
         .restore(&actor, &sel, b.reason.as_deref())
         .await
         .map_err(|e| state.action_failed("restore", e))?;
-    Ok(Json(Affected { affected: n }))
+    Ok(Json(Affected { affected: n }).into_response())
+}
+
+/// [`crate::api_approvals::gate`] for a delete or restore (`kind`).
+async fn approval_gate(
+    state: &AppState,
+    actor: &redrive_core::actions::Actor,
+    kind: ActionKind,
+    sel: &Selection,
+    reason: &Option<String>,
+) -> Result<Option<Response>, ActionError> {
+    let req = ReplayRequest {
+        selection: sel.clone(),
+        target_topic: None,
+        rate_per_sec: None,
+        reason: reason.clone(),
+        options: Default::default(),
+    };
+    crate::api_approvals::gate(state, actor, kind, &req).await
 }
 
 /// `GET /api/v1/dead-letters/{id}/history` (viewer).

@@ -187,6 +187,10 @@ pub struct Created {
     #[serde(flatten)]
     pub version: VersionItem,
     pub job_id: Option<String>,
+    /// Set when the replay needs approval (`docs/replay.md`, "Four-eyes approval"): the
+    /// edit is saved, the replay waits as this request (no `job_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<i64>,
 }
 
 /// `GET .../versions` answer.
@@ -244,14 +248,16 @@ pub async fn create_version(
     }
     drop(body);
     let req = b.into_request()?;
-    let out = state
+    crate::api_approvals::check_reason(&state, req.reason.as_deref())?;
+    let (out, pending) = state
         .store
-        .edit_dead_letter(&actor, id, &req)
+        .edit_dead_letter_gated(&state.approval, &actor, id, &req)
         .await
         .map_err(|e| state.action_failed("edit_dead_letter", e))?;
     let created = Created {
         version: VersionItem::from(&out.version),
         job_id: out.job.as_ref().map(|j| j.id.clone()),
+        request_id: pending.map(|r| r.id),
     };
     let mut res = (StatusCode::CREATED, Json(created)).into_response();
     let location = format!("/api/v1/dead-letters/{id}/versions/{}", out.version.version);

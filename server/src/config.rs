@@ -262,6 +262,20 @@ pub struct Config {
     /// topic. See `docs/access.md`.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
+    /// Four-eyes approval: the `[approval]` table of `redrive.toml` (file only): `min_records`
+    /// (an action over at least this many dead letters needs approval; 0 = no threshold),
+    /// `dlq_topics` (any action touching one of these DLQ topics needs approval; the syntax of
+    /// `dlq_topics`), `expire_after_ms` (default 86400000), `actions` (default `["replay",
+    /// "delete", "restore"]`). Default: off. `docs/replay.md`, "Four-eyes approval and
+    /// required reasons".
+    #[serde(default)]
+    pub approval: redrive_core::approval::ApprovalConfig,
+    /// Required reasons: the `[reasons]` table of `redrive.toml` (file only): `required`
+    /// (a replay, delete, restore or edit without a reason is refused) and `pattern` (a
+    /// regular expression a reason must match, e.g. `^[A-Z]+-\\d+`). Default: a reason is
+    /// optional.
+    #[serde(default)]
+    pub reasons: redrive_core::approval::ReasonsConfig,
 }
 
 fn default_database_url() -> String {
@@ -378,6 +392,8 @@ impl Default for Config {
             alerts: AlertsConfig::default(),
             retention: redrive_core::retention::RetentionConfig::default(),
             roles: BTreeMap::new(),
+            approval: Default::default(),
+            reasons: Default::default(),
         }
     }
 }
@@ -540,6 +556,7 @@ impl Config {
         if let Err(e) = self.retention.check() {
             return Err(ConfigError::Invalid(e));
         }
+        self.approval_policy().map_err(ConfigError::Invalid)?;
         if let Some(p) = self
             .trusted_proxies
             .iter()
@@ -602,6 +619,11 @@ impl Config {
             max_parallel_jobs: self.relay_max_parallel_jobs,
             lag_poll_ms: self.relay_lag_poll_ms,
         }
+    }
+
+    /// `[approval]` and `[reasons]`, checked and compiled. Errors: what to change.
+    pub fn approval_policy(&self) -> Result<redrive_core::approval::ApprovalPolicy, String> {
+        redrive_core::approval::ApprovalPolicy::new(&self.approval, &self.reasons)
     }
 
     /// The Kafka properties as ingest takes them.
@@ -1188,10 +1210,57 @@ security.protocol = "SASL_SSL"
     }
 
     #[test]
+    fn approval_and_reasons_tables_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        let refused = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Config::load(Some(&path), env(&[]), &Overrides::default())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("[approval]\nmin_records = 10\ndlq_topics = [\"payments.*\"]\n");
+        assert!(
+            e.contains("[approval] dlq_topics") && e.contains("payments.*"),
+            "{e}"
+        );
+        let e = refused("[approval]\nmin_records = 10\nexpire_after_ms = 0\n");
+        assert!(e.contains("expire_after_ms"), "{e}");
+        let e = refused("[approval]\nmin_record = 10\n");
+        assert!(e.contains("min_record"), "{e}");
+        let e = refused("[approval]\nmin_records = 10\nactions = [\"purge\"]\n");
+        assert!(e.contains("purge"), "{e}");
+        let e = refused("[reasons]\nrequired = true\npattern = '^[A-Z+-\\d+'\n");
+        assert!(e.contains("[reasons] pattern"), "{e}");
+
+        std::fs::write(
+            &path,
+            "[approval]\nmin_records = 10\ndlq_topics = ['^payments\\..*$', 'orders.DLT']\n\
+             expire_after_ms = 60000\n\n[reasons]\nrequired = true\npattern = '^[A-Z]+-\\d+'\n",
+        )
+        .unwrap();
+        let c = load(Some(&path), &[], &Overrides::default());
+        assert_eq!(c.approval.min_records, 10);
+        assert_eq!(c.approval.expire_after_ms, 60_000);
+        let policy = c.approval_policy().unwrap();
+        assert!(policy.approval_on());
+        assert_eq!(policy.reason_pattern(), Some(r"^[A-Z]+-\d+"));
+        let printed = c.to_redacted_toml().unwrap();
+        assert!(
+            printed.contains("[approval]") && printed.contains("[reasons]"),
+            "{printed}"
+        );
+        assert!(!load(None, &[], &Overrides::default())
+            .approval_policy()
+            .unwrap()
+            .approval_on());
+    }
+
+    #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if name == "kafka" || name == "alerts" || name == "retention" || name == "roles" {
+            if ["kafka", "alerts", "retention", "roles", "approval", "reasons"].contains(&name.as_str()) {
                 continue;
             }
             assert!(

@@ -8,6 +8,7 @@
 mod alerts_metrics;
 mod api;
 mod api_actions;
+mod api_approvals;
 mod api_archive;
 mod api_labels;
 mod api_outcome;

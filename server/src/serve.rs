@@ -251,6 +251,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
         .map_err(ServeError::Bootstrap)?;
+    // `Config::validate` compiled it once already: this cannot fail.
+    let approval = Arc::new(config.approval_policy().unwrap_or_default());
     let state = AppState {
         auth: crate::auth::AuthState::new(store.clone(), &config),
         store: store.clone(),
@@ -258,10 +260,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         ingest: health.clone(),
         relay: relay_health.clone(),
         retention: retention.clone(),
+        approval: approval.clone(),
     };
     let app = router::app(
         state,
-        site_router(&store, &config, addr),
+        site_router(&store, &config, addr, approval.clone()),
         Duration::from_millis(config.request_timeout_ms),
     );
 
@@ -588,10 +591,16 @@ async fn next_signal() -> &'static str {
 
 /// The UI's router (the Leptos pages, their server functions and the static site), serving
 /// assets from `site_root`.
-fn site_router(store: &Store, config: &Config, addr: SocketAddr) -> Router {
-    site::site_router_with_alerts(
+fn site_router(
+    store: &Store,
+    config: &Config,
+    addr: SocketAddr,
+    approval: Arc<redrive_core::approval::ApprovalPolicy>,
+) -> Router {
+    site::site_router_full(
         store.clone(),
         site::leptos_options(&config.site_root, addr),
         Arc::new(config.alerts.redacted("REDACTED")),
+        approval,
     )
 }

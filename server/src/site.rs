@@ -40,18 +40,25 @@ pub fn leptos_options(site_root: &str, site_addr: SocketAddr) -> LeptosOptions {
 
 /// The complete UI router, state applied: pages, server functions, static files, 404.
 /// The pages' server functions find `store` in their context. No alert rule.
-/// (The binary uses [`site_router_with_alerts`]; the integration tests use this.)
+/// (The binary uses [`site_router_full`]; the integration tests use this.)
 #[allow(dead_code)]
 pub fn site_router(store: Store, options: LeptosOptions) -> Router {
-    site_router_with_alerts(store, options, Arc::new(AlertsConfig::default()))
+    site_router_full(
+        store,
+        options,
+        Arc::new(AlertsConfig::default()),
+        Default::default(),
+    )
 }
 
-/// [`site_router`] whose `/alerts` page shows `alerts` (pass a redacted copy: the page needs
-/// no secret).
-pub fn site_router_with_alerts(
+/// The site router whose `/alerts` page shows `alerts` (pass a redacted copy: the page needs
+/// no secret) and whose actions follow `approval` (four-eyes approval and required reasons;
+/// the server functions find both in their context).
+pub fn site_router_full(
     store: Store,
     options: LeptosOptions,
     alerts: Arc<AlertsConfig>,
+    approval: Arc<redrive_core::approval::ApprovalPolicy>,
 ) -> Router {
     if !Path::new(&*options.site_root)
         .join(PKG_DIR)
@@ -68,6 +75,7 @@ pub fn site_router_with_alerts(
     let context = move || {
         provide_context(store.clone());
         provide_context(alerts.clone());
+        provide_context(approval.clone());
     };
     let pkg_dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let pkg = Router::new()

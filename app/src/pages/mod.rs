@@ -2,6 +2,7 @@
 
 mod account;
 mod alerts;
+mod approvals;
 mod audit;
 mod confirm;
 mod confirm_sample;
@@ -21,6 +22,7 @@ mod versions;
 
 pub use account::AccountPage;
 pub use alerts::AlertsPage;
+pub use approvals::ApprovalsPage;
 pub use audit::AuditPage;
 pub use confirm::ConfirmPage;
 pub use dead_letter::DeadLetterPage;

@@ -20,6 +20,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::approvals::{approval_detail, claim_query, ApprovalLink};
 use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Dialect, Val};
 use super::sql;
@@ -73,7 +74,7 @@ pub(crate) fn clean_text(s: &str) -> String {
 
 /// The trimmed reason, `None` if empty. Errors: `Invalid` when longer than
 /// [`MAX_REASON_CHARS`].
-fn check_reason(reason: Option<&str>) -> Result<Option<String>, StoreError> {
+pub(super) fn check_reason(reason: Option<&str>) -> Result<Option<String>, StoreError> {
     let Some(r) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
         return Ok(None);
     };
@@ -427,6 +428,18 @@ impl Store {
         actor: &Actor,
         req: &ReplayRequest,
     ) -> Result<ReplayJob, StoreError> {
+        self.replay_as(actor, req, None).await
+    }
+
+    /// [`Store::request_replay`], carrying out an approved request when `approval` is given
+    /// (`approvals.rs`): its first transaction claims the request, a filter is bounded by the
+    /// request's `max_id`, and the audit row names the approver.
+    pub(super) async fn replay_as(
+        &self,
+        actor: &Actor,
+        req: &ReplayRequest,
+        approval: Option<&ApprovalLink>,
+    ) -> Result<ReplayJob, StoreError> {
         let (target, reason) = check_replay(req)?;
         // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
         let scoped = ReplayRequest {
@@ -467,8 +480,11 @@ impl Store {
         };
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
-            let max_id = self.max_dead_letter_id().await?;
-            let bulk = Bulk::new(
+            let max_id = match approval.and_then(|a| a.max_id) {
+                Some(m) => m,
+                None => self.max_dead_letter_id().await?,
+            };
+            let mut bulk = Bulk::new(
                 BulkKind::Replay,
                 actor,
                 filter,
@@ -476,6 +492,7 @@ impl Store {
                 Some(job),
                 max_id,
             );
+            bulk.approval = approval.cloned();
             let bulk = self.run_bulk(bulk).await?;
             let job = bulk
                 .job
@@ -494,6 +511,21 @@ impl Store {
         let target = target.as_deref();
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
+            if let Some(link) = approval {
+                let claimed: Option<i64> = claim_query::<DB>(link, Some(job.id.as_str()), now)
+                    .build_query_scalar()
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if claimed.is_none() {
+                    return Err(link.lost());
+                }
+                super::audit::insert_audit::<DB>(&link.audit(Some(job.id.as_str())), now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
             let dry: Vec<DryRow> = dry_run_query::<DB>(sel, target)
                 .build_query_as()
                 .fetch_all(&mut *tx)
@@ -572,7 +604,10 @@ impl Store {
             let base = action_audit(actor, "replay", sel, job.total, reason.as_deref(), outcome);
             let audit = NewAuditEntry {
                 job_id: Some(job.id.clone()),
-                detail: replay_detail(base.detail.clone(), Some(&job.options)),
+                detail: approval_detail(
+                    replay_detail(base.detail.clone(), Some(&job.options)),
+                    approval,
+                ),
                 ..base
             };
             super::audit::insert_audit::<DB>(&audit, now)
@@ -631,7 +666,7 @@ impl Store {
         selection: &Selection,
         reason: Option<&str>,
     ) -> Result<u64, StoreError> {
-        self.set_status(actor, selection, reason, StatusAction::Delete)
+        self.set_status(actor, selection, reason, StatusAction::Delete, None)
             .await
     }
 
@@ -646,7 +681,26 @@ impl Store {
         selection: &Selection,
         reason: Option<&str>,
     ) -> Result<u64, StoreError> {
-        self.set_status(actor, selection, reason, StatusAction::Restore)
+        self.set_status(actor, selection, reason, StatusAction::Restore, None)
+            .await
+    }
+
+    /// [`Store::delete`] (`delete` true) or [`Store::restore`] carrying out an approved
+    /// request (`approvals.rs`; see [`Store::replay_as`]).
+    pub(super) async fn change_status_as(
+        &self,
+        actor: &Actor,
+        selection: &Selection,
+        reason: Option<&str>,
+        delete: bool,
+        approval: Option<&ApprovalLink>,
+    ) -> Result<u64, StoreError> {
+        let action = if delete {
+            StatusAction::Delete
+        } else {
+            StatusAction::Restore
+        };
+        self.set_status(actor, selection, reason, action, approval)
             .await
     }
 
@@ -656,6 +710,7 @@ impl Store {
         selection: &Selection,
         reason: Option<&str>,
         action: StatusAction,
+        approval: Option<&ApprovalLink>,
     ) -> Result<u64, StoreError> {
         let reason = check_reason(reason)?;
         // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
@@ -668,8 +723,12 @@ impl Store {
                 StatusAction::Delete => BulkKind::Delete,
                 StatusAction::Restore => BulkKind::Restore,
             };
-            let max_id = self.max_dead_letter_id().await?;
-            let bulk = Bulk::new(kind, actor, filter, reason, None, max_id);
+            let max_id = match approval.and_then(|a| a.max_id) {
+                Some(m) => m,
+                None => self.max_dead_letter_id().await?,
+            };
+            let mut bulk = Bulk::new(kind, actor, filter, reason, None, max_id);
+            bulk.approval = approval.cloned();
             let bulk = self.run_bulk(bulk).await?;
             tracing::info!(
                 actor = %user,
@@ -695,6 +754,21 @@ impl Store {
         };
         let n = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
+            if let Some(link) = approval {
+                let claimed: Option<i64> = claim_query::<DB>(link, None, now)
+                    .build_query_scalar()
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if claimed.is_none() {
+                    return Err(link.lost());
+                }
+                super::audit::insert_audit::<DB>(&link.audit(None), now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
             let mut ids: Vec<i64> = update_returning_ids::<DB>(set, selection, |qb| match action {
                 StatusAction::Delete => push_deletable(qb),
                 StatusAction::Restore => push_restorable(qb),
@@ -729,6 +803,10 @@ impl Store {
                 reason.as_deref(),
                 "ok".to_string(),
             );
+            let audit = NewAuditEntry {
+                detail: approval_detail(audit.detail.clone(), approval),
+                ..audit
+            };
             super::audit::insert_audit::<DB>(&audit, now)
                 .build()
                 .execute(&mut *tx)

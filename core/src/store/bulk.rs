@@ -225,6 +225,10 @@ pub(crate) struct Bulk {
     /// Replay only: its job was cancelled while it was `preparing`; the chunk that saw it
     /// queued nothing and ended the action.
     pub(crate) cancelled: bool,
+    /// Carrying out an approved request (`approvals.rs`): the first chunk claims it, the
+    /// audit row names the approver. `None` for a direct action and after a resume (the
+    /// claim committed with the first chunk; the approver's own audit row is there too).
+    pub(crate) approval: Option<super::approvals::ApprovalLink>,
 }
 
 impl Bulk {
@@ -253,6 +257,7 @@ impl Bulk {
             chunks: 0,
             resumed: false,
             cancelled: false,
+            approval: None,
         }
     }
 
@@ -403,6 +408,24 @@ impl Store {
                 _ => false,
             };
             next.cancelled = cancelled;
+            // An approved request: claimed in the first chunk's transaction (rolled back,
+            // nothing done, when it was decided or expired meanwhile).
+            if let (Some(link), 0, false) = (&next.approval, next.chunks, next.resumed) {
+                let job_id = next.job.as_ref().map(|j| j.id.as_str());
+                let claimed: Option<i64> = super::approvals::claim_query::<DB>(link, job_id, now)
+                    .build_query_scalar()
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if claimed.is_none() {
+                    return Err(link.lost());
+                }
+                super::audit::insert_audit::<DB>(&link.audit(job_id), now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
             let (ids, last): (&[i64], bool) = if cancelled { (&[], true) } else { (ids, last) };
             // The replay job exists from the first chunk on, `preparing`.
             if let (Some(job), 0, false) = (&next.job, next.chunks, next.resumed) {
@@ -726,9 +749,12 @@ impl Store {
                 );
                 let audit = NewAuditEntry {
                     job_id: next.job.as_ref().map(|j| j.id.clone()),
-                    detail: super::actions::replay_detail(
-                        detail.or(base.detail.clone()),
-                        next.job.as_ref().map(|j| &j.options),
+                    detail: super::approvals::approval_detail(
+                        super::actions::replay_detail(
+                            detail.or(base.detail.clone()),
+                            next.job.as_ref().map(|j| &j.options),
+                        ),
+                        next.approval.as_ref(),
                     ),
                     ..base
                 };
@@ -855,6 +881,7 @@ fn resume_state(r: ResumeRow) -> Result<Bulk, StoreError> {
         chunks: r.chunks,
         resumed: true,
         cancelled: false,
+        approval: None,
     })
 }
 

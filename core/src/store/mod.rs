@@ -163,6 +163,8 @@ macro_rules! on_write_conn {
 mod actions;
 mod alert_inputs;
 mod alerts;
+// Four-eyes approval (issue 10 item 4, migration 0020).
+mod approvals;
 mod audit;
 mod bulk;
 // Canary replay (issue 9 item 3, migration 0017).
@@ -198,6 +200,7 @@ pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FIN
 pub use self::alerts::{
     AlertCycle, ClaimFor, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS,
 };
+pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::canary::CANARY_ACTOR;

@@ -70,6 +70,7 @@ fn routes() -> Vec<Route> {
     const ANNOTATE: &[Permission] = &[Permission::Annotate];
     const MANAGE_RULES: &[Permission] = &[Permission::ManageRules];
     const MANAGE_USERS: &[Permission] = &[Permission::ManageUsers];
+    const APPROVE: &[Permission] = &[Permission::Approve];
     const NONE: &[Permission] = &[];
     fn r(name: &'static str, kind: Kind, path: fn(&Cell) -> String, body: fn(&Cell) -> Value, needs: &'static [Permission], ok: u16, effect: Effect) -> Route {
         Route { name, kind, path, body, needs, ok, effect }
@@ -116,6 +117,12 @@ fn routes() -> Vec<Route> {
         r("ui reset password", Form, |_| "/api/ui/users/change".into(), |c| json!({"name": c.target, "op": "reset_password", "password": "matrix new password"}), MANAGE_USERS, 302, Changes),
         r("ui token for another user", Form, |_| "/account/tokens".into(), |c| json!({"user": c.target, "expires": "7d", "scope": "read_only", "back": "/admin/users"}), MANAGE_USERS, 200, Changes),
         r("ui revoke another's token", Form, |_| "/api/ui/tokens/revoke".into(), |c| json!({"id": c.target_token.to_string(), "back": "/admin/users"}), MANAGE_USERS, 302, Changes),
+        // Four-eyes approval: `Permission::Approve` (held by operator and admin). The cell's
+        // request was made by `setup`, so every caller is "another user".
+        r("approve request", Api, |c| format!("/api/v1/requests/{}/approve", c.approval_id), |_| json!({"reason": "matrix"}), APPROVE, 200, Changes),
+        r("decline request", Api, |c| format!("/api/v1/requests/{}/decline", c.approval_id), |_| json!({"reason": "matrix"}), APPROVE, 200, Changes),
+        r("ui approve request", Form, |_| "/api/ui/approve".into(), |c| json!({"id": c.approval_id.to_string()}), APPROVE, 302, Changes),
+        r("ui decline request", Form, |_| "/api/ui/decline".into(), |c| json!({"id": c.approval_id.to_string(), "reason": "matrix"}), APPROVE, 302, Changes),
     ]
 }
 
@@ -212,6 +219,8 @@ struct Cell {
     disabled_target: String,
     /// A name no user has yet, to add.
     new_user: String,
+    /// A pending approval request of `setup`'s (a delete of a sixth dead letter).
+    approval_id: i64,
 }
 
 /// What a route may change: the cell's dead letters' statuses, its job, whether its record is
@@ -230,6 +239,8 @@ struct Snapshot {
     /// The cell's users and tokens: the target's role, state, password hash and tokens, the
     /// disabled target's state, whether the new user exists.
     accounts: String,
+    /// The approval request's status.
+    approval: String,
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -256,7 +267,7 @@ fn record(topic: &str, offset: i64) -> NewDeadLetter {
 
 async fn new_cell(app: &TestApp) -> Cell {
     let topic = unique("matrix.DLT");
-    let batch: Vec<NewDeadLetter> = (0..5).map(|o| record(&topic, o)).collect();
+    let batch: Vec<NewDeadLetter> = (0..6).map(|o| record(&topic, o)).collect();
     app.store.insert_batch(&batch).await.expect("insert");
     let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic.as_str()), ("limit", "10")])
         .expect("query");
@@ -359,11 +370,39 @@ async fn new_cell(app: &TestApp) -> Cell {
         )
         .await
         .expect("token");
+    // Approval on for this one request (the app itself runs without `[approval]`).
+    let policy = redrive_core::approval::ApprovalPolicy::new(
+        &redrive_core::approval::ApprovalConfig {
+            min_records: 1,
+            ..Default::default()
+        },
+        &Default::default(),
+    )
+    .expect("policy");
+    let approval_id = app
+        .store
+        .submit_for_approval(
+            &policy,
+            &setup,
+            redrive_core::approval::ActionKind::Delete,
+            &ReplayRequest {
+                selection: Selection::Ids(vec![ids[5]]),
+                target_topic: None,
+                rate_per_sec: None,
+                reason: Some("matrix".into()),
+                options: Default::default(),
+            },
+        )
+        .await
+        .expect("submit")
+        .expect("a pending request")
+        .id;
     Cell {
         target,
         target_token,
         disabled_target,
         new_user: unique("new"),
+        approval_id,
         quarantined,
         topic,
         to_replay: ids[0],
@@ -461,7 +500,17 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .expect("user")
         .is_some();
     let accounts = format!("{target:?} {hash:?} {tokens:?} {disabled:?} {new_user}");
+    let approval = app
+        .store
+        .approval_request(cell.approval_id)
+        .await
+        .expect("approval request")
+        .expect("exists")
+        .status
+        .as_str()
+        .to_string();
     Snapshot {
+        approval,
         statuses,
         job,
         paused_job,

@@ -19,6 +19,7 @@ mod alerts_config;
 mod alerts_delivery;
 mod alerts_ingest;
 mod api;
+mod approvals;
 mod archive_cli;
 mod auth;
 mod authz_matrix;
