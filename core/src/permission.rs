@@ -664,6 +664,7 @@ mod tests {
         assert!(TopicScope::compile::<&str>(&[]).select(&known).is_empty());
     }
 
+    #[allow(clippy::type_complexity)]
     fn config(
         entries: &[(&str, Option<&[&str]>, Option<&[&str]>)],
     ) -> BTreeMap<String, RoleConfig> {

@@ -856,7 +856,13 @@ async fn topic_scopes(backend: Backend) {
             ],
         )
         .await;
-    assert_eq!(res.status(), 404, "a form action on another team's id");
+    // A form reports a refusal on the page it goes back to (302 with the error) or as an
+    // error page (404); either way nothing changes (checked below).
+    assert!(
+        matches!(res.status().as_u16(), 302 | 404),
+        "a form action on another team's id: {}",
+        res.status()
+    );
     for id in &b {
         assert_eq!(status_of(&app, *id).await, "new");
     }
@@ -897,7 +903,7 @@ async fn topic_scopes(backend: Backend) {
         )
         .await;
     let body: Value = res.json().await.expect("JSON");
-    assert_eq!(body["count"].as_i64(), Some(a.len() as i64), "{body}");
+    assert_eq!(body["affected"].as_i64(), Some(a.len() as i64), "{body}");
     for id in &a {
         assert_eq!(status_of(&app, *id).await, "deleted");
     }

@@ -205,7 +205,7 @@ impl StatsSnapshot {
     /// and are left as they are.
     pub fn retain_dlq_topics(&mut self, keep: impl Fn(&str) -> bool) {
         self.pairs
-            .retain(|p| p.dlq_topic.as_deref().is_some_and(|t| keep(t)));
+            .retain(|p| p.dlq_topic.as_deref().is_some_and(&keep));
     }
 
     /// Everything summed.
