@@ -40,7 +40,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use redrive_core::actions::{
     AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Role, Selection,
-    AUDIT_MAX_LIMIT,
 };
 use redrive_core::store::StoreError;
 use redrive_core::ListQuery;

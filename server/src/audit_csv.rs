@@ -154,6 +154,9 @@ mod tests {
         assert_eq!(cell("-"), "-");
         assert_eq!(cell("alice"), "alice");
         let header = csv_chunk(&[], true).unwrap();
-        assert_eq!(&header[..], format!("{}\n", AUDIT_CSV_COLUMNS.join(",")).as_bytes());
+        assert_eq!(
+            &header[..],
+            format!("{}\n", AUDIT_CSV_COLUMNS.join(",")).as_bytes()
+        );
     }
 }

@@ -74,7 +74,10 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 
 /// The decoded value of `name` in `query`, if present.
 fn param(pairs: &[(String, String)], name: &str) -> Option<String> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
 }
 
 /// `query` without the error parameters, its other pairs as they were written.
@@ -100,7 +103,8 @@ pub async fn guard(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     if (method == Method::GET || method == Method::HEAD) && !is_api {
         if let Some(query) = req.uri().query() {
-            let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+            let pairs: Vec<(String, String)> =
+                serde_urlencoded::from_str(query).unwrap_or_default();
             if let Some(err) = param(&pairs, "__err") {
                 let signed = match (&csrf, param(&pairs, "__path"), param(&pairs, SIG_PARAM)) {
                     (Some(key), Some(fn_path), Some(sig)) => verify(key, &fn_path, &err, &sig),

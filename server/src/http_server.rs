@@ -100,7 +100,8 @@ pub async fn run(
                 req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
                 req
             });
-        let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+        let conn =
+            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;

@@ -59,11 +59,20 @@ fn csp_nonce(csp: &str) -> Option<String> {
 /// their own caching; everything else is `no-store`.
 fn assert_security_headers(res: &reqwest::Response, what: &str, hsts: bool, static_asset: bool) {
     let csp = header(res, "content-security-policy");
-    assert!(csp.contains("frame-ancestors 'none'"), "{what}: CSP {csp:?}");
+    assert!(
+        csp.contains("frame-ancestors 'none'"),
+        "{what}: CSP {csp:?}"
+    );
     assert!(csp.contains("form-action 'self'"), "{what}: CSP {csp:?}");
-    assert!(csp.contains("script-src 'self' 'nonce-"), "{what}: CSP {csp:?}");
+    assert!(
+        csp.contains("script-src 'self' 'nonce-"),
+        "{what}: CSP {csp:?}"
+    );
     assert!(!csp.contains("unsafe-inline"), "{what}: CSP {csp:?}");
-    assert!(csp_nonce(csp).is_some_and(|n| n.len() >= 16), "{what}: {csp:?}");
+    assert!(
+        csp_nonce(csp).is_some_and(|n| n.len() >= 16),
+        "{what}: {csp:?}"
+    );
     assert_eq!(header(res, "x-content-type-options"), "nosniff", "{what}");
     assert_eq!(header(res, "referrer-policy"), "same-origin", "{what}");
     assert_eq!(header(res, "x-frame-options"), "DENY", "{what}");
@@ -139,7 +148,11 @@ async fn security_headers_on_every_kind_of_response() {
         "CSP nonce {nonce}, scripts {script_nonces:?}"
     );
     let scripts = html.matches("<script").count();
-    assert_eq!(scripts, script_nonces.len(), "a script without the nonce: {html}");
+    assert_eq!(
+        scripts,
+        script_nonces.len(),
+        "a script without the nonce: {html}"
+    );
     let again = get_with(&app, "/", Some(&s)).await;
     assert_ne!(
         csp_nonce(header(&again, "content-security-policy")),
@@ -177,7 +190,10 @@ async fn only_pkg_and_the_favicon_are_served_from_the_site_root() {
         let res = app.get(path, Auth::Session(&s)).await;
         assert_eq!(res.status(), 404, "GET {path}");
         let body = res.text().await.expect("body");
-        assert!(!body.contains("not for the web") && !body.contains("nor this"), "{path}");
+        assert!(
+            !body.contains("not for the web") && !body.contains("nor this"),
+            "{path}"
+        );
     }
     // The 404 is the app's own page.
     let body = app
@@ -203,7 +219,10 @@ async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
         }
     })
     .await;
-    assert!(closed.is_ok(), "the server kept the stalled connection open");
+    assert!(
+        closed.is_ok(),
+        "the server kept the stalled connection open"
+    );
     String::from_utf8_lossy(&got).into_owned()
 }
 
@@ -213,15 +232,22 @@ async fn a_connection_stalling_in_its_headers_is_closed() {
     let addr = app.base.trim_start_matches("http://").to_string();
 
     // Half a request, then nothing.
-    let mut slow = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let mut slow = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
         .await
         .expect("write");
     let answer = read_until_closed(&mut slow).await;
-    assert!(!answer.contains(" 200 "), "a half request was served: {answer}");
+    assert!(
+        !answer.contains(" 200 "),
+        "a half request was served: {answer}"
+    );
 
     // A connection that sends nothing at all.
-    let mut silent = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let mut silent = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
     let answer = read_until_closed(&mut silent).await;
     assert!(!answer.contains(" 200 "), "{answer}");
 
@@ -233,14 +259,12 @@ async fn a_connection_stalling_in_its_headers_is_closed() {
 #[tokio::test]
 async fn a_crafted_form_error_link_does_not_put_text_into_the_page() {
     let app = TestApp::start(&[]).await;
-    app.add_user("oncall", "operator", "operator-password-1").await;
+    app.add_user("oncall", "operator", "operator-password-1")
+        .await;
     let b = Browser::sign_in(&app, ("oncall", "operator-password-1")).await;
     let err = base64::engine::general_purpose::URL_SAFE
         .encode("ServerError|Your session is compromised: call +1 555 0100");
-    let crafted = format!(
-        "/?status=new&__path={}&__err={err}",
-        urlencode(ACT)
-    );
+    let crafted = format!("/?status=new&__path={}&__err={err}", urlencode(ACT));
     for link in [
         crafted.clone(),
         format!("{crafted}&__sig=00000000000000000000000000000000"),
@@ -256,7 +280,9 @@ async fn a_crafted_form_error_link_does_not_put_text_into_the_page() {
     assert!(!html.contains("compromised"));
 
     // The session's own failed POST comes back signed, and its page shows the error.
-    let res = b.submit("/", ACT, &[("op", "replay"), ("back", "/")], None).await;
+    let res = b
+        .submit("/", ACT, &[("op", "replay"), ("back", "/")], None)
+        .await;
     assert_eq!(res.status(), 302);
     let back = location(&res);
     assert!(back.contains("__err=") && back.contains("__sig="), "{back}");
@@ -344,7 +370,10 @@ async fn audit_csv_is_streamed_page_by_page(backend: Backend) {
         .map(|r| r.expect("CSV row")[0].parse().expect("id"))
         .collect();
     assert_eq!(ids.len(), ROWS, "every row once");
-    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first, no repeats");
+    assert!(
+        ids.windows(2).all(|w| w[0] > w[1]),
+        "newest first, no repeats"
+    );
 }
 
 #[tokio::test]
@@ -374,7 +403,9 @@ async fn an_over_long_password_is_refused_without_a_hash() {
     assert_eq!(res.status(), 400);
     let body: Value = res.json().await.expect("JSON");
     assert!(
-        body["error"].as_str().is_some_and(|e| e.contains("too long")),
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("too long")),
         "{body}"
     );
     let res = app.sign_in_form(ADMIN, &long, "/").await;
