@@ -16,7 +16,6 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct PasswordWork {
     permits: Arc<Semaphore>,
-    limit: usize,
 }
 
 /// The password work could not run (the blocking task panicked, or the limiter was closed).
@@ -27,10 +26,8 @@ pub struct PasswordWorkError(String);
 impl PasswordWork {
     /// A limiter running at most `limit` (at least 1) jobs at a time.
     pub fn new(limit: usize) -> PasswordWork {
-        let limit = limit.max(1);
         PasswordWork {
-            permits: Arc::new(Semaphore::new(limit)),
-            limit,
+            permits: Arc::new(Semaphore::new(limit.max(1))),
         }
     }
 
@@ -42,11 +39,6 @@ impl PasswordWork {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             PasswordWork::new(2 * cpus)
         })
-    }
-
-    /// Jobs allowed to run at the same time.
-    pub fn limit(&self) -> usize {
-        self.limit
     }
 
     /// Runs `job` on the blocking pool once a slot is free. The slot is held until `job` ends,
@@ -99,7 +91,6 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn at_most_limit_jobs_run_at_once() {
         let work = PasswordWork::new(2);
-        assert_eq!(work.limit(), 2);
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let pair = Arc::new(Barrier::new(2));

@@ -278,9 +278,9 @@ pub async fn bootstrap_admin(store: &Store, config: &Config) -> Result<bool, Boo
     validate_user_name(&config.admin_user).map_err(BootstrapError::Name)?;
     validate_password(&config.admin_password).map_err(BootstrapError::Password)?;
     let password = config.admin_password.clone();
-    let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+    let phc = crate::password_work::PasswordWork::global()
+        .hash(password)
         .await
-        .map_err(|e| BootstrapError::Hash(e.to_string()))?
         .map_err(|e| BootstrapError::Hash(e.to_string()))?;
     let created = store
         .create_user(&NewUser {
