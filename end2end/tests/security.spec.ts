@@ -1,9 +1,10 @@
 import { test, expect, Page } from '@playwright/test';
-import { authFile, hydrated, waitForIngest } from './helpers';
+import { authFile, waitForIngest } from './helpers';
 
 // The Content-Security-Policy (docs/security.md): every page loads, hydrates and works under it,
 // with no violation reported, and no other site can frame redrive.
 test.use({ storageState: authFile('admin') });
+test.setTimeout(300_000);
 
 /** Collects CSP violations (the DOM event, and Chromium's console report) of `page`. */
 function watchCsp(page: Page): string[] {
@@ -13,6 +14,11 @@ function watchCsp(page: Page): string[] {
   });
   page.on('pageerror', (e) => violations.push(`page error: ${e}`));
   return violations;
+}
+
+/** Waits for hydration; the debug wasm (20+ MiB) can take long to compile on a busy machine. */
+async function hydrated(page: Page) {
+  await expect(page.locator('html[data-hydrated="true"]')).toHaveCount(1, { timeout: 90_000 });
 }
 
 async function domViolations(page: Page): Promise<string[]> {
