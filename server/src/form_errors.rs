@@ -63,7 +63,7 @@ pub fn verify(csrf_token: &str, path: &str, err: &str, sig: &str) -> bool {
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
