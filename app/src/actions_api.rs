@@ -214,9 +214,10 @@ impl Notice {
 }
 
 /// Query parameters that belong to the page, not to the list's filter: the notice and the
-/// server-function error of a plain form's redirect. They are removed before the filter is
-/// parsed (the filter parser refuses names it does not know).
-pub const PAGE_PARAMS: [&str; 3] = ["done", "__err", "__path"];
+/// server-function error of a plain form's redirect (with the server's signature of it,
+/// `__sig`: `docs/security.md`). They are removed before the filter is parsed (the filter
+/// parser refuses names it does not know).
+pub const PAGE_PARAMS: [&str; 4] = ["done", "__err", "__path", "__sig"];
 
 /// `raw` (a query string) without [`PAGE_PARAMS`], re-encoded.
 pub fn without_page_params(raw: &str) -> String {

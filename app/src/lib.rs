@@ -38,9 +38,9 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AccountPage, AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage, DeadLettersPage, EditPage,
-    ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound, OverviewPage, QuarantinePage,
-    SignInPage, UsersNavLink, UsersPage,
+    AccountPage, AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage,
+    DeadLettersPage, EditPage, ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound,
+    OverviewPage, QuarantinePage, SignInPage, UsersNavLink, UsersPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.

@@ -522,10 +522,42 @@ pub struct IngestReadiness {
     pub status: Option<IngestSnapshot>,
 }
 
+/// `/readyz` for a caller who is not signed in: the verdict only.
+#[derive(Debug, Serialize)]
+pub struct AnonymousReadiness {
+    pub ready: bool,
+}
+
 /// `GET /readyz`: 200 when the store answers a ping, ingest (if enabled) is running with
 /// Kafka reachable and the store writable, and the replay relay has not stopped with an
-/// error; otherwise 503 naming what is wrong. The body also carries the relay's counters (`relay`).
-pub async fn readyz(State(state): State<AppState>) -> Response {
+/// error; otherwise 503. A signed-in caller (session or API token) gets the details
+/// ([`Readiness`]: what is wrong, the relay's counters, paused topics); anyone else only
+/// `{"ready": bool}` — the status code is what a probe needs, and the details name brokers,
+/// topics and errors (`docs/security.md`).
+pub async fn readyz(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<redrive_core::actions::Actor>>,
+) -> Response {
+    let details = readiness(&state).await;
+    let status = if details.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    match caller {
+        Some(_) => (status, Json(details)).into_response(),
+        None => (
+            status,
+            Json(AnonymousReadiness {
+                ready: details.ready,
+            }),
+        )
+            .into_response(),
+    }
+}
+
+/// What `/readyz` finds.
+async fn readiness(state: &AppState) -> Readiness {
     let mut problems = Vec::new();
     let store_ok = match tokio::time::timeout(PING_TIMEOUT, state.store.ping()).await {
         Ok(Ok(())) => true,
@@ -579,7 +611,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     }
 
     let ready = problems.is_empty();
-    let body = Readiness {
+    Readiness {
         ready,
         error: (!ready).then(|| problems.join("; ")),
         store: StoreReadiness {
@@ -596,13 +628,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             status: relay,
         },
         retention: state.retention.readiness(),
-    };
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, Json(body)).into_response()
+    }
 }
 
 /// `GET /metrics`: Prometheus text format 0.0.4.

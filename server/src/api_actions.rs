@@ -40,7 +40,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use redrive_core::actions::{
     AuditEntry, AuditQuery, DryRun, HistoryEvent, ReplayJob, ReplayRequest, Selection,
-    AUDIT_MAX_LIMIT,
 };
 use redrive_core::approval::ActionKind;
 use redrive_core::store::StoreError;
@@ -996,93 +995,16 @@ pub async fn audit(
     }))
 }
 
-/// Header of the CSV export, one column per [`AuditItem`] field.
-pub const AUDIT_CSV_COLUMNS: [&str; 14] = [
-    "id",
-    "at",
-    "actor",
-    "action",
-    "count",
-    "ids",
-    "filter",
-    "reason",
-    "client_ip",
-    "user_agent",
-    "outcome",
-    "job_id",
-    "via_token",
-    "detail",
-];
-
-/// A cell that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
-/// leading `'` (OWASP "CSV injection"); everything else is written as is.
-fn cell(s: &str) -> String {
-    match s.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') if s != "-" => format!("'{s}"),
-        _ => s.to_string(),
-    }
-}
-
 /// `GET /api/v1/audit.csv` (viewer): every row matching the filters (`limit` is the page size
-/// used internally; `cursor` starts below an id), newest first, as `text/csv`.
+/// used internally; `cursor` starts below an id), newest first, as `text/csv`, streamed.
 pub async fn audit_csv(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ActionError> {
-    let mut q = audit_query(raw.as_deref())?;
-    q.limit = AUDIT_MAX_LIMIT;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_failed = |e: csv::Error| {
-        tracing::error!(error = %e, "writing the audit CSV");
-        ActionError::Unavailable
-    };
-    w.write_record(AUDIT_CSV_COLUMNS).map_err(csv_failed)?;
-    loop {
-        let page = state
-            .store
-            .audit(&q)
-            .await
-            .map_err(|e| state.action_failed("audit", e))?;
-        for a in &page.items {
-            let opt = |v: &Option<String>| cell(v.as_deref().unwrap_or(""));
-            w.write_record([
-                a.id.to_string(),
-                rfc3339(a.at_ms).unwrap_or_default(),
-                cell(&a.actor),
-                cell(&a.action),
-                a.count.to_string(),
-                opt(&a.ids),
-                opt(&a.filter),
-                opt(&a.reason),
-                opt(&a.client_ip),
-                opt(&a.user_agent),
-                cell(&a.outcome),
-                opt(&a.job_id),
-                a.via_token.map(|t| t.to_string()).unwrap_or_default(),
-                opt(&a.detail),
-            ])
-            .map_err(csv_failed)?;
-        }
-        match page.next_cursor.and_then(|c| c.parse::<i64>().ok()) {
-            Some(before) => q.before_id = Some(before),
-            None => break,
-        }
-    }
-    let bytes = w
-        .into_inner()
-        .map_err(|e| csv_failed(e.into_error().into()))?;
-    let mut res = bytes.into_response();
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    h.insert(
-        header::CONTENT_DISPOSITION,
-        HeaderValue::from_static("attachment; filename=\"redrive-audit.csv\""),
-    );
-    Ok(res)
+    let q = audit_query(raw.as_deref())?;
+    // Streamed page by page (`audit_csv.rs`).
+    crate::audit_csv::respond(&state, q).await
 }
 
 #[cfg(test)]
@@ -1150,8 +1072,5 @@ mod tests {
         assert_eq!(q.to_ms, None);
         assert!(audit_query(Some("who=x")).is_err());
         assert!(audit_query(Some("limit=0")).is_err());
-        assert_eq!(cell("=SUM(A1)"), "'=SUM(A1)");
-        assert_eq!(cell("-"), "-");
-        assert_eq!(cell("alice"), "alice");
     }
 }

@@ -107,6 +107,18 @@ pub struct Config {
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
 
+    /// Longest wait for an HTTP request's complete head (request line and headers), in ms.
+    /// Default 10000 (10 s). A connection that takes longer — a client trickling its headers,
+    /// or one that connects and sends nothing — is closed; so is a keep-alive connection idle
+    /// that long. `docs/security.md`, "Connections".
+    #[serde(default = "default_http_header_read_timeout_ms")]
+    pub http_header_read_timeout_ms: u64,
+
+    /// Most HTTP connections served at once (1 to 1000000). Default 1024. Further connections
+    /// wait in the kernel's listen backlog until one closes.
+    #[serde(default = "default_http_max_connections")]
+    pub http_max_connections: usize,
+
     /// On SIGINT/SIGTERM, how long `serve` waits for ingest to store the batch in hand and
     /// commit its offsets (and for open requests to finish), in ms. Default 30000 (30 s),
     /// below the 30 s grace period most orchestrators give before SIGKILL is likely; a batch
@@ -147,11 +159,19 @@ pub struct Config {
     #[serde(default)]
     pub cookie_secure: bool,
 
-    /// Sign-in attempts allowed per user name per minute (successful ones count too); more
-    /// are refused ("too many attempts") and audited as `sign_in_throttled`. Default 5.
-    /// `0` = no limit.
+    /// Sign-in attempts allowed per user name from one client IP address per minute
+    /// (successful ones count too); more are refused ("too many attempts") and audited as
+    /// `sign_in_throttled`. Keyed by the (user, client) pair, so attempts from elsewhere
+    /// cannot lock a user out of their own machine. Default 5. `0` = no limit.
     #[serde(default = "default_sign_in_per_user_per_min")]
     pub sign_in_per_user_per_min: u32,
+
+    /// Sign-in attempts allowed per user name per minute from all clients together: bounds
+    /// many clients guessing one user's password. Reaching it refuses that user from every
+    /// client for a moment, so keep it well above `sign_in_per_user_per_min`. Default 100.
+    /// `0` = no limit.
+    #[serde(default = "default_sign_in_per_user_global_per_min")]
+    pub sign_in_per_user_global_per_min: u32,
 
     /// Sign-in attempts allowed per client IP address per minute, whatever the user name.
     /// Default 20. `0` = no limit.
@@ -327,6 +347,18 @@ fn default_request_timeout_ms() -> u64 {
     30_000
 }
 
+fn default_http_header_read_timeout_ms() -> u64 {
+    10_000
+}
+
+fn default_http_max_connections() -> usize {
+    1024
+}
+
+fn default_sign_in_per_user_global_per_min() -> u32 {
+    100
+}
+
 fn default_shutdown_timeout_ms() -> u64 {
     30_000
 }
@@ -366,6 +398,8 @@ impl Default for Config {
             listen: default_listen(),
             site_root: default_site_root(),
             request_timeout_ms: default_request_timeout_ms(),
+            http_header_read_timeout_ms: default_http_header_read_timeout_ms(),
+            http_max_connections: default_http_max_connections(),
             shutdown_timeout_ms: default_shutdown_timeout_ms(),
             log: default_log(),
             admin_user: String::new(),
@@ -374,6 +408,7 @@ impl Default for Config {
             session_absolute_timeout_ms: default_session_absolute_timeout_ms(),
             cookie_secure: false,
             sign_in_per_user_per_min: default_sign_in_per_user_per_min(),
+            sign_in_per_user_global_per_min: default_sign_in_per_user_global_per_min(),
             sign_in_per_ip_per_min: default_sign_in_per_ip_per_min(),
             metrics_public: false,
             relay_batch_size: replay::default_batch_size(),
@@ -420,11 +455,14 @@ const TYPED_FIELDS: &[&str] = &[
     "ingest_batch_size",
     "ingest_linger_ms",
     "request_timeout_ms",
+    "http_header_read_timeout_ms",
+    "http_max_connections",
     "shutdown_timeout_ms",
     "session_idle_timeout_ms",
     "session_absolute_timeout_ms",
     "cookie_secure",
     "sign_in_per_user_per_min",
+    "sign_in_per_user_global_per_min",
     "sign_in_per_ip_per_min",
     "metrics_public",
     "relay_batch_size",
@@ -533,6 +571,12 @@ impl Config {
         }
         if self.request_timeout_ms == 0 {
             return bad("`request_timeout_ms` must be at least 1");
+        }
+        if self.http_header_read_timeout_ms == 0 {
+            return bad("`http_header_read_timeout_ms` must be at least 1");
+        }
+        if !(1..=1_000_000).contains(&self.http_max_connections) {
+            return bad("`http_max_connections` must be between 1 and 1000000");
         }
         if self.listen.trim().is_empty() {
             return bad("`listen` is empty: give an address such as 127.0.0.1:3000");
@@ -1260,7 +1304,16 @@ security.protocol = "SASL_SSL"
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if ["kafka", "alerts", "retention", "roles", "approval", "reasons"].contains(&name.as_str()) {
+            if [
+                "kafka",
+                "alerts",
+                "retention",
+                "roles",
+                "approval",
+                "reasons",
+            ]
+            .contains(&name.as_str())
+            {
                 continue;
             }
             assert!(

@@ -1,5 +1,6 @@
 //! The whole HTTP surface: the UI (from `site.rs`), the JSON API, raw downloads, health and
-//! metrics, wrapped in request tracing, a request timeout and gzip compression.
+//! metrics, wrapped in request tracing, a request timeout, gzip compression and, outermost,
+//! the security headers (`security_headers.rs`).
 
 use std::time::Duration;
 
@@ -53,6 +54,9 @@ pub fn api_router(state: AppState) -> Router {
 /// `request_timeout` bounds every request (answered 503 when exceeded).
 pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
     let auth = state.auth.clone();
+    let headers = crate::security_headers::SecurityHeaders {
+        hsts: auth.settings.cookie_secure,
+    };
     api_router(state.clone())
         .merge(crate::auth::router(auth.clone()))
         .merge(crate::api_actions::router(state.clone()))
@@ -65,6 +69,9 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::token_form::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)
+        // Inside authentication (it reads the session): a page shows a form error only when
+        // this session's own failed POST produced it (`form_errors.rs`).
+        .layer(axum::middleware::from_fn(crate::form_errors::guard))
         // Inside the layers below (so refusals are traced and timed out like the rest): every
         // route is authenticated, and session POSTs are CSRF-checked, in this one place.
         .layer(axum::middleware::from_fn_with_state(
@@ -87,4 +94,9 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
                 ))
                 .layer(CompressionLayer::new()),
         )
+        // Outermost: every answer carries them, refusals and timeouts included.
+        .layer(axum::middleware::from_fn_with_state(
+            headers,
+            crate::security_headers::apply,
+        ))
 }

@@ -6,7 +6,6 @@
 //! for both, at most `shutdown_timeout_ms`; close the store; exit 0. A second signal exits at
 //! once (nothing is lost: uncommitted records are re-read at the next start).
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -309,12 +308,17 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         }))
     };
 
-    let server = axum::serve(
+    // Header read timeout and connection limit (`http_server.rs`, docs/security.md).
+    crate::http_server::warn_if_exposed(addr, config.cookie_secure);
+    let server = crate::http_server::run(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-    .into_future();
+        app,
+        crate::http_server::HttpLimits {
+            header_read_timeout: Duration::from_millis(config.http_header_read_timeout_ms),
+            max_connections: config.http_max_connections,
+        },
+        shutdown.clone(),
+    );
     let mut server_task = tokio::spawn(server);
 
     tracing::info!("listening on http://{addr}");

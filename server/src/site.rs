@@ -1,12 +1,15 @@
 //! The web UI as an axum router: the Leptos pages (server-rendered, hydrated), their server
-//! functions, the static site (`/pkg/*`: wasm, JS, CSS; `public/` files) and the 404 page.
+//! functions, the static site (`/pkg/*`: wasm, JS, CSS; the favicon) and the 404 page.
+//! Nothing else under the site root is served (`docs/security.md`).
 //!
 //! `main.rs` builds the options with [`leptos_options`] and `.merge()`s [`site_router`] into
 //! the application router. The router has a fallback (static file, else the 404 page), so the
 //! router it is merged into must not set one of its own (axum refuses two).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use axum::http::{header, HeaderValue};
@@ -14,11 +17,11 @@ use axum::response::Response;
 use axum::Router;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
-use leptos_axum::{file_and_error_handler_with_context, generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, LeptosRoutes};
 use redrive_app::{shell, App};
 use redrive_core::alerts::AlertsConfig;
 use redrive_core::store::Store;
-use tower_http::services::ServeDir;
+use tower_http::services::{ServeDir, ServeFile};
 
 /// Name the wasm and JS files are built under (`scripts/build-site`: `redrive.js`,
 /// `redrive_bg.wasm`, `redrive.css`).
@@ -76,6 +79,7 @@ pub fn site_router_full(
         provide_context(store.clone());
         provide_context(alerts.clone());
         provide_context(approval.clone());
+        provide_request_nonce();
     };
     let pkg_dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let pkg = Router::new()
@@ -85,16 +89,60 @@ pub fn site_router_full(
             ServeDir::new(pkg_dir).precompressed_gzip(),
         )
         .layer(axum::middleware::map_response(revalidate));
+    let root = Path::new(&*options.site_root);
+    let favicons = Router::new()
+        .route_service("/favicon.svg", ServeFile::new(root.join("favicon.svg")))
+        .route_service("/favicon.ico", ServeFile::new(root.join("favicon.ico")));
     Router::new()
         .leptos_routes_with_context(&options, routes, context.clone(), {
             let options = options.clone();
             move || shell(options.clone())
         })
         .merge(pkg)
-        // Anything else: a file from the site root (favicon, ...), else the app's 404 page.
-        .fallback(file_and_error_handler_with_context(context, shell))
+        .merge(favicons)
+        // Anything else: the app's 404 page (never a file from the site root).
+        .fallback(not_found_page(context, options.clone()))
         .layer(axum::middleware::from_fn(form_error_page))
         .with_state(options)
+}
+
+/// The fallback: the app rendered for a path it has no route for (its `NotFound` page),
+/// answered 404 unless the page set another status.
+fn not_found_page(
+    context: impl Fn() + Clone + Send + Sync + 'static,
+    options: LeptosOptions,
+) -> impl Fn(axum::extract::Request) -> Pin<Box<dyn Future<Output = Response> + Send>>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
+    move |req| {
+        let options = options.clone();
+        let render = leptos_axum::render_app_async_with_context(context.clone(), move || {
+            shell(options.clone())
+        });
+        Box::pin(async move {
+            let mut res = render(req).await;
+            if res.status() == axum::http::StatusCode::OK {
+                *res.status_mut() = axum::http::StatusCode::NOT_FOUND;
+            }
+            res
+        })
+    }
+}
+
+/// Gives the page being rendered the request's CSP nonce (put into the request's extensions
+/// by the security-headers layer, which names it in `Content-Security-Policy`), so that the
+/// hydration script and the streamed resource scripts carry it. Without that layer (the
+/// in-process page tests), Leptos keeps the nonce it made itself.
+fn provide_request_nonce() {
+    use leptos::nonce::Nonce;
+    use leptos::prelude::use_context;
+    if let Some(nonce) = use_context::<axum::http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Nonce>().cloned())
+    {
+        provide_context(nonce);
+    }
 }
 
 /// Largest server-function error body read to build a form's error page (bytes).
@@ -163,7 +211,7 @@ async fn form_error_page(req: axum::extract::Request, next: axum::middleware::Ne
     (status, Html(page)).into_response()
 }
 
-/// The path (and query, minus the server functions' `__path`/`__err` error parameters) of a
+/// The path (and query, minus the server functions' `__path`/`__err`/`__sig` error parameters) of a
 /// `Referer` on this site; `None` for anything that does not start with one `/` after its
 /// origin (another site, `//host`).
 fn same_site_path(referer: &str) -> Option<String> {
@@ -175,7 +223,12 @@ fn same_site_path(referer: &str) -> Option<String> {
     let (p, q) = path.split_once('?').unwrap_or((path, ""));
     let q: Vec<&str> = q
         .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("__path=") && !kv.starts_with("__err="))
+        .filter(|kv| {
+            !kv.is_empty()
+                && !kv.starts_with("__path=")
+                && !kv.starts_with("__err=")
+                && !kv.starts_with("__sig=")
+        })
         .collect();
     Some(if q.is_empty() {
         p.to_string()

@@ -52,6 +52,7 @@ fn message(code: &str) -> &'static str {
         "invalid" => "Wrong user name or password.",
         "throttled" => "Too many sign-in attempts. Wait a minute, then try again.",
         "expired" => "Your session has expired. Sign in again.",
+        "too_long" => "That password is longer than any redrive accepts (1024 bytes).",
         "unavailable" => "redrive could not reach its database. Try again in a moment.",
         "cross_site" => {
             "The sign-in form was sent from another site. Open redrive directly and sign in here."

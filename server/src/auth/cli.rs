@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
 use redrive_core::accounts;
 use redrive_core::actions::NewAuditEntry;
-use redrive_core::auth::{hash_password, parse_role, validate_password, validate_user_name};
+use redrive_core::auth::{parse_role, validate_password, validate_user_name};
 use redrive_core::store::{NewUser, Store, StoreError};
 
 use super::now_ms;
@@ -341,9 +341,9 @@ pub async fn bootstrap_admin(store: &Store, config: &Config) -> Result<bool, Boo
     validate_user_name(&config.admin_user).map_err(BootstrapError::Name)?;
     validate_password(&config.admin_password).map_err(BootstrapError::Password)?;
     let password = config.admin_password.clone();
-    let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+    let phc = crate::password_work::PasswordWork::global()
+        .hash(password)
         .await
-        .map_err(|e| BootstrapError::Hash(e.to_string()))?
         .map_err(|e| BootstrapError::Hash(e.to_string()))?;
     let created = store
         .create_user(&NewUser {

@@ -15,7 +15,7 @@ use axum::routing::post;
 use axum::{Extension, Form, Json, Router};
 use redrive_core::actions::NewAuditEntry;
 use redrive_core::auth::{
-    dummy_password_hash, new_csrf_token, new_session_token, secret_hash, verify_password,
+    dummy_password_hash, new_csrf_token, new_session_token, secret_hash, MAX_PASSWORD_BYTES,
     SESSION_COOKIE,
 };
 use redrive_core::permission::Permissions;
@@ -75,6 +75,9 @@ enum Failure {
     Unavailable,
     CrossSite,
     BadForm,
+    /// Longer than any password redrive stores ([`MAX_PASSWORD_BYTES`]): refused before the
+    /// throttle and before any hashing.
+    LongPassword,
 }
 
 impl Failure {
@@ -84,6 +87,7 @@ impl Failure {
             Failure::Throttled(_) => "throttled",
             Failure::Unavailable => "unavailable",
             Failure::CrossSite => "cross_site",
+            Failure::LongPassword => "too_long",
         }
     }
 
@@ -93,7 +97,7 @@ impl Failure {
             Failure::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             Failure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Failure::CrossSite => StatusCode::FORBIDDEN,
-            Failure::BadForm => StatusCode::BAD_REQUEST,
+            Failure::BadForm | Failure::LongPassword => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -109,6 +113,9 @@ impl Failure {
             Failure::BadForm => {
                 "send the form fields `user` and `password` (application/x-www-form-urlencoded)"
                     .into()
+            }
+            Failure::LongPassword => {
+                format!("the password is too long: at most {MAX_PASSWORD_BYTES} bytes")
             }
         }
     }
@@ -130,6 +137,10 @@ async fn sign_in(
     if !same_origin(&headers) {
         return failed(json, Failure::CrossSite, next);
     }
+    // No stored password is longer (`validate_password`): refuse it before it costs a hash.
+    if form.password.len() > MAX_PASSWORD_BYTES {
+        return failed(json, Failure::LongPassword, next);
+    }
     let tried: String = form
         .user
         .trim()
@@ -146,7 +157,7 @@ async fn sign_in(
     if let Err(t) = auth.throttle.attempt(&tried, client.ip.as_deref()) {
         if auth.throttle.should_audit(&t, &tried, client.ip.as_deref()) {
             let mut e = audit_row(&client, tried_actor, "sign_in_throttled");
-            e.outcome = format!("denied: over the per-{} limit", limit_name(&t));
+            e.outcome = format!("denied: over the per-{} limit", t.by.name());
             auth.audit(e).await;
         }
         tracing::info!(user = %tried, ip = ?client.ip, "sign-in throttled");
@@ -166,10 +177,10 @@ async fn sign_in(
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| dummy_password_hash().to_string());
-    let password = form.password;
-    let matches = tokio::task::spawn_blocking(move || verify_password(&password, &phc))
-        .await
-        .unwrap_or(false);
+    // At most 2 x CPUs argon2 checks at a time, on the blocking pool (`password_work`).
+    let matches = crate::password_work::PasswordWork::global()
+        .verify(form.password, phc)
+        .await;
     let user = match user {
         Some(u) if matches && !u.disabled => u,
         _ => {
@@ -265,13 +276,6 @@ fn audit_row(client: &ClientMeta, actor: &str, action: &str) -> NewAuditEntry {
         client_ip: client.ip.clone(),
         user_agent: client.user_agent.clone(),
         ..NewAuditEntry::default()
-    }
-}
-
-fn limit_name(t: &Throttled) -> &'static str {
-    match t.by {
-        super::throttle::Limited::User => "user",
-        super::throttle::Limited::Ip => "client",
     }
 }
 

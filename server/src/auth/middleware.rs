@@ -46,11 +46,11 @@ pub fn classify(path: &str, metrics_public: bool) -> RouteKind {
 }
 
 /// Public routes that still want to know who asks (the sign-in page and form, the session
-/// server function, `/metrics` when public).
+/// server function, `/metrics` when public, `/readyz`: its details are for signed-in callers).
 fn needs_identity(path: &str) -> bool {
     matches!(
         path,
-        "/sign-in" | "/auth/sign-in" | SESSION_FN_PATH | "/metrics"
+        "/sign-in" | "/auth/sign-in" | SESSION_FN_PATH | "/metrics" | "/readyz"
     )
 }
 

@@ -79,10 +79,11 @@ impl AuthState {
                     .filter_map(|p| p.parse().ok())
                     .collect(),
             }),
-            throttle: Arc::new(throttle::Throttle::new(
-                config.sign_in_per_user_per_min,
-                config.sign_in_per_ip_per_min,
-            )),
+            throttle: Arc::new(throttle::Throttle::new(throttle::Quotas {
+                per_user_per_client: config.sign_in_per_user_per_min,
+                per_ip: config.sign_in_per_ip_per_min,
+                per_user_global: config.sign_in_per_user_global_per_min,
+            })),
         }
     }
 

@@ -217,13 +217,13 @@ action = "backpressure"
     .await
     .unwrap();
     eventually("the topic paused at its limit", DEADLINE, || {
-        app.retention_paused()
+        app.retention_paused(&token)
     })
     .await;
     if let Paused::AtAssignment = when {
         app = app.restart(&env).await;
         eventually("the topic paused again after the restart", DEADLINE, || {
-            app.retention_paused()
+            app.retention_paused(&token)
         })
         .await;
     }

@@ -139,8 +139,8 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
             );
             a.is_some_and(|n| n > 0)
                 && b.is_some_and(|n| n > 0)
-                && first.retention_paused().await
-                && second.retention_paused().await
+                && first.retention_paused(&token).await
+                && second.retention_paused(&token).await
         },
     )
     .await;
@@ -192,7 +192,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
         live,
         "nothing ingested past the limit after the rebalance"
     );
-    assert!(second.retention_paused().await, "still paused");
+    assert!(second.retention_paused(&token).await, "still paused");
     let after = committed(&group, &topic).await;
     assert_eq!(
         after, before,
@@ -228,7 +228,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
         "nothing ingested past the limit by the instance that joined"
     );
     assert!(
-        third.retention_paused().await,
+        third.retention_paused(&token).await,
         "paused on the restarted instance too"
     );
     assert_eq!(committed(&group, &topic).await, before);
@@ -261,7 +261,7 @@ async fn backpressure_holds_when_the_partitions_move_to_the_other_instance() {
             || async {
                 total(&store, &topic).await == i64::from(RECORDS)
                     || (count(&store, &topic, None).await >= MAX_COUNT
-                        && second.retention_paused().await)
+                        && second.retention_paused(&token).await)
             },
         )
         .await;

@@ -33,6 +33,7 @@ mod crash_safety;
 mod demo_pipeline;
 mod display_caps;
 mod edit_replay;
+mod hardening;
 mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_hostile;

@@ -270,9 +270,16 @@ async fn backpressure_pauses_ingest_and_loses_nothing() {
         let paused = |app: &TestApp| {
             let token = token.clone();
             let url = app.url("/readyz");
-            let _ = &token;
             async move {
-                let body: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+                let body: Value = reqwest::Client::new()
+                    .get(url)
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
                 body["retention"]["paused_topics"]
                     .as_array()
                     .map(|a| !a.is_empty())

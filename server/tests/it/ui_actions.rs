@@ -93,16 +93,20 @@ impl<'a> Browser<'a> {
         }
     }
 
-    /// GETs a page: (status, HTML).
-    pub(crate) async fn page(&self, path: &str) -> (u16, String) {
-        let res = self
-            .client
+    /// GETs a page as the browser navigates to it (redirects not followed).
+    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
             .get(self.app.url(path))
             .header("Cookie", &self.session.cookie)
             .header("Accept", "text/html")
             .send()
             .await
-            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.app.log()));
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.app.log()))
+    }
+
+    /// GETs a page: (status, HTML).
+    pub(crate) async fn page(&self, path: &str) -> (u16, String) {
+        let res = self.get(path).await;
         let status = res.status().as_u16();
         (status, res.text().await.expect("body"))
     }

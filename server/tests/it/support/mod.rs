@@ -226,8 +226,15 @@ impl TestApp {
     }
 
     /// Whether `/readyz` says retention backpressure holds a DLQ topic (`paused_topics`).
-    pub async fn retention_paused(&self) -> bool {
-        let Ok(res) = reqwest::get(self.url("/readyz")).await else {
+    /// `token` authenticates (the details are for signed-in callers only).
+    pub async fn retention_paused(&self, token: &str) -> bool {
+        let Ok(res) = self
+            .client
+            .get(self.url("/readyz"))
+            .bearer_auth(token)
+            .send()
+            .await
+        else {
             return false;
         };
         let body: serde_json::Value = res.json().await.unwrap_or_default();
