@@ -252,6 +252,18 @@ pub struct Config {
     /// purged 30 days after the delete or replay; live ones are kept; no archive.
     #[serde(default)]
     pub retention: redrive_core::retention::RetentionConfig,
+    /// OpenID Connect sign-in: the `[oidc]` table (`issuer_url`, `client_id`, `client_secret`
+    /// or `client_secret_file`, `redirect_url`, `scopes`, `user_claim`, `groups_claim`,
+    /// `role_mapping`, `default_role`, `disable_password_sign_in`); its text keys also as
+    /// `REDRIVE_OIDC__KEY` (e.g. `REDRIVE_OIDC__CLIENT_SECRET`). Default: off. See
+    /// `docs/access.md`, "Single sign-on". `redrive config` redacts the client secret.
+    #[serde(default)]
+    pub oidc: crate::auth::sso::OidcConfig,
+    /// Reverse-proxy authentication: the `[proxy_auth]` table (`user_header`,
+    /// `groups_header`), believed only from `trusted_proxies`; roles from `[oidc]
+    /// role_mapping`. Default: off.
+    #[serde(default)]
+    pub proxy_auth: crate::auth::sso::ProxyAuthConfig,
 }
 
 fn default_database_url() -> String {
@@ -367,6 +379,8 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             alerts: AlertsConfig::default(),
             retention: redrive_core::retention::RetentionConfig::default(),
+            oidc: crate::auth::sso::OidcConfig::default(),
+            proxy_auth: crate::auth::sso::ProxyAuthConfig::default(),
         }
     }
 }
@@ -384,6 +398,19 @@ const TEXT_FIELDS: &[&str] = &[
     "admin_user",
     "admin_password",
     "trusted_proxies",
+];
+
+/// Keys of `[oidc]` also read from `REDRIVE_OIDC__KEY`, verbatim (the table's other keys are
+/// lists and tables: file only).
+const OIDC_TEXT_FIELDS: &[&str] = &[
+    "issuer_url",
+    "client_id",
+    "client_secret",
+    "client_secret_file",
+    "redirect_url",
+    "user_claim",
+    "groups_claim",
+    "default_role",
 ];
 
 /// Fields whose environment value is parsed (numbers, `true`/`false`).
@@ -542,6 +569,10 @@ impl Config {
             .validate()
             .and_then(|()| self.alerts.check_dlq_scopes(&self.dlq_topics))
             .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
+        self.oidc
+            .validate()
+            .and_then(|()| self.proxy_auth.validate(&self.trusted_proxies))
+            .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/access.md)")))?;
         Ok(())
     }
 
@@ -560,6 +591,9 @@ impl Config {
             }
         }
         shown.alerts = shown.alerts.redacted(REDACTED);
+        if !shown.oidc.client_secret.is_empty() {
+            shown.oidc.client_secret = REDACTED.to_string();
+        }
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
@@ -704,6 +738,7 @@ impl EnvProvider {
     fn new(env: impl IntoIterator<Item = (String, String)>) -> EnvProvider {
         let mut dict = Dict::new();
         let mut kafka = Dict::new();
+        let mut oidc = Dict::new();
         let mut ignored = Vec::new();
         for (var, raw) in env {
             let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
@@ -714,6 +749,11 @@ impl EnvProvider {
                 if !prop.is_empty() {
                     kafka.insert(prop.replace('_', "."), Value::from(raw));
                 }
+            } else if let Some(field) = key
+                .strip_prefix("oidc__")
+                .filter(|f| OIDC_TEXT_FIELDS.contains(f))
+            {
+                oidc.insert(field.to_string(), Value::from(raw));
             } else if TEXT_FIELDS.contains(&key.as_str()) {
                 dict.insert(key, Value::from(raw));
             } else if TYPED_FIELDS.contains(&key.as_str()) {
@@ -727,6 +767,9 @@ impl EnvProvider {
         }
         if !kafka.is_empty() {
             dict.insert("kafka".to_string(), Value::from(kafka));
+        }
+        if !oidc.is_empty() {
+            dict.insert("oidc".to_string(), Value::from(oidc));
         }
         ignored.sort();
         EnvProvider { dict, ignored }

@@ -5,6 +5,7 @@
 //! [`broker::OwnBroker`] is a Kafka broker a test may stop and start.
 
 pub mod broker;
+pub mod oidc;
 mod in_process;
 pub mod receiver;
 
