@@ -40,7 +40,7 @@ pub async fn get_session() -> Result<Option<SessionInfo>, ServerFnError> {
 /// How this redrive can be signed in to (single sign-on, password). Served at the fixed URL
 /// `/api/auth/sign-in-options`, which the middleware leaves open.
 #[server(endpoint = "auth/sign-in-options")]
-pub async fn sign_in_options() -> Result<SignInOptions, ServerFnError> {
+pub async fn get_sign_in_options() -> Result<SignInOptions, ServerFnError> {
     Ok(use_context::<leptos::server_fn::http_export::request::Parts>()
         .and_then(|p| p.extensions.get::<SignInOptions>().copied())
         .unwrap_or_default())

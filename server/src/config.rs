@@ -1036,6 +1036,53 @@ security.protocol = "SASL_SSL"
     }
 
     #[test]
+    fn oidc_from_the_file_and_its_secret_from_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        std::fs::write(
+            &path,
+            r#"
+trusted_proxies = ["10.0.0.5"]
+
+[oidc]
+issuer_url = "https://idp.example.com/realms/ops"
+client_id = "redrive"
+redirect_url = "https://redrive.example.com/auth/oidc/callback"
+role_mapping = { "redrive-admins" = "admin", "oncall" = "operator" }
+
+[proxy_auth]
+user_header = "X-Forwarded-User"
+groups_header = "X-Forwarded-Groups"
+"#,
+        )
+        .unwrap();
+        let c = load(
+            Some(&path),
+            &[("REDRIVE_OIDC__CLIENT_SECRET", "s3cr=t,\"x\"")],
+            &Overrides::default(),
+        );
+        assert_eq!(c.oidc.client_id, "redrive");
+        assert_eq!(c.oidc.client_secret, "s3cr=t,\"x\"");
+        assert_eq!(c.oidc.scopes, ["openid", "profile", "email", "groups"]);
+        assert_eq!(c.oidc.role_mapping["oncall"], "operator");
+        assert_eq!(c.proxy_auth.user_header, "X-Forwarded-User");
+        let shown = c.to_redacted_toml().unwrap();
+        assert!(!shown.contains("s3cr=t"), "{shown}");
+        // A role that does not exist stops start-up.
+        std::fs::write(
+            &path,
+            "[oidc]\nrole_mapping = { \"ops\" = \"root\" }\n",
+        )
+        .unwrap();
+        let e = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("root"), "{e}");
+        // Proxy headers without a trusted proxy stop start-up.
+        std::fs::write(&path, "[proxy_auth]\nuser_header = \"X-User\"\n").unwrap();
+        let e = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("trusted_proxies"), "{e}");
+    }
+
+    #[test]
     fn topics_from_env_are_a_comma_list() {
         let c = load(
             None,

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::auth_context::sign_in_options;
+use crate::auth_context::get_sign_in_options;
 use crate::query::encode;
 
 /// `/sign-in`: a plain POST form to `/auth/sign-in` (works without JavaScript). The server
@@ -14,7 +14,7 @@ pub fn SignInPage() -> impl IntoView {
     let query = use_query_map();
     let error = move || query.read().get("error").map(|c| message(&c));
     let next = move || query.read().get("next").unwrap_or_else(|| "/".to_string());
-    let options = Resource::new(|| (), |_| sign_in_options());
+    let options = Resource::new(|| (), |_| get_sign_in_options());
     let sso_href = move || format!("/auth/oidc/start?next={}", encode(&next()));
     view! {
         <Title text="Sign in · redrive" />

@@ -6,7 +6,7 @@
 use sqlx::QueryBuilder;
 
 use super::dialect::{store_error, Dialect, Val};
-use super::{Store, StoreError};
+use super::{Pool, Store, StoreError};
 use crate::actions::Role;
 
 /// The `password_hash` of a user created by single sign-on: not a PHC string, so no password
@@ -149,7 +149,7 @@ impl Store {
             bind(&mut qb, Val::I64(Some(now_ms)));
             qb.push(") ON CONFLICT (name) DO NOTHING RETURNING id");
             let created: Option<i64> = qb
-                .build_query_scalar()
+                .build_query_scalar::<i64>()
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(store_error)?;

@@ -31,7 +31,7 @@ pub enum RouteKind {
 /// sign-in page may ask "who am I" and get `None`.
 pub const SESSION_FN_PATH: &str = "/api/auth/session";
 
-/// Path of the sign-in options server function (`app::auth_context::sign_in_options`):
+/// Path of the sign-in options server function (`app::auth_context::get_sign_in_options`):
 /// public, so the sign-in page can offer single sign-on.
 pub const SIGN_IN_OPTIONS_FN_PATH: &str = "/api/auth/sign-in-options";
 

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -224,8 +225,9 @@ pub struct StartQuery {
 /// `GET /auth/oidc/start`: to the provider, or a 404 page when OIDC is off.
 pub async fn start(
     State(auth): State<AuthState>,
-    query: Option<Query<StartQuery>>,
+    query: Result<Query<StartQuery>, QueryRejection>,
 ) -> Response {
+    let query = query.ok();
     let Some(oidc) = auth.oidc.clone() else {
         return page(
             StatusCode::NOT_FOUND,
@@ -288,8 +290,9 @@ pub async fn callback(
     State(auth): State<AuthState>,
     Extension(client): Extension<ClientMeta>,
     headers: HeaderMap,
-    query: Option<Query<CallbackQuery>>,
+    query: Result<Query<CallbackQuery>, QueryRejection>,
 ) -> Response {
+    let query = query.ok();
     let Some(oidc) = auth.oidc.clone() else {
         return page(
             StatusCode::NOT_FOUND,
@@ -422,10 +425,11 @@ async fn finish(
         Err(openidconnect::ClaimsVerificationError::SignatureVerification(_)) => {
             // Perhaps signed with a key published since discovery: look again, once.
             let fresh = oidc.client(oidc.metadata(true).await?)?;
-            id_token
-                .claims(&fresh.id_token_verifier(), &nonce)
-                .map_err(|e| bad_token(&e))
-                .map(serde_json::to_value)?
+            let verifier = fresh.id_token_verifier();
+            let claims = id_token
+                .claims(&verifier, &nonce)
+                .map_err(|e| bad_token(&e))?;
+            serde_json::to_value(claims)
         }
         Err(e) => return Err(bad_token(&e)),
     }
