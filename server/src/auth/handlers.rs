@@ -179,6 +179,7 @@ async fn sign_in(
         _ => {
             let mut e = audit_row(&client, tried_actor, "sign_in_failed");
             e.outcome = "failed: wrong user name or password".into();
+            e.detail = Some(r#"{"method":"password"}"#.to_string());
             auth.audit(e).await;
             tracing::info!(user = %tried, ip = ?client.ip, "sign-in failed");
             return failed(json, Failure::Invalid, next);
