@@ -41,9 +41,11 @@ pub async fn get_session() -> Result<Option<SessionInfo>, ServerFnError> {
 /// `/api/auth/sign-in-options`, which the middleware leaves open.
 #[server(endpoint = "auth/sign-in-options")]
 pub async fn get_sign_in_options() -> Result<SignInOptions, ServerFnError> {
-    Ok(use_context::<leptos::server_fn::http_export::request::Parts>()
-        .and_then(|p| p.extensions.get::<SignInOptions>().copied())
-        .unwrap_or_default())
+    Ok(
+        use_context::<leptos::server_fn::http_export::request::Parts>()
+            .and_then(|p| p.extensions.get::<SignInOptions>().copied())
+            .unwrap_or_default(),
+    )
 }
 
 /// The session resource [`provide_session`] put in context.

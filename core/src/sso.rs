@@ -200,7 +200,10 @@ mod tests {
 
     #[test]
     fn default_role_for_unmapped_users() {
-        assert_eq!(mapping("viewer").role_for(&groups(&["x"])), Ok(Role::Viewer));
+        assert_eq!(
+            mapping("viewer").role_for(&groups(&["x"])),
+            Ok(Role::Viewer)
+        );
         assert_eq!(mapping("").default_role, None);
         assert_eq!(
             RoleMapping::parse([("a", "root")], "none"),
@@ -228,11 +231,17 @@ mod tests {
     #[test]
     fn user_name_claim_with_fallbacks() {
         let c = json!({"preferred_username": "alice", "sub": "123", "email": "a@x.org"});
-        assert_eq!(user_name_from_claims(&c, "preferred_username").unwrap(), "alice");
+        assert_eq!(
+            user_name_from_claims(&c, "preferred_username").unwrap(),
+            "alice"
+        );
         assert_eq!(user_name_from_claims(&c, "email").unwrap(), "a@x.org");
         // An unusable preferred name falls back to `sub`.
         let c = json!({"preferred_username": "Alice Smith", "sub": "u-42"});
-        assert_eq!(user_name_from_claims(&c, "preferred_username").unwrap(), "u-42");
+        assert_eq!(
+            user_name_from_claims(&c, "preferred_username").unwrap(),
+            "u-42"
+        );
         let c = json!({"sub": "has space", "email": 3});
         assert_eq!(
             user_name_from_claims(&c, "preferred_username"),

@@ -1069,11 +1069,7 @@ groups_header = "X-Forwarded-Groups"
         let shown = c.to_redacted_toml().unwrap();
         assert!(!shown.contains("s3cr=t"), "{shown}");
         // A role that does not exist stops start-up.
-        std::fs::write(
-            &path,
-            "[oidc]\nrole_mapping = { \"ops\" = \"root\" }\n",
-        )
-        .unwrap();
+        std::fs::write(&path, "[oidc]\nrole_mapping = { \"ops\" = \"root\" }\n").unwrap();
         let e = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
         assert!(e.to_string().contains("root"), "{e}");
         // Proxy headers without a trusted proxy stop start-up.
@@ -1203,8 +1199,12 @@ groups_header = "X-Forwarded-Groups"
     #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
-            // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if name == "kafka" || name == "alerts" || name == "retention" {
+            // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*, `oidc` from
+            // REDRIVE_OIDC__*).
+            if matches!(
+                name.as_str(),
+                "kafka" | "alerts" | "retention" | "oidc" | "proxy_auth"
+            ) {
                 continue;
             }
             assert!(

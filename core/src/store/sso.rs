@@ -112,9 +112,7 @@ impl Store {
         let row: Option<FlowRow> = on_write_conn!(self, |conn, DB| {
             let mut qb = QueryBuilder::<DB>::new("DELETE FROM oidc_flows WHERE state_hash = ");
             bind(&mut qb, Val::Text(Some(state_hash)));
-            qb.push(
-                " RETURNING state_hash, pkce_verifier, nonce, next_path, created_at_ms",
-            );
+            qb.push(" RETURNING state_hash, pkce_verifier, nonce, next_path, created_at_ms");
             qb.build_query_as().fetch_optional(&mut *conn).await
         })
         .map_err(store_error)?;
@@ -134,7 +132,12 @@ impl Store {
     /// user is returned as it is (role unchanged), for the caller to refuse.
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored role).
-    pub async fn sso_user(&self, name: &str, role: Role, now_ms: i64) -> Result<SsoUser, StoreError> {
+    pub async fn sso_user(
+        &self,
+        name: &str,
+        role: Role,
+        now_ms: i64,
+    ) -> Result<SsoUser, StoreError> {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             let mut qb = QueryBuilder::<DB>::new(

@@ -5,8 +5,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use redrive_core::actions::Actor;
-use redrive_core::sso::SignInOptions;
 use redrive_core::auth::{looks_like_api_token, secret_hash, SessionInfo, SESSION_COOKIE};
+use redrive_core::sso::SignInOptions;
 
 use super::handlers::{clear_cookie, sign_in_url};
 use super::{csrf, now_ms, peer_ip, AuthError, AuthState, ClientMeta, SessionHandle};
@@ -38,8 +38,15 @@ pub const SIGN_IN_OPTIONS_FN_PATH: &str = "/api/auth/sign-in-options";
 /// Which kind of route `path` is.
 pub fn classify(path: &str, metrics_public: bool) -> RouteKind {
     match path {
-        "/sign-in" | "/auth/sign-in" | "/healthz" | "/readyz" | "/favicon.svg" | "/favicon.ico"
-        | SESSION_FN_PATH | SIGN_IN_OPTIONS_FN_PATH | "/auth/oidc/start"
+        "/sign-in"
+        | "/auth/sign-in"
+        | "/healthz"
+        | "/readyz"
+        | "/favicon.svg"
+        | "/favicon.ico"
+        | SESSION_FN_PATH
+        | SIGN_IN_OPTIONS_FN_PATH
+        | "/auth/oidc/start"
         | "/auth/oidc/callback" => RouteKind::Public,
         "/metrics" if metrics_public => RouteKind::Public,
         "/metrics" | "/api" => RouteKind::Api,
@@ -182,7 +189,10 @@ async fn identify(
     }
     if let Some(proxy) = auth.proxy.as_deref().filter(|p| p.present(headers)) {
         if client_is_trusted_proxy(auth, peer) {
-            return proxy.identify(auth, headers, client).await.map(Identity::Proxy);
+            return proxy
+                .identify(auth, headers, client)
+                .await
+                .map(Identity::Proxy);
         }
         // Anyone can send a header: only a trusted proxy's are believed.
         tracing::warn!(peer = ?peer, "ignored proxy authentication headers from a peer not \

@@ -88,8 +88,7 @@ impl AuthState {
                     .iter()
                     .filter_map(|p| p.parse().ok())
                     .collect(),
-                password_sign_in_disabled: oidc.is_some()
-                    && config.oidc.disable_password_sign_in,
+                password_sign_in_disabled: oidc.is_some() && config.oidc.disable_password_sign_in,
             }),
             throttle: Arc::new(throttle::Throttle::new(
                 config.sign_in_per_user_per_min,

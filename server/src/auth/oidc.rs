@@ -359,10 +359,12 @@ async fn finish(
             ),
         ));
     }
-    let state = q
-        .state
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| refusal(StatusCode::BAD_REQUEST, "the provider's answer has no `state`"))?;
+    let state = q.state.filter(|s| !s.is_empty()).ok_or_else(|| {
+        refusal(
+            StatusCode::BAD_REQUEST,
+            "the provider's answer has no `state`",
+        )
+    })?;
     let cookie = flow_cookie(headers).ok_or_else(|| {
         refusal(
             StatusCode::BAD_REQUEST,
@@ -394,15 +396,22 @@ async fn finish(
                 "this sign-in expired or was already used: start again from the sign-in page",
             )
         })?;
-    let code = q
-        .code
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| refusal(StatusCode::BAD_REQUEST, "the provider's answer has no `code`"))?;
+    let code = q.code.filter(|c| !c.is_empty()).ok_or_else(|| {
+        refusal(
+            StatusCode::BAD_REQUEST,
+            "the provider's answer has no `code`",
+        )
+    })?;
 
     let rp = oidc.client(oidc.metadata(false).await?)?;
     let exchange = rp
         .exchange_code(AuthorizationCode::new(code))
-        .map_err(|e| refusal(StatusCode::BAD_GATEWAY, format!("the provider has no token endpoint: {e}")))?
+        .map_err(|e| {
+            refusal(
+                StatusCode::BAD_GATEWAY,
+                format!("the provider has no token endpoint: {e}"),
+            )
+        })?
         .set_pkce_verifier(PkceCodeVerifier::new(flow.pkce_verifier.clone()));
     let answer = exchange.request_async(&oidc.http).await.map_err(|e| {
         refusal(
@@ -433,7 +442,12 @@ async fn finish(
         }
         Err(e) => return Err(bad_token(&e)),
     }
-    .map_err(|e| refusal(StatusCode::UNAUTHORIZED, format!("unreadable ID token claims: {e}")))?;
+    .map_err(|e| {
+        refusal(
+            StatusCode::UNAUTHORIZED,
+            format!("unreadable ID token claims: {e}"),
+        )
+    })?;
 
     let user = user_name_from_claims(&claims, &oidc.user_claim).map_err(|_| {
         refusal(

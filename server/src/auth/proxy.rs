@@ -216,7 +216,8 @@ mod tests {
         assert!(!p.present(&h));
         h.insert("x-forwarded-groups", "a".parse().unwrap());
         assert!(p.present(&h));
-        assert!(ProxyAuth::from_config(&ProxyAuthConfig::default(), &RoleMapping::default())
-            .is_none());
+        assert!(
+            ProxyAuth::from_config(&ProxyAuthConfig::default(), &RoleMapping::default()).is_none()
+        );
     }
 }

@@ -235,7 +235,10 @@ mod tests {
             client_secret_file: "/nonexistent/secret".into(),
             ..ok
         };
-        assert!(no_file.validate().unwrap_err().contains("client_secret_file"));
+        assert!(no_file
+            .validate()
+            .unwrap_err()
+            .contains("client_secret_file"));
         // Off: only the mapping is checked.
         assert_eq!(OidcConfig::default().validate(), Ok(()));
     }

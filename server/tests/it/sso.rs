@@ -109,7 +109,10 @@ async fn groups_map_to_roles(backend: Backend) {
         .cookies
         .get("redrive_session")
         .expect("a redrive session cookie");
-    assert!(!browser.cookies.contains_key("redrive_oidc"), "flow cookie cleared");
+    assert!(
+        !browser.cookies.contains_key("redrive_oidc"),
+        "flow cookie cleared"
+    );
     assert_eq!(role_of(&app, "alice").await, Some((Role::Admin, false)));
     let res = reqwest::Client::new()
         .get(app.url("/api/v1/audit"))
@@ -142,10 +145,18 @@ async fn groups_map_to_roles(backend: Backend) {
     // carol's only group maps to nothing: refused with a page that says so, audited.
     let (browser, answer) = sign_in_as(&app, "carol").await;
     assert_eq!(answer.status, 403, "{}", answer.body);
-    assert!(answer.body.contains("none of your groups"), "{}", answer.body);
+    assert!(
+        answer.body.contains("none of your groups"),
+        "{}",
+        answer.body
+    );
     assert!(answer.body.contains("contractors"), "{}", answer.body);
     assert!(!browser.cookies.contains_key("redrive_session"));
-    assert_eq!(role_of(&app, "carol").await, None, "no user for a refused sign-in");
+    assert_eq!(
+        role_of(&app, "carol").await,
+        None,
+        "no user for a refused sign-in"
+    );
     let failed: Vec<_> = app
         .audit_of("sign_in_failed")
         .await
@@ -154,7 +165,10 @@ async fn groups_map_to_roles(backend: Backend) {
         .collect();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].actor, "carol");
-    assert!(failed[0].outcome.contains("none of your groups"), "{failed:?}");
+    assert!(
+        failed[0].outcome.contains("none of your groups"),
+        "{failed:?}"
+    );
 
     // A user disabled locally stays refused, whatever the provider says.
     assert!(app.store.set_user_disabled("bob", true).await.unwrap());
@@ -204,7 +218,11 @@ async fn callback_refusals(backend: Backend) {
         .await;
     assert_eq!(a.status, 403, "{}", a.body);
     assert!(a.body.contains("access_denied"), "{}", a.body);
-    assert!(a.body.contains("End-User aborted interaction"), "{}", a.body);
+    assert!(
+        a.body.contains("End-User aborted interaction"),
+        "{}",
+        a.body
+    );
     assert!(a.body.contains("href=\"/sign-in\""), "{}", a.body);
 
     // A good answer works once; the same callback again (replayed) is refused.
@@ -213,7 +231,11 @@ async fn callback_refusals(backend: Backend) {
     let back = browser
         .sign_in_at_provider(&auth_url2, "bob", &callback)
         .await;
-    let saved = browser.cookies.get("redrive_oidc").cloned().expect("flow cookie");
+    let saved = browser
+        .cookies
+        .get("redrive_oidc")
+        .cloned()
+        .expect("flow cookie");
     let a = browser.get(&back).await;
     assert_eq!(a.status, 303, "{}", a.body);
     assert_eq!(a.location.as_deref(), Some("/overview"));
@@ -226,7 +248,9 @@ async fn callback_refusals(backend: Backend) {
     // the provider at the token exchange (PKCE): 401, never 500.
     let mut other = Browser::new();
     let other_url = start_sign_in(&app, &mut other, "%2F").await;
-    let other_back = other.sign_in_at_provider(&other_url, "alice", &callback).await;
+    let other_back = other
+        .sign_in_at_provider(&other_url, "alice", &callback)
+        .await;
     let code = other_back
         .split(['?', '&'])
         .find_map(|kv| kv.strip_prefix("code="))
@@ -239,9 +263,15 @@ async fn callback_refusals(backend: Backend) {
         .find_map(|kv| kv.strip_prefix("state="))
         .expect("state")
         .to_string();
-    let a = mine.get(&format!("{callback}?code={code}&state={state}")).await;
+    let a = mine
+        .get(&format!("{callback}?code={code}&state={state}"))
+        .await;
     assert_eq!(a.status, 401, "{}", a.body);
-    assert!(a.body.contains("did not accept the authorization code"), "{}", a.body);
+    assert!(
+        a.body.contains("did not accept the authorization code"),
+        "{}",
+        a.body
+    );
     drop(auth_url);
 
     let failed = app.audit_of("sign_in_failed").await;
@@ -289,7 +319,9 @@ async fn oidc_off_answers_404_and_password_only_mode() {
         .await;
         (provider, app, dir)
     };
-    let res = app.sign_in_form("admin", "correct horse battery", "/").await;
+    let res = app
+        .sign_in_form("admin", "correct horse battery", "/")
+        .await;
     assert_eq!(location(&res), "/sign-in?error=sso_only");
     drop(dir);
 }
@@ -307,14 +339,20 @@ async fn proxy_headers(backend: Backend) {
             .header("X-Forwarded-User", user)
             .header("X-Forwarded-Groups", groups)
     };
-    let res = as_proxy("/api/v1/audit", "dora", "staff, oncall").send().await.unwrap();
+    let res = as_proxy("/api/v1/audit", "dora", "staff, oncall")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200, "{}", app.log());
     assert_eq!(role_of(&app, "dora").await, Some((Role::Operator, false)));
     // A page too, without any session.
     let res = as_proxy("/groups", "dora", "oncall").send().await.unwrap();
     assert_eq!(res.status(), 200);
     // Groups changed at the IdP: the role follows.
-    let res = as_proxy("/api/v1/audit", "dora", "redrive-admins").send().await.unwrap();
+    let res = as_proxy("/api/v1/audit", "dora", "redrive-admins")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(role_of(&app, "dora").await, Some((Role::Admin, false)));
     let rows = app.audit_of("sign_in").await;
@@ -323,12 +361,18 @@ async fn proxy_headers(backend: Backend) {
     assert_eq!(d["method"], "proxy");
     assert_eq!(d["previous_role"], "operator");
     // No mapped group: 403, not a sign-in.
-    let res = as_proxy("/api/v1/audit", "erin", "contractors").send().await.unwrap();
+    let res = as_proxy("/api/v1/audit", "erin", "contractors")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
     assert_eq!(role_of(&app, "erin").await, None);
     // Disabled locally: refused.
     assert!(app.store.set_user_disabled("dora", true).await.unwrap());
-    let res = as_proxy("/api/v1/audit", "dora", "oncall").send().await.unwrap();
+    let res = as_proxy("/api/v1/audit", "dora", "oncall")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 403);
 
     // State changes from a browser must come from this site.

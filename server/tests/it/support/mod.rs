@@ -5,8 +5,8 @@
 //! [`broker::OwnBroker`] is a Kafka broker a test may stop and start.
 
 pub mod broker;
-pub mod oidc;
 mod in_process;
+pub mod oidc;
 pub mod receiver;
 
 pub use in_process::InProcessSite;

@@ -123,7 +123,8 @@ impl Browser {
                 if gone {
                     self.cookies.remove(k.trim());
                 } else {
-                    self.cookies.insert(k.trim().to_string(), val.trim().to_string());
+                    self.cookies
+                        .insert(k.trim().to_string(), val.trim().to_string());
                 }
             }
         }
