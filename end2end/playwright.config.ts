@@ -2,6 +2,8 @@ import { defineConfig } from '@playwright/test';
 
 // Port of the redrive server the tests start (serve.sh); override with E2E_PORT.
 const port = Number(process.env.E2E_PORT ?? 3907);
+// The OpenID Provider of tests/sso.spec.ts (testkit/oidc); serve.sh points `[oidc]` at it.
+const oidcPort = port + 100;
 
 const chromium = {
   // Debian's Chromium, never a downloaded browser; flags that work on these machines.
@@ -33,12 +35,23 @@ export default defineConfig({
     { name: 'sign-in', testMatch: /auth\.setup\.ts/ },
     { name: 'chromium', dependencies: ['sign-in'], testIgnore: /auth\.setup\.ts/ },
   ],
-  webServer: {
-    command: `bash ./serve.sh ${port}`,
-    url: `http://127.0.0.1:${port}/healthz`,
-    timeout: 120_000,
-    reuseExistingServer: false,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  },
+  webServer: [
+    {
+      command: `bash ./serve.sh ${port}`,
+      url: `http://127.0.0.1:${port}/healthz`,
+      timeout: 120_000,
+      reuseExistingServer: false,
+      stdout: 'pipe',
+      stderr: 'pipe',
+    },
+    {
+      // A real OpenID Provider (panva's oidc-provider) with the accounts of tests/sso.spec.ts.
+      command: `node ../testkit/oidc/provider.mjs ${oidcPort} http://127.0.0.1:${port}/auth/oidc/callback`,
+      url: `http://127.0.0.1:${oidcPort}/.well-known/openid-configuration`,
+      timeout: 30_000,
+      reuseExistingServer: false,
+      stdout: 'pipe',
+      stderr: 'pipe',
+    },
+  ],
 });

@@ -35,6 +35,15 @@ dlq_topic = "$topic"
 [[alerts.rules]]
 name = "e2e-quarantine"
 kind = "quarantined"
+
+# Single sign-on for tests/sso.spec.ts: the provider Playwright starts on port + 100
+# (testkit/oidc/provider.mjs; its client and accounts are there).
+[oidc]
+issuer_url = "http://127.0.0.1:$((port + 100))"
+client_id = "redrive"
+client_secret = "redrive-test-secret"
+redirect_url = "http://127.0.0.1:$port/auth/oidc/callback"
+role_mapping = { "redrive-admins" = "admin", "oncall" = "operator" }
 TOML
 export REDRIVE_CONFIG="$state/redrive.toml"
 # The users exist before the server starts, so no test can race their creation. (With users

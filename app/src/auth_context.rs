@@ -28,6 +28,7 @@ use leptos::prelude::*;
 pub use redrive_core::actions::{Actor, Role};
 pub use redrive_core::auth::{SessionInfo, CSRF_FIELD, CSRF_HEADER};
 pub use redrive_core::permission::Permission;
+pub use redrive_core::sso::SignInOptions;
 
 /// The current browser session, or `None` when the request is not signed in with a session
 /// (anonymous on the sign-in page, or an API token). Served at the fixed URL
@@ -35,6 +36,17 @@ pub use redrive_core::permission::Permission;
 #[server(endpoint = "auth/session")]
 pub async fn get_session() -> Result<Option<SessionInfo>, ServerFnError> {
     Ok(session())
+}
+
+/// How this redrive can be signed in to (single sign-on, password). Served at the fixed URL
+/// `/api/auth/sign-in-options`, which the middleware leaves open.
+#[server(endpoint = "auth/sign-in-options")]
+pub async fn get_sign_in_options() -> Result<SignInOptions, ServerFnError> {
+    Ok(
+        use_context::<leptos::server_fn::http_export::request::Parts>()
+            .and_then(|p| p.extensions.get::<SignInOptions>().copied())
+            .unwrap_or_default(),
+    )
 }
 
 /// The session resource [`provide_session`] put in context.

@@ -23,6 +23,7 @@ pub mod outcome;
 pub mod permission;
 pub mod quarantine;
 pub mod replay_sample;
+pub mod sso;
 
 #[cfg(feature = "server")]
 pub mod accounts;

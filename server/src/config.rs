@@ -296,6 +296,18 @@ pub struct Config {
     /// optional.
     #[serde(default)]
     pub reasons: redrive_core::approval::ReasonsConfig,
+    /// OpenID Connect sign-in: the `[oidc]` table (`issuer_url`, `client_id`, `client_secret`
+    /// or `client_secret_file`, `redirect_url`, `scopes`, `user_claim`, `groups_claim`,
+    /// `role_mapping`, `default_role`, `disable_password_sign_in`); its text keys also as
+    /// `REDRIVE_OIDC__KEY` (e.g. `REDRIVE_OIDC__CLIENT_SECRET`). Default: off. See
+    /// `docs/access.md`, "Single sign-on". `redrive config` redacts the client secret.
+    #[serde(default)]
+    pub oidc: crate::auth::sso::OidcConfig,
+    /// Reverse-proxy authentication: the `[proxy_auth]` table (`user_header`,
+    /// `groups_header`), believed only from `trusted_proxies`; roles from `[oidc]
+    /// role_mapping`. Default: off.
+    #[serde(default)]
+    pub proxy_auth: crate::auth::sso::ProxyAuthConfig,
 }
 
 fn default_database_url() -> String {
@@ -429,6 +441,8 @@ impl Default for Config {
             roles: BTreeMap::new(),
             approval: Default::default(),
             reasons: Default::default(),
+            oidc: crate::auth::sso::OidcConfig::default(),
+            proxy_auth: crate::auth::sso::ProxyAuthConfig::default(),
         }
     }
 }
@@ -446,6 +460,19 @@ const TEXT_FIELDS: &[&str] = &[
     "admin_user",
     "admin_password",
     "trusted_proxies",
+];
+
+/// Keys of `[oidc]` also read from `REDRIVE_OIDC__KEY`, verbatim (the table's other keys are
+/// lists and tables: file only).
+const OIDC_TEXT_FIELDS: &[&str] = &[
+    "issuer_url",
+    "client_id",
+    "client_secret",
+    "client_secret_file",
+    "redirect_url",
+    "user_claim",
+    "groups_claim",
+    "default_role",
 ];
 
 /// Fields whose environment value is parsed (numbers, `true`/`false`).
@@ -615,6 +642,10 @@ impl Config {
             .and_then(|()| self.alerts.check_dlq_scopes(&self.dlq_topics))
             .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
         self.roles()?;
+        self.oidc
+            .validate()
+            .and_then(|()| self.proxy_auth.validate(&self.trusted_proxies))
+            .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/access.md)")))?;
         Ok(())
     }
 
@@ -642,6 +673,9 @@ impl Config {
             }
         }
         shown.alerts = shown.alerts.redacted(REDACTED);
+        if !shown.oidc.client_secret.is_empty() {
+            shown.oidc.client_secret = REDACTED.to_string();
+        }
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
@@ -791,6 +825,7 @@ impl EnvProvider {
     fn new(env: impl IntoIterator<Item = (String, String)>) -> EnvProvider {
         let mut dict = Dict::new();
         let mut kafka = Dict::new();
+        let mut oidc = Dict::new();
         let mut ignored = Vec::new();
         for (var, raw) in env {
             let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
@@ -801,6 +836,11 @@ impl EnvProvider {
                 if !prop.is_empty() {
                     kafka.insert(prop.replace('_', "."), Value::from(raw));
                 }
+            } else if let Some(field) = key
+                .strip_prefix("oidc__")
+                .filter(|f| OIDC_TEXT_FIELDS.contains(f))
+            {
+                oidc.insert(field.to_string(), Value::from(raw));
             } else if TEXT_FIELDS.contains(&key.as_str()) {
                 dict.insert(key, Value::from(raw));
             } else if TYPED_FIELDS.contains(&key.as_str()) {
@@ -814,6 +854,9 @@ impl EnvProvider {
         }
         if !kafka.is_empty() {
             dict.insert("kafka".to_string(), Value::from(kafka));
+        }
+        if !oidc.is_empty() {
+            dict.insert("oidc".to_string(), Value::from(oidc));
         }
         ignored.sort();
         EnvProvider { dict, ignored }
@@ -1136,6 +1179,49 @@ security.protocol = "SASL_SSL"
     }
 
     #[test]
+    fn oidc_from_the_file_and_its_secret_from_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        std::fs::write(
+            &path,
+            r#"
+trusted_proxies = ["10.0.0.5"]
+
+[oidc]
+issuer_url = "https://idp.example.com/realms/ops"
+client_id = "redrive"
+redirect_url = "https://redrive.example.com/auth/oidc/callback"
+role_mapping = { "redrive-admins" = "admin", "oncall" = "operator" }
+
+[proxy_auth]
+user_header = "X-Forwarded-User"
+groups_header = "X-Forwarded-Groups"
+"#,
+        )
+        .unwrap();
+        let c = load(
+            Some(&path),
+            &[("REDRIVE_OIDC__CLIENT_SECRET", "s3cr=t,\"x\"")],
+            &Overrides::default(),
+        );
+        assert_eq!(c.oidc.client_id, "redrive");
+        assert_eq!(c.oidc.client_secret, "s3cr=t,\"x\"");
+        assert_eq!(c.oidc.scopes, ["openid", "profile", "email", "groups"]);
+        assert_eq!(c.oidc.role_mapping["oncall"], "operator");
+        assert_eq!(c.proxy_auth.user_header, "X-Forwarded-User");
+        let shown = c.to_redacted_toml().unwrap();
+        assert!(!shown.contains("s3cr=t"), "{shown}");
+        // A role that does not exist stops start-up.
+        std::fs::write(&path, "[oidc]\nrole_mapping = { \"ops\" = \"root\" }\n").unwrap();
+        let e = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("root"), "{e}");
+        // Proxy headers without a trusted proxy stop start-up.
+        std::fs::write(&path, "[proxy_auth]\nuser_header = \"X-User\"\n").unwrap();
+        let e = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(e.to_string().contains("trusted_proxies"), "{e}");
+    }
+
+    #[test]
     fn topics_from_env_are_a_comma_list() {
         let c = load(
             None,
@@ -1303,17 +1389,19 @@ security.protocol = "SASL_SSL"
     #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
-            // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*).
-            if [
-                "kafka",
-                "alerts",
-                "retention",
-                "roles",
-                "approval",
-                "reasons",
-            ]
-            .contains(&name.as_str())
-            {
+            // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*, `oidc` from
+            // REDRIVE_OIDC__*).
+            if matches!(
+                name.as_str(),
+                "kafka"
+                    | "alerts"
+                    | "retention"
+                    | "roles"
+                    | "approval"
+                    | "reasons"
+                    | "oidc"
+                    | "proxy_auth"
+            ) {
                 continue;
             }
             assert!(

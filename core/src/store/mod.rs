@@ -225,6 +225,9 @@ mod auth;
 pub use self::auth::{
     NewApiToken, NewSession, NewUser, SessionLimits, SessionRecord, TokenOwner, UserCredentials,
 };
+// Single sign-on (issue 10 item 5, migration 0021): OIDC sign-ins in progress, SSO users.
+mod sso;
+pub use self::sso::{OidcFlow, SsoUser, SSO_PASSWORD_HASH};
 
 /// When a SQLite commit is durable (`PRAGMA synchronous`, in WAL mode).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

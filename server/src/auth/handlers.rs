@@ -11,7 +11,7 @@ use axum::extract::rejection::FormRejection;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Form, Json, Router};
 use redrive_core::actions::NewAuditEntry;
 use redrive_core::auth::{
@@ -37,6 +37,8 @@ pub fn router(auth: AuthState) -> Router {
     Router::new()
         .route("/auth/sign-in", post(sign_in))
         .route("/auth/sign-out", post(sign_out))
+        .route("/auth/oidc/start", get(super::oidc::start))
+        .route("/auth/oidc/callback", get(super::oidc::callback))
         .with_state(auth)
 }
 
@@ -78,6 +80,8 @@ enum Failure {
     /// Longer than any password redrive stores ([`MAX_PASSWORD_BYTES`]): refused before the
     /// throttle and before any hashing.
     LongPassword,
+    /// `[oidc] disable_password_sign_in`.
+    PasswordOff,
 }
 
 impl Failure {
@@ -88,6 +92,7 @@ impl Failure {
             Failure::Unavailable => "unavailable",
             Failure::CrossSite => "cross_site",
             Failure::LongPassword => "too_long",
+            Failure::PasswordOff => "sso_only",
         }
     }
 
@@ -96,7 +101,7 @@ impl Failure {
             Failure::Invalid => StatusCode::UNAUTHORIZED,
             Failure::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             Failure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Failure::CrossSite => StatusCode::FORBIDDEN,
+            Failure::CrossSite | Failure::PasswordOff => StatusCode::FORBIDDEN,
             Failure::BadForm | Failure::LongPassword => StatusCode::BAD_REQUEST,
         }
     }
@@ -110,6 +115,9 @@ impl Failure {
             ),
             Failure::Unavailable => "the database did not answer; try again in a moment".into(),
             Failure::CrossSite => "the sign-in form was sent from another site".into(),
+            Failure::PasswordOff => {
+                "password sign-in is off on this redrive: sign in with single sign-on".into()
+            }
             Failure::BadForm => {
                 "send the form fields `user` and `password` (application/x-www-form-urlencoded)"
                     .into()
@@ -133,6 +141,9 @@ async fn sign_in(
         return failed(json, Failure::BadForm, "/");
     };
     let next = safe_next(&form.next);
+    if auth.settings.password_sign_in_disabled {
+        return failed(json, Failure::PasswordOff, next);
+    }
     // Login CSRF: another site must not be able to sign a victim in as the attacker.
     if !same_origin(&headers) {
         return failed(json, Failure::CrossSite, next);
@@ -186,44 +197,20 @@ async fn sign_in(
         _ => {
             let mut e = audit_row(&client, tried_actor, "sign_in_failed");
             e.outcome = "failed: wrong user name or password".into();
+            e.detail = Some(r#"{"method":"password"}"#.to_string());
             auth.audit(e).await;
             tracing::info!(user = %tried, ip = ?client.ip, "sign-in failed");
             return failed(json, Failure::Invalid, next);
         }
     };
 
-    let (Ok(token), Ok(csrf)) = (new_session_token(), new_csrf_token()) else {
-        tracing::error!("sign-in: the OS random source failed");
+    let Ok(OpenedSession { token, csrf }) = open_session(&auth, &headers, &client, user.id).await
+    else {
         return failed(json, Failure::Unavailable, next);
     };
-    let now = now_ms();
-    let id_hash = secret_hash(&token);
-    let created = auth
-        .store
-        .create_session(&NewSession {
-            id_hash: &id_hash,
-            user_id: user.id,
-            csrf_token: &csrf,
-            created_at_ms: now,
-            ip: client.ip.as_deref(),
-            user_agent: client.user_agent.as_deref(),
-        })
-        .await;
-    if let Err(e) = created {
-        tracing::error!(error = %e, "sign-in: could not store the session");
-        return failed(json, Failure::Unavailable, next);
-    }
-    // A new session replaces the one this browser had (no session fixation, no orphans).
-    if let Some(old) = session_cookie(&headers) {
-        if let Err(e) = auth.store.delete_session(&secret_hash(old)).await {
-            tracing::warn!(error = %e, "sign-in: could not end the previous session");
-        }
-    }
-    if let Err(e) = auth.store.purge_sessions(now, auth.settings.limits).await {
-        tracing::warn!(error = %e, "could not purge expired sessions");
-    }
     let mut e = audit_row(&client, &user.name, "sign_in");
     e.outcome = "ok".into();
+    e.detail = Some(r#"{"method":"password"}"#.to_string());
     auth.audit(e).await;
     tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
 
@@ -249,6 +236,54 @@ async fn sign_in(
     res
 }
 
+/// A session just opened: the cookie value and its CSRF token.
+pub struct OpenedSession {
+    pub token: String,
+    pub csrf: String,
+}
+
+/// Opens a session for `user_id` (password sign-in and single sign-on alike): a fresh token and
+/// CSRF token, stored; the session this browser had (its cookie in `headers`) ended; expired
+/// sessions purged. `Err(())` (logged) when the random source or the store fails.
+pub async fn open_session(
+    auth: &AuthState,
+    headers: &HeaderMap,
+    client: &ClientMeta,
+    user_id: i64,
+) -> Result<OpenedSession, ()> {
+    let (Ok(token), Ok(csrf)) = (new_session_token(), new_csrf_token()) else {
+        tracing::error!("sign-in: the OS random source failed");
+        return Err(());
+    };
+    let now = now_ms();
+    let id_hash = secret_hash(&token);
+    let created = auth
+        .store
+        .create_session(&NewSession {
+            id_hash: &id_hash,
+            user_id,
+            csrf_token: &csrf,
+            created_at_ms: now,
+            ip: client.ip.as_deref(),
+            user_agent: client.user_agent.as_deref(),
+        })
+        .await;
+    if let Err(e) = created {
+        tracing::error!(error = %e, "sign-in: could not store the session");
+        return Err(());
+    }
+    // A new session replaces the one this browser had (no session fixation, no orphans).
+    if let Some(old) = session_cookie(headers) {
+        if let Err(e) = auth.store.delete_session(&secret_hash(old)).await {
+            tracing::warn!(error = %e, "sign-in: could not end the previous session");
+        }
+    }
+    if let Err(e) = auth.store.purge_sessions(now, auth.settings.limits).await {
+        tracing::warn!(error = %e, "could not purge expired sessions");
+    }
+    Ok(OpenedSession { token, csrf })
+}
+
 /// `POST /auth/sign-out` (session and CSRF checked by the middleware): ends the session,
 /// clears the cookie, 303 to `/sign-in`.
 async fn sign_out(State(auth): State<AuthState>, req: Request) -> Response {
@@ -269,7 +304,8 @@ async fn sign_out(State(auth): State<AuthState>, req: Request) -> Response {
     res
 }
 
-fn audit_row(client: &ClientMeta, actor: &str, action: &str) -> NewAuditEntry {
+/// An audit row by `actor` (a name) from `client`.
+pub fn audit_row(client: &ClientMeta, actor: &str, action: &str) -> NewAuditEntry {
     NewAuditEntry {
         actor: actor.to_string(),
         action: action.to_string(),
@@ -295,7 +331,8 @@ fn failed(json: bool, f: Failure, next: &str) -> Response {
     res
 }
 
-fn no_store(res: &mut Response) {
+/// `Cache-Control: no-store` (sign-in answers carry cookies).
+pub fn no_store(res: &mut Response) {
     res.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }

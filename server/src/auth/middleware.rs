@@ -8,6 +8,7 @@ use redrive_core::actions::Actor;
 use redrive_core::auth::{
     looks_like_api_token, secret_hash, SessionInfo, SessionKey, TokenScope, SESSION_COOKIE,
 };
+use redrive_core::sso::SignInOptions;
 
 use super::handlers::{clear_cookie, sign_in_url};
 use super::{csrf, now_ms, peer_ip, AuthError, AuthState, ClientMeta, SessionHandle};
@@ -32,11 +33,23 @@ pub enum RouteKind {
 /// sign-in page may ask "who am I" and get `None`.
 pub const SESSION_FN_PATH: &str = "/api/auth/session";
 
+/// Path of the sign-in options server function (`app::auth_context::get_sign_in_options`):
+/// public, so the sign-in page can offer single sign-on.
+pub const SIGN_IN_OPTIONS_FN_PATH: &str = "/api/auth/sign-in-options";
+
 /// Which kind of route `path` is.
 pub fn classify(path: &str, metrics_public: bool) -> RouteKind {
     match path {
-        "/sign-in" | "/auth/sign-in" | "/healthz" | "/readyz" | "/favicon.svg" | "/favicon.ico"
-        | SESSION_FN_PATH => RouteKind::Public,
+        "/sign-in"
+        | "/auth/sign-in"
+        | "/healthz"
+        | "/readyz"
+        | "/favicon.svg"
+        | "/favicon.ico"
+        | SESSION_FN_PATH
+        | SIGN_IN_OPTIONS_FN_PATH
+        | "/auth/oidc/start"
+        | "/auth/oidc/callback" => RouteKind::Public,
         "/metrics" if metrics_public => RouteKind::Public,
         "/metrics" | "/api" => RouteKind::Api,
         p if p.starts_with("/pkg/") => RouteKind::Public,
@@ -57,6 +70,8 @@ fn needs_identity(path: &str) -> bool {
 /// Who sent a request, as far as its credentials tell.
 enum Identity {
     Token(Actor),
+    /// Named by a trusted reverse proxy's headers (`[proxy_auth]`).
+    Proxy(Actor),
     Session(SessionHandle),
     /// No credentials; `expired` when a session cookie was sent but is no longer valid.
     Anonymous {
@@ -81,12 +96,17 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         &auth.settings.trusted_proxies,
     );
     req.extensions_mut().insert(client.clone());
+    req.extensions_mut().insert(SignInOptions {
+        sso: auth.oidc.is_some(),
+        password: !auth.settings.password_sign_in_disabled,
+    });
     // Static files and probes never need to know who asks: spare the store a lookup per asset.
     if kind == RouteKind::Public && !needs_identity(req.uri().path()) {
         return next.run(req).await;
     }
 
-    let identity = match identify(&auth, req.headers(), &client).await {
+    let peer = peer_ip(req.extensions());
+    let identity = match identify(&auth, req.headers(), peer, &client).await {
         Ok(i) => i,
         // A bad token or a store failure does not keep anyone from a public route.
         Err(_) if kind == RouteKind::Public => Identity::Anonymous { expired: false },
@@ -97,6 +117,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
     let undefined = match &identity {
         Identity::Token(a) => Some(a),
         Identity::Session(h) => Some(&h.info.actor),
+        Identity::Proxy(a) => Some(a),
         Identity::Anonymous { .. } => None,
     }
     .filter(|a| !a.role.is_defined());
@@ -112,6 +133,28 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         Identity::Token(actor) => {
             req.extensions_mut().insert(actor);
             req.extensions_mut().insert(auth.settings.limits);
+            next.run(req).await
+        }
+        Identity::Proxy(actor) => {
+            // The proxy's cookie is ambient: state changes must come from this site
+            // (`proxy::same_site`; no CSRF token, as no session holds one).
+            if kind != RouteKind::Public
+                && !csrf::is_safe(req.method())
+                && !super::proxy::same_site(req.headers())
+            {
+                tracing::info!(user = %actor.user, method = %req.method(), path = %req.uri().path(),
+                    "refused: cross-site request with proxy authentication");
+                let e = AuthError::Csrf(
+                    "refused: this request to change something came from another site".into(),
+                );
+                return refuse_parts(answer_as, req.method(), None, false, e);
+            }
+            // Pages show who is signed in from the session info; its CSRF token is unused.
+            req.extensions_mut().insert(SessionInfo {
+                actor: actor.clone(),
+                csrf_token: String::new(),
+            });
+            req.extensions_mut().insert(actor);
             next.run(req).await
         }
         Identity::Session(handle) => {
@@ -173,10 +216,22 @@ pub fn undefined_role_message(actor: &Actor) -> String {
 async fn identify(
     auth: &AuthState,
     headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
     client: &ClientMeta,
 ) -> Result<Identity, AuthError> {
     if let Some(token) = bearer(headers) {
         return token_identity(auth, token, client).await;
+    }
+    if let Some(proxy) = auth.proxy.as_deref().filter(|p| p.present(headers)) {
+        if client_is_trusted_proxy(auth, peer) {
+            return proxy
+                .identify(auth, headers, client)
+                .await
+                .map(Identity::Proxy);
+        }
+        // Anyone can send a header: only a trusted proxy's are believed.
+        tracing::warn!(peer = ?peer, "ignored proxy authentication headers from a peer not \
+            in `trusted_proxies`");
     }
     let Some(cookie) = session_cookie(headers) else {
         return Ok(Identity::Anonymous { expired: false });
@@ -256,6 +311,11 @@ async fn token_identity(
     let mut actor = client.actor(&owner.user, owner.role, Some(owner.token_id));
     actor.read_only = owner.scope == TokenScope::ReadOnly;
     Ok(Identity::Token(actor))
+}
+
+/// True when the TCP peer is one of `trusted_proxies`.
+fn client_is_trusted_proxy(auth: &AuthState, peer: Option<std::net::IpAddr>) -> bool {
+    peer.is_some_and(|p| auth.settings.trusted_proxies.contains(&p))
 }
 
 /// True when the client asks for HTML (`Accept: text/html...`), as browsers do for navigation
@@ -354,7 +414,8 @@ pub fn redirect_303(location: &str) -> Response {
     res
 }
 
-fn html_escape(s: &str) -> String {
+/// `s` with `<>&"'` escaped, for HTML text and attributes.
+pub fn html_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

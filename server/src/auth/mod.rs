@@ -18,6 +18,9 @@ pub mod cli;
 pub mod csrf;
 pub mod handlers;
 pub mod middleware;
+pub mod oidc;
+pub mod proxy;
+pub mod sso;
 pub mod throttle;
 
 use std::net::{IpAddr, SocketAddr};
@@ -45,6 +48,10 @@ pub struct AuthState {
     pub store: Store,
     pub settings: Arc<AuthSettings>,
     pub throttle: Arc<throttle::Throttle>,
+    /// OpenID Connect sign-in, when `[oidc]` is set.
+    pub oidc: Option<Arc<oidc::Oidc>>,
+    /// Reverse-proxy authentication, when `[proxy_auth]` is set.
+    pub proxy: Option<Arc<proxy::ProxyAuth>>,
 }
 
 /// The authentication settings of [`Config`], parsed.
@@ -55,14 +62,19 @@ pub struct AuthSettings {
     pub cookie_secure: bool,
     /// Serve `/metrics` without authentication.
     pub metrics_public: bool,
-    /// Peers whose `X-Forwarded-For` is believed.
+    /// Peers whose `X-Forwarded-For` (and `[proxy_auth]` headers) are believed.
     pub trusted_proxies: Vec<IpAddr>,
+    /// `[oidc] disable_password_sign_in`: `POST /auth/sign-in` refuses everyone.
+    pub password_sign_in_disabled: bool,
 }
 
 impl AuthState {
     /// The state for `config`, over `store`.
     pub fn new(store: Store, config: &Config) -> AuthState {
         let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        // `Config::validate` refused a mapping that does not parse.
+        let mapping = config.oidc.role_mapping().unwrap_or_default();
+        let oidc = oidc::from_config(&config.oidc, &mapping);
         AuthState {
             store,
             settings: Arc::new(AuthSettings {
@@ -78,12 +90,15 @@ impl AuthState {
                     .iter()
                     .filter_map(|p| p.parse().ok())
                     .collect(),
+                password_sign_in_disabled: oidc.is_some() && config.oidc.disable_password_sign_in,
             }),
             throttle: Arc::new(throttle::Throttle::new(throttle::Quotas {
                 per_user_per_client: config.sign_in_per_user_per_min,
                 per_ip: config.sign_in_per_ip_per_min,
                 per_user_global: config.sign_in_per_user_global_per_min,
             })),
+            oidc,
+            proxy: proxy::ProxyAuth::from_config(&config.proxy_auth, &mapping).map(Arc::new),
         }
     }
 

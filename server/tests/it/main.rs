@@ -51,6 +51,7 @@ mod replay_order;
 mod replay_outcome;
 mod retention;
 mod soak;
+mod sso;
 mod stats;
 mod stats_caps;
 mod store;

@@ -6,6 +6,7 @@
 
 pub mod broker;
 mod in_process;
+pub mod oidc;
 pub mod receiver;
 
 pub use in_process::InProcessSite;
