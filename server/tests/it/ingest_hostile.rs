@@ -608,7 +608,7 @@ async fn hostile_records_are_stored_listed_and_rendered_inert_on_both_databases(
             &site_root.path().display().to_string(),
             "127.0.0.1:0".parse().unwrap(),
         );
-        let router = site::site_router(store.clone(), options);
+        let router = crate::support::site_router_as_admin(store.clone(), options);
         let (status, list) = get(&router, &format!("/?dlq_topic={topic}&limit=100")).await;
         assert_eq!(status, StatusCode::OK, "{backend:?}: list");
         assert_inert("list", &list);

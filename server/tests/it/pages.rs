@@ -273,7 +273,7 @@ async fn routers_built_while_pages_render_never_stall_a_render() {
         tasks.push(tokio::spawn(async move {
             for round in 0..25 {
                 let options = site::leptos_options(&root, "127.0.0.1:0".parse().expect("addr"));
-                let router = site::site_router(store.clone(), options);
+                let router = crate::support::site_router_as_admin(store.clone(), options);
                 for uri in ["/", "/?q=magic+byte"] {
                     let render = router
                         .clone()

@@ -11,6 +11,24 @@ use tower::ServiceExt;
 
 use crate::site;
 
+/// The binary's site router over `store`, every request signed in as an admin: the router
+/// without the server's authentication middleware, which in the binary puts the caller's
+/// `Actor` into each request (pages read it for the caller's topic scope).
+pub fn site_router_as_admin(
+    store: redrive_core::store::Store,
+    options: leptos::config::LeptosOptions,
+) -> Router {
+    let admin = redrive_core::actions::Actor {
+        user: "test-admin".into(),
+        role: redrive_core::actions::Role::Admin,
+        via_token: None,
+        client_ip: None,
+        user_agent: None,
+        read_only: false,
+    };
+    site::site_router(store, options).layer(axum::Extension(admin))
+}
+
 /// The site router over a fresh store holding the given records.
 pub struct InProcessSite {
     router: Router,
@@ -29,7 +47,7 @@ impl InProcessSite {
             "127.0.0.1:0".parse().expect("addr"),
         );
         InProcessSite {
-            router: site::site_router(store, options),
+            router: site_router_as_admin(store, options),
             _db: db,
             _site_root: site_root,
         }
@@ -43,7 +61,7 @@ impl InProcessSite {
             "127.0.0.1:0".parse().expect("addr"),
         );
         InProcessSite {
-            router: site::site_router(store, options),
+            router: site_router_as_admin(store, options),
             _db: tempfile::tempdir().expect("tempdir"),
             _site_root: site_root,
         }

@@ -9,7 +9,7 @@ mod in_process;
 pub mod oidc;
 pub mod receiver;
 
-pub use in_process::InProcessSite;
+pub use in_process::{site_router_as_admin, InProcessSite};
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
