@@ -21,9 +21,9 @@
 
 use crate::actions::{NewAuditEntry, Role};
 use crate::auth::{
-    hash_password, looks_like_session_handle, new_api_token, parse_role, parse_token_expiry,
-    secret_hash, validate_password, validate_token_name, validate_user_name, verify_password,
-    ApiToken, AuthError, TokenScope, User,
+    looks_like_session_handle, new_api_token, parse_role, parse_token_expiry, secret_hash,
+    validate_password, validate_token_name, validate_user_name, ApiToken, AuthError, TokenScope,
+    User,
 };
 use crate::store::{NewApiToken, NewUser, Store, StoreError};
 
@@ -72,10 +72,11 @@ fn row(by: &NewAuditEntry, action: &str, outcome: String, user: &str) -> NewAudi
     }
 }
 
+/// Hashes within the process-wide bound on concurrent password work.
 async fn hash(password: String) -> Result<String, AccountError> {
-    tokio::task::spawn_blocking(move || hash_password(&password))
+    crate::password_work::PasswordWork::global()
+        .hash(password)
         .await
-        .map_err(|e| AccountError::Store(StoreError::Database(e.to_string())))?
         .map_err(AccountError::from)
 }
 
@@ -239,9 +240,11 @@ pub async fn change_password(
         .ok_or_else(|| no_user(name))?;
     let phc = creds.password_hash;
     let current = current.to_string();
-    let matches = tokio::task::spawn_blocking(move || verify_password(&current, &phc))
-        .await
-        .unwrap_or(false);
+    // An over-long "password" is wrong without being hashed.
+    let matches = current.len() <= crate::auth::MAX_PASSWORD_BYTES
+        && crate::password_work::PasswordWork::global()
+            .verify(current, phc)
+            .await;
     if !matches {
         store
             .record_audit(&row(

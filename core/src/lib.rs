@@ -36,6 +36,8 @@ pub mod ingest;
 #[cfg(feature = "server")]
 pub mod leader;
 #[cfg(feature = "server")]
+pub mod password_work;
+#[cfg(feature = "server")]
 pub mod replay;
 #[cfg(feature = "server")]
 pub mod retention;

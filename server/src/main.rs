@@ -23,7 +23,7 @@ mod export;
 mod form_errors;
 mod http_server;
 mod notify;
-mod password_work;
+use redrive_core::password_work;
 mod quarantine_cli;
 mod raw;
 mod router;

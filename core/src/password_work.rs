@@ -3,13 +3,14 @@
 //! argon2id is deliberately expensive (tens of MiB and tens of ms of CPU per check). Without a
 //! bound, a burst of sign-in attempts — each a different user name, so no throttle stops it —
 //! would start as many hashes at once as there are requests, and the blocking pool would eat
-//! the machine's memory and CPU. Every argon2 hash and verification of `serve` goes through
+//! the machine's memory and CPU. Every argon2 hash and verification of `serve` (sign-in, the
+//! bootstrap admin, and the account operations of [`crate::accounts`]) goes through
 //! [`PasswordWork::global`]: at most 2 × the CPU count run at a time, on the blocking pool;
 //! the rest wait their turn (bounded by the request timeout, which answers 503).
 
 use std::sync::{Arc, OnceLock};
 
-use redrive_core::auth::{hash_password, verify_password, AuthError};
+use crate::auth::{hash_password, verify_password, AuthError};
 use tokio::sync::Semaphore;
 
 /// Runs password hashes and verifications, at most `limit` at a time.
