@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod alerts;
 pub mod approval;
+pub mod automation;
 pub mod auth;
 pub mod canary;
 pub mod conventions;
