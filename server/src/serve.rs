@@ -247,6 +247,19 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         },
         shutdown.child_token(),
     ));
+    // Automatic reprocessing (docs/automation.md): the leader sorts new dead letters into
+    // tiers with the active rule set version.
+    let sorter_status = Arc::new(redrive_core::automation::sort_loop::SorterStatus::default());
+    tokio::spawn(redrive_core::automation::sort_loop::run(
+        store.clone(),
+        {
+            let leader = leader.clone();
+            move || leader.is_leader()
+        },
+        sorter_status.clone(),
+        |_| {},
+        shutdown.child_token(),
+    ));
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
         .map_err(ServeError::Bootstrap)?;

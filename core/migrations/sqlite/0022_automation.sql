@@ -9,9 +9,9 @@ CREATE INDEX dead_letters_unsorted ON dead_letters (id) WHERE tier IS NULL;
 CREATE INDEX dead_letters_by_tier  ON dead_letters (tier, dead_lettered_at_ms, id, status);
 
 -- How and why each sorted dead letter got its tier, and its automation state. One row per
--- sorted dead letter (deleted with it by retention).
+-- sorted dead letter (deleted with it: ON DELETE CASCADE, as dead_letter_links).
 CREATE TABLE dead_letter_tiers (
-    dead_letter_id     INTEGER PRIMARY KEY,
+    dead_letter_id     INTEGER PRIMARY KEY REFERENCES dead_letters (id) ON DELETE CASCADE,
     tier               TEXT    NOT NULL,           -- as dead_letters.tier
     rule_name          TEXT,                       -- NULL: default tier or poison signal
     rule_version       INTEGER,                    -- rule_set_versions.version used

@@ -18,9 +18,9 @@
 //! most what the committed outbox rows say, with their idempotency keys.
 
 pub mod rules;
+#[cfg(feature = "server")]
+pub mod sort_loop;
 pub mod tier;
 
-pub use rules::{
-    Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule,
-};
+pub use rules::{Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule};
 pub use tier::Tier;

@@ -187,8 +187,10 @@ mod quarantine;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
 mod rule_sets;
+// Sorting dead letters into tiers (issue 13, migration 0022).
 mod scope;
 mod stats;
+mod tiers;
 mod transform_marks;
 mod versions;
 // Retention and the archive (issue 8).
@@ -220,6 +222,7 @@ pub use self::stats::{
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
+pub use self::tiers::{decide, Decision, SortReport, TierCandidate, SORTER_ACTOR, SORT_BATCH};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::versions::MAX_VERSIONS_LISTED;
 

@@ -662,7 +662,7 @@ fn pair_entry(
 
 /// Appends a parenthesised subquery yielding the strings of the JSON array `json`: one bind
 /// parameter however many there are.
-fn push_json_texts<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, json: String) {
+pub(crate) fn push_json_texts<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, json: String) {
     if <DB as Dialect>::NAME == "sqlite" {
         qb.push("(SELECT value FROM json_each(");
         DB::bind(qb, Val::OwnedText(Some(json)));

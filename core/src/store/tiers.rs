@@ -1,0 +1,483 @@
+//! Sorting dead letters into tiers (issue 13, migration 0022; `docs/automation.md`, "Sorting").
+//!
+//! Ingest stores every dead letter unsorted (`dead_letters.tier` NULL). The leader's sorter
+//! ([`crate::automation::sort_loop`]) calls [`Store::sort_unsorted`] with the active rule set:
+//! one write transaction per batch, oldest id first, that sets `dead_letters.tier`, writes
+//! the `dead_letter_tiers` row (rule, version, reason, automation state) and a
+//! `tier_assigned` history event for each. The `tier IS NULL` guard on the update makes a
+//! batch sorted twice around a leader failover harmless: the second writes nothing.
+//!
+//! What a returning dead letter (linked to its earlier self by ingest, `dead_letter_links`)
+//! inherits, in this order:
+//! 1. **Loop guard**: it came back `loop_guard_returns` times or more (the link's
+//!    `repeat_failures`), or its earlier self was guarded → `loop_guarded`, and a tier that
+//!    would be `transient` becomes `manual`.
+//! 2. **Escalation**: its tier is `transient` and its earlier self's automatic attempts
+//!    (carried over) reached the rule's `max_attempts` → `manual`, `escalated`.
+//! 3. Otherwise a `transient` dead letter is due at `now + delay(attempts + 1)` (the rule's
+//!    backoff with jitter), its attempts carried over.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::QueryBuilder;
+
+use super::actions::{ids_json, now_ms};
+use super::codec::decode_headers;
+use super::dialect::{store_error, Dialect, Val};
+use super::{Pool, Store, StoreError};
+use crate::automation::{Assignment, MatchInput, RuleSet, Tier};
+use crate::model::{Convention, Header};
+
+/// Actor of the sorter's history events (and of age moves).
+pub const SORTER_ACTOR: &str = "(rules)";
+
+/// Most dead letters one sort batch takes.
+pub const SORT_BATCH: u32 = 500;
+
+/// One dead letter as a rule reads it, plus what its earlier self (if it came back after a
+/// replay) left for the loop guard and escalation.
+#[derive(Debug, Clone)]
+pub struct TierCandidate {
+    pub id: i64,
+    pub dlq_topic: String,
+    pub source_topic: Option<String>,
+    pub consumer_group: Option<String>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub fingerprint: String,
+    pub convention: Convention,
+    /// Raw headers (empty when the stored list cannot be read).
+    pub headers: Vec<Header>,
+    /// Own labels and its error group's, sorted, deduplicated.
+    pub labels: Vec<String>,
+    /// Epoch ms.
+    pub dead_lettered_at_ms: i64,
+    /// Its current tier (`None`: unsorted).
+    pub tier: Option<Tier>,
+    /// How many times it has come back after replays (0: it did not come from a replay).
+    pub repeat_failures: i32,
+    /// Its earlier self's automatic attempts (0 when none or not linked).
+    pub earlier_auto_attempts: i32,
+    /// Whether its earlier self was loop-guarded.
+    pub earlier_loop_guarded: bool,
+}
+
+impl TierCandidate {
+    /// The rule-matching view of it at `now_ms`.
+    pub fn input(&self, now_ms: i64) -> MatchInput<'_> {
+        MatchInput {
+            dlq_topic: &self.dlq_topic,
+            source_topic: self.source_topic.as_deref(),
+            consumer_group: self.consumer_group.as_deref(),
+            error_class: self.error_class.as_deref(),
+            error_message: self.error_message.as_deref(),
+            fingerprint: &self.fingerprint,
+            convention: self.convention,
+            headers: &self.headers,
+            labels: &self.labels,
+            age_ms: now_ms.saturating_sub(self.dead_lettered_at_ms),
+        }
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct CandidateRow {
+    id: i64,
+    dlq_topic: String,
+    source_topic: Option<String>,
+    consumer_group: Option<String>,
+    error_class: Option<String>,
+    error_message: Option<String>,
+    fingerprint: String,
+    convention: String,
+    headers: String,
+    dead_lettered_at_ms: i64,
+    tier: Option<String>,
+    repeat_failures: Option<i32>,
+    earlier_auto_attempts: Option<i32>,
+    earlier_loop_guarded: Option<i32>,
+}
+
+const CANDIDATE_SELECT: &str = "SELECT d.id, d.dlq_topic, d.source_topic, d.consumer_group, \
+     d.error_class, d.error_message, d.fingerprint, d.convention, d.headers, \
+     d.dead_lettered_at_ms, d.tier, l.repeat_failures, \
+     e.auto_attempts AS earlier_auto_attempts, e.loop_guarded AS earlier_loop_guarded \
+     FROM dead_letters d \
+     LEFT JOIN dead_letter_links l ON l.dead_letter_id = d.id \
+     LEFT JOIN dead_letter_tiers e ON e.dead_letter_id = l.earlier_id ";
+
+/// What the rule set decided for one dead letter, with its automation state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub id: i64,
+    pub assignment: Assignment,
+    pub auto_attempts: i32,
+    /// Epoch ms; `Some` only for `transient`.
+    pub next_attempt_at_ms: Option<i64>,
+    pub loop_guarded: bool,
+    pub escalated: bool,
+}
+
+/// What one sort batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SortReport {
+    /// Dead letters sorted (written) by this batch.
+    pub sorted: u64,
+    /// Candidates read (a full batch means more may wait).
+    pub read: u64,
+    pub per_tier: BTreeMap<Tier, u64>,
+    /// Ids that went to `poison`.
+    pub poison: Vec<i64>,
+    /// Ids escalated to `manual` after their automatic attempts.
+    pub escalated: Vec<i64>,
+    /// Ids taken out of automation by the loop guard.
+    pub loop_guarded: Vec<i64>,
+}
+
+/// A number in `[0, 1)` from the OS's randomness (jitter); 0.5 if none is available.
+fn unit_random() -> f64 {
+    let mut b = [0u8; 8];
+    match getrandom::fill(&mut b) {
+        Ok(()) => (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64,
+        Err(_) => 0.5,
+    }
+}
+
+/// Decides the tier and automation state of one candidate (the module docs' order).
+/// `unit_random` in `[0, 1)` spreads the first due time.
+pub fn decide(rules: &RuleSet, c: &TierCandidate, now_ms: i64, unit_random: f64) -> Decision {
+    let mut a = rules.assign(&c.input(now_ms));
+    let guard = rules.spec.loop_guard_returns;
+    let attempts = c.earlier_auto_attempts.max(0);
+    let mut d = Decision {
+        id: c.id,
+        assignment: a.clone(),
+        auto_attempts: attempts,
+        next_attempt_at_ms: None,
+        loop_guarded: false,
+        escalated: false,
+    };
+    if c.earlier_loop_guarded || (guard > 0 && c.repeat_failures >= guard as i32) {
+        if a.tier == Tier::Transient {
+            a.tier = Tier::Manual;
+        }
+        a.reason = format!(
+            "loop guard: came back {} times after replays (loop_guard_returns = {guard}); \
+             no automatic replay, a manual one needs approval and a reason; {}",
+            c.repeat_failures, a.reason
+        );
+        d.loop_guarded = true;
+        d.assignment = a;
+        return d;
+    }
+    if a.tier == Tier::Transient {
+        let schedule = a
+            .rule
+            .as_deref()
+            .and_then(|r| rules.rule(r))
+            .and_then(|r| r.schedule.clone());
+        if let Some(s) = schedule {
+            if c.repeat_failures > 0 && attempts >= s.max_attempts as i32 {
+                a.tier = Tier::Manual;
+                a.reason = format!(
+                    "escalated: came back after {attempts} automatic attempts \
+                     (max_attempts = {}); {}",
+                    s.max_attempts, a.reason
+                );
+                d.escalated = true;
+            } else {
+                let delay = s.delay_ms(attempts as u32 + 1, unit_random);
+                d.next_attempt_at_ms =
+                    Some(now_ms.saturating_add(delay.min(i64::MAX as u64) as i64));
+            }
+        }
+    }
+    d.assignment = a;
+    d
+}
+
+impl Store {
+    /// Dead letters as rules read them: unsorted ones (`unsorted_only`) or all, with id
+    /// greater than `after_id`, oldest first, at most `limit` (≤ 5,000). Used by the sorter
+    /// and by a rule set's dry run.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn tier_candidates(
+        &self,
+        unsorted_only: bool,
+        after_id: i64,
+        limit: u32,
+    ) -> Result<Vec<TierCandidate>, StoreError> {
+        let limit = i64::from(limit.clamp(1, 5_000));
+        let rows: Vec<CandidateRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(CANDIDATE_SELECT);
+            qb.push(if unsorted_only {
+                "WHERE d.tier IS NULL AND d.id > "
+            } else {
+                "WHERE d.id > "
+            });
+            DB::bind(&mut qb, Val::I64(Some(after_id)));
+            qb.push(" ORDER BY d.id LIMIT ");
+            DB::bind(&mut qb, Val::I64(Some(limit)));
+            qb.build_query_as::<CandidateRow>()
+                .fetch_all(pool)
+                .await
+                .map_err(store_error)
+        })?;
+        let labels = self.labels_for_candidates(&rows).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut l: Vec<String> = labels
+                    .0
+                    .get(&r.id)
+                    .into_iter()
+                    .chain(labels.1.get(&r.fingerprint))
+                    .flatten()
+                    .cloned()
+                    .collect();
+                l.sort();
+                l.dedup();
+                TierCandidate {
+                    id: r.id,
+                    headers: decode_headers(&r.headers).unwrap_or_default(),
+                    labels: l,
+                    dlq_topic: r.dlq_topic,
+                    source_topic: r.source_topic,
+                    consumer_group: r.consumer_group,
+                    error_class: r.error_class,
+                    error_message: r.error_message,
+                    convention: Convention::parse(&r.convention),
+                    fingerprint: r.fingerprint,
+                    dead_lettered_at_ms: r.dead_lettered_at_ms,
+                    tier: r.tier.as_deref().and_then(Tier::parse),
+                    repeat_failures: r.repeat_failures.unwrap_or(0),
+                    earlier_auto_attempts: r.earlier_auto_attempts.unwrap_or(0),
+                    earlier_loop_guarded: r.earlier_loop_guarded.unwrap_or(0) != 0,
+                }
+            })
+            .collect())
+    }
+
+    /// Own labels by dead-letter id and group labels by fingerprint, for a batch.
+    #[allow(clippy::type_complexity)]
+    async fn labels_for_candidates(
+        &self,
+        rows: &[CandidateRow],
+    ) -> Result<(HashMap<i64, Vec<String>>, HashMap<String, Vec<String>>), StoreError> {
+        if rows.is_empty() {
+            return Ok(Default::default());
+        }
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let mut fps: Vec<&str> = rows.iter().map(|r| r.fingerprint.as_str()).collect();
+        fps.sort_unstable();
+        fps.dedup();
+        let fps_json = serde_json::to_string(&fps).unwrap_or_else(|_| "[]".into());
+        let (own, group): (Vec<(i64, String)>, Vec<(String, String)>) =
+            on_pool!(self, |pool, DB| {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT dead_letter_id, label FROM dead_letter_labels WHERE dead_letter_id IN ",
+                );
+                DB::push_json_ids(&mut qb, ids_json(&ids));
+                let own = qb
+                    .build_query_as::<(i64, String)>()
+                    .fetch_all(pool)
+                    .await
+                    .map_err(store_error)?;
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT fingerprint, label FROM group_labels WHERE fingerprint IN ",
+                );
+                super::stats::push_json_texts(&mut qb, fps_json);
+                let group = qb
+                    .build_query_as::<(String, String)>()
+                    .fetch_all(pool)
+                    .await
+                    .map_err(store_error)?;
+                Ok::<_, StoreError>((own, group))
+            })?;
+        let mut a: HashMap<i64, Vec<String>> = HashMap::new();
+        for (id, l) in own {
+            a.entry(id).or_default().push(l);
+        }
+        let mut b: HashMap<String, Vec<String>> = HashMap::new();
+        for (f, l) in group {
+            b.entry(f).or_default().push(l);
+        }
+        Ok((a, b))
+    }
+
+    /// Sorts up to `limit` unsorted dead letters with `rules` (active version `version`,
+    /// `None` when no version is stored yet) in ONE write transaction (module docs).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn sort_unsorted(
+        &self,
+        rules: &RuleSet,
+        version: Option<i64>,
+        limit: u32,
+    ) -> Result<SortReport, StoreError> {
+        let candidates = self.tier_candidates(true, 0, limit).await?;
+        let now = now_ms();
+        let decisions: Vec<Decision> = candidates
+            .iter()
+            .map(|c| decide(rules, c, now, unit_random()))
+            .collect();
+        let mut report = SortReport {
+            read: candidates.len() as u64,
+            ..SortReport::default()
+        };
+        if decisions.is_empty() {
+            return Ok(report);
+        }
+        let mut by_tier: BTreeMap<Tier, Vec<i64>> = BTreeMap::new();
+        for d in &decisions {
+            by_tier.entry(d.assignment.tier).or_default().push(d.id);
+        }
+        let written: Vec<i64> = on_pool!(self, |pool, DB| {
+            let mut tx = self.begin_write(pool).await?;
+            let mut written: Vec<i64> = Vec::new();
+            for (tier, ids) in &by_tier {
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE dead_letters SET tier = ");
+                DB::bind(&mut qb, Val::Text(Some(tier.as_str())));
+                qb.push(" WHERE tier IS NULL AND id IN ");
+                DB::push_json_ids(&mut qb, ids_json(ids));
+                qb.push(" RETURNING id");
+                let mut got: Vec<i64> = qb
+                    .build_query_scalar()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                written.append(&mut got);
+            }
+            let keep: std::collections::HashSet<i64> = written.iter().copied().collect();
+            let rows: Vec<&Decision> = decisions.iter().filter(|d| keep.contains(&d.id)).collect();
+            for chunk in rows.chunks(250) {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "INSERT INTO dead_letter_tiers (dead_letter_id, tier, rule_name, rule_version, \
+                     reason, tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated) ",
+                );
+                qb.push_values(chunk.iter(), |mut b, d| {
+                    b.push_bind(d.id)
+                        .push_bind(d.assignment.tier.as_str())
+                        .push_bind(d.assignment.rule.clone())
+                        .push_bind(version)
+                        .push_bind(d.assignment.reason.clone())
+                        .push_bind(now)
+                        .push_bind(d.auto_attempts)
+                        .push_bind(d.next_attempt_at_ms)
+                        .push_bind(i32::from(d.loop_guarded))
+                        .push_bind(i32::from(d.escalated));
+                });
+                qb.push(
+                    " ON CONFLICT (dead_letter_id) DO UPDATE SET tier = excluded.tier, \
+                     rule_name = excluded.rule_name, rule_version = excluded.rule_version, \
+                     reason = excluded.reason, tier_at_ms = excluded.tier_at_ms, \
+                     auto_attempts = excluded.auto_attempts, \
+                     next_attempt_at_ms = excluded.next_attempt_at_ms, \
+                     loop_guarded = excluded.loop_guarded, escalated = excluded.escalated",
+                );
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail) ",
+                );
+                qb.push_values(chunk.iter(), |mut b, d| {
+                    b.push_bind(d.id)
+                        .push_bind(now)
+                        .push_bind("tier_assigned")
+                        .push_bind(SORTER_ACTOR)
+                        .push_bind(format!("{}: {}", d.assignment.tier, d.assignment.reason));
+                });
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            }
+            tx.commit().await.map_err(store_error)?;
+            Ok::<_, StoreError>(written)
+        })?;
+        let keep: std::collections::HashSet<i64> = written.iter().copied().collect();
+        for d in decisions.iter().filter(|d| keep.contains(&d.id)) {
+            report.sorted += 1;
+            *report.per_tier.entry(d.assignment.tier).or_default() += 1;
+            if d.assignment.tier == Tier::Poison {
+                report.poison.push(d.id);
+            }
+            if d.escalated {
+                report.escalated.push(d.id);
+            }
+            if d.loop_guarded {
+                report.loop_guarded.push(d.id);
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(repeat: i32, attempts: i32) -> TierCandidate {
+        TierCandidate {
+            id: 7,
+            dlq_topic: "llm.requests.dlq".into(),
+            source_topic: Some("llm.requests".into()),
+            consumer_group: None,
+            error_class: Some("TimeoutError".into()),
+            error_message: None,
+            fingerprint: "0123456789abcdef".into(),
+            convention: Convention::Seed,
+            headers: vec![],
+            labels: vec![],
+            dead_lettered_at_ms: 1_000,
+            tier: None,
+            repeat_failures: repeat,
+            earlier_auto_attempts: attempts,
+            earlier_loop_guarded: false,
+        }
+    }
+
+    const RULES: &str = r#"
+loop_guard_returns = 5
+[[rule]]
+name = "t"
+tier = "transient"
+match.error_classes = ["TimeoutError"]
+schedule = { max_attempts = 2, backoff = "10s", jitter = 0.0 }
+"#;
+
+    #[test]
+    fn fresh_transient_is_due_after_the_first_backoff() {
+        let rules = RuleSet::parse_toml(RULES).unwrap();
+        let d = decide(&rules, &candidate(0, 0), 50_000, 0.5);
+        assert_eq!(d.assignment.tier, Tier::Transient);
+        assert_eq!(d.next_attempt_at_ms, Some(60_000));
+        assert!(!d.escalated && !d.loop_guarded);
+    }
+
+    #[test]
+    fn returning_record_carries_attempts_then_escalates() {
+        let rules = RuleSet::parse_toml(RULES).unwrap();
+        let d = decide(&rules, &candidate(1, 1), 50_000, 0.5);
+        assert_eq!((d.assignment.tier, d.auto_attempts), (Tier::Transient, 1));
+        assert_eq!(d.next_attempt_at_ms, Some(70_000));
+        let d = decide(&rules, &candidate(2, 2), 50_000, 0.5);
+        assert_eq!(d.assignment.tier, Tier::Manual);
+        assert!(d.escalated);
+        assert!(
+            d.assignment.reason.starts_with("escalated"),
+            "{}",
+            d.assignment.reason
+        );
+        assert_eq!(d.next_attempt_at_ms, None);
+    }
+
+    #[test]
+    fn loop_guard_wins_over_everything() {
+        let rules = RuleSet::parse_toml(RULES).unwrap();
+        let d = decide(&rules, &candidate(5, 0), 50_000, 0.5);
+        assert_eq!(d.assignment.tier, Tier::Manual);
+        assert!(d.loop_guarded && !d.escalated);
+        let mut c = candidate(1, 0);
+        c.earlier_loop_guarded = true;
+        assert!(decide(&rules, &c, 0, 0.5).loop_guarded);
+    }
+}
