@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::actions::{Actor, ReplayRequest};
+use crate::permission::TopicPattern;
 
 /// Default [`ApprovalConfig::expire_after_ms`]: 24 h.
 pub const DEFAULT_EXPIRE_AFTER_MS: u64 = 86_400_000;
@@ -65,8 +66,8 @@ pub struct ApprovalConfig {
     /// it is asked for) needs approval. 0 = no threshold.
     pub min_records: u64,
     /// Any action touching a dead letter of one of these DLQ topics needs approval, whatever
-    /// its size. The syntax of `dlq_topics`: an entry starting with `^` is a regular
-    /// expression, any other an exact topic name.
+    /// its size. The syntax of a role's topic scope ([`TopicPattern`]): an exact topic name,
+    /// a glob with `*` (`payments.*`), or a regular expression starting with `^`.
     pub dlq_topics: Vec<String>,
     /// A pending request expires this long after it was made, ms (1,000 to 30 days; default
     /// 86,400,000 = 24 h). An expired request cannot be approved.
@@ -97,22 +98,6 @@ pub struct ReasonsConfig {
     pub pattern: Option<String>,
 }
 
-/// One entry of [`ApprovalConfig::dlq_topics`].
-#[derive(Debug, Clone)]
-enum TopicPattern {
-    Exact(String),
-    Regex(regex::Regex),
-}
-
-impl TopicPattern {
-    fn matches(&self, topic: &str) -> bool {
-        match self {
-            TopicPattern::Exact(t) => t == topic,
-            TopicPattern::Regex(re) => re.is_match(topic),
-        }
-    }
-}
-
 /// [`ApprovalConfig`] and [`ReasonsConfig`], checked and compiled. `Default` is "no approval,
 /// no reason required".
 #[derive(Debug, Clone, Default)]
@@ -135,19 +120,8 @@ impl ApprovalPolicy {
             .map(|t| t.trim())
             .filter(|t| !t.is_empty())
         {
-            if t.starts_with('^') {
-                let re = regex::Regex::new(t).map_err(|e| {
-                    format!("`[approval] dlq_topics`: `{t}` is not a regular expression: {e}")
-                })?;
-                topics.push(TopicPattern::Regex(re));
-            } else if crate::actions::valid_topic_name(t) {
-                topics.push(TopicPattern::Exact(t.to_string()));
-            } else {
-                return Err(format!(
-                    "`[approval] dlq_topics`: `{t}` is not a Kafka topic name; a pattern \
-                     starts with `^` (as in `dlq_topics`), e.g. \"^payments\\\\..*\""
-                ));
-            }
+            topics
+                .push(TopicPattern::parse(t).map_err(|e| format!("`[approval] dlq_topics`: {e}"))?);
         }
         let on = a.min_records > 0 || !topics.is_empty();
         if !(MIN_EXPIRE_AFTER_MS..=MAX_EXPIRE_AFTER_MS).contains(&a.expire_after_ms) {
@@ -424,7 +398,9 @@ mod tests {
             f(&mut c);
             ApprovalPolicy::new(&c, &r)
         };
-        assert!(a(|c| c.dlq_topics = vec!["payments.*".into()]).is_err());
+        // The syntax of a role's scope: a glob is a pattern, a bad name or regex is refused.
+        assert!(a(|c| c.dlq_topics = vec!["payments.*".into()]).is_ok());
+        assert!(a(|c| c.dlq_topics = vec!["pay ments".into()]).is_err());
         assert!(a(|c| c.dlq_topics = vec!["^(".into()]).is_err());
         assert!(a(|c| c.expire_after_ms = 0).is_err());
         assert!(a(|c| c.actions.clear()).is_err());

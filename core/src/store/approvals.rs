@@ -29,6 +29,7 @@ use crate::approval::{
     ActionKind, ApprovalOutcome, ApprovalPolicy, ApprovalRequest, RequestStatus,
     MAX_REQUESTS_LISTED,
 };
+use crate::permission::Permission;
 
 /// The actor of the audit rows of expiries (no person decided them).
 pub const EXPIRY_ACTOR: &str = "redrive";
@@ -574,9 +575,10 @@ impl Store {
         id: i64,
         decision_reason: Option<&str>,
     ) -> Result<ApprovalOutcome, StoreError> {
-        let r = self.pending_request(id).await?;
+        let mut r = self.pending_request(id).await?;
         r.check_decider(&approver.user)
             .map_err(StoreError::Invalid)?;
+        r.requested_by = self.requester_now(&r).await?;
         let link = ApprovalLink {
             request_id: r.id,
             kind: r.kind,
@@ -616,6 +618,37 @@ impl Store {
             affected,
             job,
         })
+    }
+
+    /// The requester of `r` as they are now: the action runs with their current role, and a
+    /// request whose requester was removed, disabled or no longer holds the action's
+    /// permission cannot be approved (approving would act with a power they lost).
+    ///
+    /// Errors: `Conflict` naming what changed (decline the request instead), `Unavailable`,
+    /// `Database`.
+    async fn requester_now(&self, r: &ApprovalRequest) -> Result<Actor, StoreError> {
+        let name = r.requested_by.user.as_str();
+        let need = match r.kind {
+            ActionKind::Replay => Permission::Replay,
+            ActionKind::Delete | ActionKind::Restore => Permission::Delete,
+        };
+        let problem = match self.user(name).await? {
+            None => format!("its requester `{name}` no longer exists"),
+            Some(u) if u.disabled => format!("its requester `{name}` is disabled"),
+            Some(u) if !u.role.grants(need) => format!(
+                "its requester `{name}` now has the role `{}`, which does not grant `{need}`",
+                u.role.as_str()
+            ),
+            Some(u) => {
+                let mut actor = r.requested_by.clone();
+                actor.role = u.role;
+                return Ok(actor);
+            }
+        };
+        Err(StoreError::Conflict(format!(
+            "approval request {} cannot be approved: {problem}; decline it instead",
+            r.id
+        )))
     }
 
     /// Declines request `id` (`decider` must not be its requester): nothing is written but
@@ -779,6 +812,18 @@ mod tests {
             .await
             .unwrap();
         store.migrate().await.unwrap();
+        // Approval acts as the requester as they are now: they must exist.
+        for name in ["ann", "bob"] {
+            store
+                .create_user(&crate::store::NewUser {
+                    name,
+                    role: crate::permission::Role::Operator,
+                    password_hash: "x",
+                    created_at_ms: 0,
+                })
+                .await
+                .unwrap();
+        }
         let rows: Vec<NewDeadLetter> = (0..n).map(|o| record(topic, o)).collect();
         for chunk in rows.chunks(1000) {
             store.insert_batch(chunk).await.unwrap();

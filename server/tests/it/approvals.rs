@@ -264,6 +264,69 @@ async fn a_request_approved_by_another_user_is_published_once_each() {
 
 /// The requester cannot approve (or decline) their own request: 403 with a clear message,
 /// audited `denied`, nothing written. Only they may cancel it.
+/// Approval acts with the requester's power as it is when approved: a requester whose role
+/// was changed to one without the action's permission (or who was disabled) leaves a request
+/// that cannot be approved (409 with the reason), only declined; nothing is written.
+#[tokio::test]
+async fn a_request_whose_requester_lost_the_permission_cannot_be_approved() {
+    for backend in Backend::ALL {
+        let gated = unique("fe-payments.DLT");
+        let s = setup(backend, &gated, 86_400_000).await;
+        let app = &s.app;
+        app.store
+            .insert_batch(&records(&gated, "payments", 0, 1))
+            .await
+            .expect("insert");
+        let ids = ids_in(app, &gated).await;
+        let (code, pending) = post(
+            app,
+            &s.alice,
+            "/api/v1/replays",
+            json!({"ids": ids, "reason": "OPS-9 after fix"}),
+        )
+        .await;
+        assert_eq!(code, 202, "{backend:?}: {pending}");
+        let id = pending["request_id"].as_i64().expect("request_id");
+        let demoted = app
+            .store
+            .set_user_role_audited(
+                "alice",
+                redrive_core::actions::Role::Viewer,
+                1,
+                &redrive_core::actions::NewAuditEntry {
+                    actor: "admin".into(),
+                    action: "user_set_role".into(),
+                    outcome: "ok".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("set role");
+        assert!(demoted.is_some());
+        let (code, refused) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/approve"),
+            json!({"reason": "OPS-9 ok"}),
+        )
+        .await;
+        assert_eq!(code, 409, "{backend:?}: {refused}");
+        let msg = refused["error"].as_str().expect("error");
+        assert!(msg.contains("`alice`") && msg.contains("`replay`"), "{msg}");
+        assert_eq!(status_of(app, ids[0]).await, Status::New);
+        assert_nothing_queued(app, "approval of a demoted requester").await;
+        // It can still be declined.
+        let (code, declined) = post(
+            app,
+            &s.bob,
+            &format!("/api/v1/requests/{id}/decline"),
+            json!({"reason": "OPS-9 alice is no longer on call"}),
+        )
+        .await;
+        assert_eq!(code, 200, "{backend:?}: {declined}");
+    }
+}
+
 #[tokio::test]
 async fn the_requester_cannot_approve_their_own_request() {
     for backend in Backend::ALL {
