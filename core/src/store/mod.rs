@@ -186,7 +186,9 @@ pub(crate) mod outcome;
 mod quarantine;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
+mod rule_dry_run;
 mod rule_sets;
+mod rule_states;
 mod scope;
 mod stats;
 mod transform_marks;
@@ -213,7 +215,10 @@ pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, P
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };
+pub use self::rule_dry_run::DRY_RUN_CHUNK;
 pub use self::rule_sets::{RuleSetOrigin, RuleSetVersion, CONFIG_ACTOR};
+pub use self::rule_states::version_info;
+pub use crate::automation::view::{RuleState, TierTotal};
 pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
