@@ -233,13 +233,13 @@ pub async fn submit_rule_set(
         }
         "save" => {
             let policy = crate::approvals_api::policy();
-            if let Err(m) = policy.check_reason(Some(&reason)) {
+            if let Err(m) = policy.check_reason(Some(reason.as_str())) {
                 draft.error = Some(format!("Not saved: {m}."));
                 seam::back_to_draft(draft);
                 return Ok(0);
             }
             match store
-                .save_rule_set(&actor, RuleSetOrigin::Ui, &source, Some(&reason))
+                .save_rule_set(&actor, RuleSetOrigin::Ui, &source, Some(reason.as_str()))
                 .await
             {
                 Ok(v) => {
@@ -288,7 +288,7 @@ pub async fn pause_rule(
     };
     let actor = seam::manager(action).await?;
     seam::store()?
-        .set_rule_paused(&actor, rule.trim(), paused, Some(&reason))
+        .set_rule_paused(&actor, rule.trim(), paused, Some(reason.as_str()))
         .await
         .map_err(|e| seam::failed("change the rule", e))?;
     leptos_axum::redirect(&format!(

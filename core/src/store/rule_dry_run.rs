@@ -163,7 +163,7 @@ impl Store {
 
 /// Appends a parenthesised subquery yielding the strings of the JSON array `json`.
 fn push_json_texts<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, json: String) {
-    if DB::NAME == "sqlite" {
+    if <DB as Dialect>::NAME == "sqlite" {
         qb.push("(SELECT value FROM json_each(");
         DB::bind(qb, Val::OwnedText(Some(json)));
         qb.push("))");
