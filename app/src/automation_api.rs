@@ -91,7 +91,9 @@ impl AutomationNotice {
                 "The rule set was saved as a new version; it is active now (the sorter uses it \
                  for dead letters it sorts from now on)."
             }
-            AutomationNotice::Paused => "The rule was paused: it runs no more rounds until resumed.",
+            AutomationNotice::Paused => {
+                "The rule was paused: it runs no more rounds until resumed."
+            }
             AutomationNotice::Resumed => "The rule was resumed: its next round runs on schedule.",
         }
     }
@@ -361,11 +363,7 @@ mod seam {
         /// Keeps `d`; returns its id (a counter and the time: a draft is given back only to
         /// its user, so the id need not be secret).
         pub fn put(d: Draft) -> String {
-            let id = format!(
-                "{:x}-{:x}",
-                d.at_ms,
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
+            let id = format!("{:x}-{:x}", d.at_ms, NEXT.fetch_add(1, Ordering::Relaxed));
             let mut all = DRAFTS.lock().unwrap_or_else(|p| p.into_inner());
             let oldest = d.at_ms - DRAFT_TTL_MS;
             all.retain(|(_, x)| x.at_ms >= oldest);

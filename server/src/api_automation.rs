@@ -122,7 +122,13 @@ pub async fn put_rules(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Response, ActionError> {
-    require_permission(&state.auth, &actor, Permission::ManageRules, "rule_set_save").await?;
+    require_permission(
+        &state.auth,
+        &actor,
+        Permission::ManageRules,
+        "rule_set_save",
+    )
+    .await?;
     let b: SaveBody = parse_body(&body)?;
     state
         .approval
@@ -225,12 +231,22 @@ pub async fn dry_run(
     Caller(actor): Caller,
     body: Bytes,
 ) -> Result<Json<DryRun>, ActionError> {
-    require_permission(&state.auth, &actor, Permission::ManageRules, "rule_set_dry_run").await?;
+    require_permission(
+        &state.auth,
+        &actor,
+        Permission::ManageRules,
+        "rule_set_dry_run",
+    )
+    .await?;
     let b: DryRunBody = parse_body(&body)?;
     let set = RuleSet::parse_toml(&b.source).map_err(|e| ActionError::Unprocessable(e.0))?;
     let run = state
         .store
-        .dry_run_rule_set(&set, chrono::Utc::now().timestamp_millis(), MAX_DRY_RUN_ROWS)
+        .dry_run_rule_set(
+            &set,
+            chrono::Utc::now().timestamp_millis(),
+            MAX_DRY_RUN_ROWS,
+        )
         .await
         .map_err(|e| state.action_failed("dry_run_rule_set", e))?;
     Ok(Json(run))

@@ -1448,7 +1448,10 @@ groups_header = "X-Forwarded-Groups"
         assert!(text.contains("[[rule]]"), "{text}");
         let again = redrive_core::automation::RuleSet::parse_toml(&text).unwrap();
         assert_eq!(again.spec, set.spec);
-        assert!(c.to_redacted_toml().unwrap().contains("[[automation.rule]]"));
+        assert!(c
+            .to_redacted_toml()
+            .unwrap()
+            .contains("[[automation.rule]]"));
 
         std::fs::write(
             &path,

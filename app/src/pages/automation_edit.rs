@@ -81,8 +81,12 @@ fn Editor(d: EditorData, submit: ServerAction<SubmitRuleSet>) -> impl IntoView {
         (false, None) => "Reason (optional, audited)".to_string(),
     };
     let from = match active_version {
-        Some(v) => format!("You are editing version {v}. Saving stores version {next} and makes it active."),
-        None => "There is no rule set yet. Saving stores version 1 and makes it active.".to_string(),
+        Some(v) => format!(
+            "You are editing version {v}. Saving stores version {next} and makes it active."
+        ),
+        None => {
+            "There is no rule set yet. Saving stores version 1 and makes it active.".to_string()
+        }
     };
     view! {
         <p>{from} " " <a href="/automation/versions">"Versions"</a> " · rules are described in docs/automation.md."</p>

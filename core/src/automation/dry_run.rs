@@ -147,7 +147,7 @@ impl DryRunTally {
             .into_iter()
             .map(|((from, to), count)| TierMove { from, to, count })
             .collect();
-        moves.sort_by(|a, b| b.count.cmp(&a.count));
+        moves.sort_by_key(|m| std::cmp::Reverse(m.count));
         DryRun {
             scanned: self.scanned,
             total,
@@ -222,12 +222,18 @@ match.error_messages = ["invalid"]
             t.add(&set.assign(&input("TimeoutError", "slow", &[])), current);
         }
         // 2 invalid: one manual now (unchanged), one in poison now (moves).
-        t.add(&set.assign(&input("X", "Invalid amount", &[])), Some(Tier::Manual));
+        t.add(
+            &set.assign(&input("X", "Invalid amount", &[])),
+            Some(Tier::Manual),
+        );
         t.add(&set.assign(&input("X", "invalid", &[])), Some(Tier::Poison));
         // A timeout marked non-retryable: transient skipped, no other rule: poison.
         t.add(&set.assign(&input("TimeoutError", "slow", &poison)), None);
         // Nothing matches: default.
-        t.add(&set.assign(&input("Other", "boom", &[])), Some(Tier::Manual));
+        t.add(
+            &set.assign(&input("Other", "boom", &[])),
+            Some(Tier::Manual),
+        );
 
         let r = t.finish(10);
         assert_eq!((r.scanned, r.total, r.capped), (7, 10, true));
@@ -238,18 +244,37 @@ match.error_messages = ["invalid"]
             .collect();
         assert_eq!(
             matched,
-            [("timeouts", 3, false), ("old", 0, true), ("invalid", 2, false)]
+            [
+                ("timeouts", 3, false),
+                ("old", 0, true),
+                ("invalid", 2, false)
+            ]
         );
-        assert_eq!((r.default_count, r.default_tier, r.poison_count), (1, Tier::Manual, 1));
+        assert_eq!(
+            (r.default_count, r.default_tier, r.poison_count),
+            (1, Tier::Manual, 1)
+        );
         let tiers: Vec<u64> = r.tiers.iter().map(|c| c.count).collect();
         assert_eq!(tiers, [3, 3, 1, 0]);
         assert_eq!(r.unchanged, 3);
         assert_eq!(
             r.moves,
             [
-                TierMove { from: None, to: Tier::Transient, count: 2 },
-                TierMove { from: None, to: Tier::Poison, count: 1 },
-                TierMove { from: Some(Tier::Poison), to: Tier::Manual, count: 1 },
+                TierMove {
+                    from: None,
+                    to: Tier::Transient,
+                    count: 2
+                },
+                TierMove {
+                    from: None,
+                    to: Tier::Poison,
+                    count: 1
+                },
+                TierMove {
+                    from: Some(Tier::Poison),
+                    to: Tier::Manual,
+                    count: 1
+                },
             ]
         );
     }

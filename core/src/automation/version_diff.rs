@@ -75,8 +75,11 @@ mod tests {
     #[test]
     fn marks_added_and_removed_lines() {
         let d = diff_lines("a\nb\nc\n", "a\nB\nc\nd\n");
-        let got: Vec<(LineChange, &str)> =
-            d.lines.iter().map(|l| (l.change, l.text.as_str())).collect();
+        let got: Vec<(LineChange, &str)> = d
+            .lines
+            .iter()
+            .map(|l| (l.change, l.text.as_str()))
+            .collect();
         assert_eq!(
             got,
             [

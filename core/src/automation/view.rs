@@ -215,7 +215,10 @@ pub fn describe_gate(g: Option<&GateSpec>) -> String {
     };
     let mut parts = Vec::new();
     if let Some(h) = &g.http {
-        parts.push(format!("HTTP GET {} answers 2xx within {}", h.url, h.timeout));
+        parts.push(format!(
+            "HTTP GET {} answers 2xx within {}",
+            h.url, h.timeout
+        ));
     }
     if let Some(l) = &g.lag {
         parts.push(format!(

@@ -218,7 +218,6 @@ pub use self::retention::{
 pub use self::rule_dry_run::DRY_RUN_CHUNK;
 pub use self::rule_sets::{RuleSetOrigin, RuleSetVersion, CONFIG_ACTOR};
 pub use self::rule_states::version_info;
-pub use crate::automation::view::{RuleState, TierTotal};
 pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
@@ -227,6 +226,7 @@ pub use self::stats::{
 };
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::versions::MAX_VERSIONS_LISTED;
+pub use crate::automation::view::{RuleState, TierTotal};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;

@@ -18,6 +18,11 @@ use crate::model::Convention;
 /// Dead letters read per query.
 pub const DRY_RUN_CHUNK: i64 = 2_000;
 
+/// (dead letter id, label).
+type OwnLabel = (i64, String);
+/// (fingerprint, label).
+type GroupLabel = (String, String);
+
 #[derive(Debug, sqlx::FromRow)]
 struct DryRow {
     id: i64,
@@ -119,7 +124,7 @@ impl Store {
         let ids = super::actions::ids_json(&rows.iter().map(|r| r.id).collect::<Vec<_>>());
         let fingerprints: BTreeSet<&str> = rows.iter().map(|r| r.fingerprint.as_str()).collect();
         let fps_json = serde_json::to_string(&fingerprints).unwrap_or_else(|_| "[]".into());
-        let (own, group): (Vec<(i64, String)>, Vec<(String, String)>) = on_pool!(self, |pool, DB| {
+        let (own, group): (Vec<OwnLabel>, Vec<GroupLabel>) = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT dead_letter_id, label FROM dead_letter_labels WHERE dead_letter_id IN ",
             );

@@ -9,13 +9,11 @@ use sqlx::QueryBuilder;
 use super::actions::{clean_text, now_ms};
 use super::audit::insert_audit;
 use super::dialect::{store_error, Dialect, Val};
+use super::rule_sets::RuleSetVersion;
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, NewAuditEntry};
-use crate::automation::view::{
-    AutomationOverview, RuleState, TierTotal, VersionInfo, VersionText,
-};
+use crate::automation::view::{AutomationOverview, RuleState, TierTotal, VersionInfo, VersionText};
 use crate::automation::Tier;
-use super::rule_sets::RuleSetVersion;
 
 #[derive(Debug, sqlx::FromRow)]
 struct StateRow {
@@ -103,9 +101,7 @@ impl Store {
             .as_ref()
             .and_then(|s| s.rule(rule))
             .map(|r| r.tier)
-            .ok_or_else(|| {
-                StoreError::NotFound(format!("rule `{rule}` in the active rule set"))
-            })?;
+            .ok_or_else(|| StoreError::NotFound(format!("rule `{rule}` in the active rule set")))?;
         if tier != Tier::Transient {
             return Err(StoreError::Invalid(format!(
                 "rule `{rule}` gives the `{tier}` tier and runs no rounds; only a transient \
@@ -220,7 +216,8 @@ impl Store {
         } else {
             None
         };
-        let diff = before.map(|b| crate::automation::version_diff::diff_lines(&b.source, &v.source));
+        let diff =
+            before.map(|b| crate::automation::version_diff::diff_lines(&b.source, &v.source));
         Ok(Some(VersionText {
             info: version_info(&v),
             source: v.source,

@@ -82,7 +82,10 @@ async fn a_save_is_a_new_version_with_its_audit_row() {
         let last = &saves[1];
         assert_eq!(last.actor, "api-test");
         assert_eq!(last.outcome, "ok");
-        assert_eq!(last.reason.as_deref(), Some("INC-7 business errors to manual"));
+        assert_eq!(
+            last.reason.as_deref(),
+            Some("INC-7 business errors to manual")
+        );
         assert_eq!(
             detail(last),
             json!({"version": 2, "previous_version": 1, "origin": "api"})
@@ -152,7 +155,10 @@ async fn a_save_is_a_new_version_with_its_audit_row() {
         )
         .await;
         assert_eq!(rules["rules"][0]["state"]["paused"], true);
-        assert_eq!(rules["rules"][0]["state"]["paused_reason"], "the LLM is down");
+        assert_eq!(
+            rules["rules"][0]["state"]["paused_reason"],
+            "the LLM is down"
+        );
         let (status, _) = json_of(
             app.post_json(
                 "/api/v1/automation/rules/invalid/pause",
@@ -201,7 +207,11 @@ async fn a_save_is_a_new_version_with_its_audit_row() {
                 "/api/ui/automation/rules",
                 Auth::Session(&s),
                 Csrf::Right,
-                &[("source", V1), ("reason", "back to one rule"), ("op", "save")],
+                &[
+                    ("source", V1),
+                    ("reason", "back to one rule"),
+                    ("op", "save"),
+                ],
             )
             .await;
         assert!(res.status().is_redirection(), "{}", res.status());
@@ -246,7 +256,10 @@ async fn a_bad_rule_set_is_refused_with_its_message_and_writes_nothing() {
         .await;
         assert_eq!(status, 422, "{body}");
         let msg = body["error"].as_str().unwrap_or_default();
-        assert!(msg.contains("rule `m`") && msg.contains("only a transient rule"), "{msg}");
+        assert!(
+            msg.contains("rule `m`") && msg.contains("only a transient rule"),
+            "{msg}"
+        );
         let (status, body) = json_of(
             app.put_json(
                 "/api/v1/automation/rules",
@@ -257,7 +270,10 @@ async fn a_bad_rule_set_is_refused_with_its_message_and_writes_nothing() {
         )
         .await;
         assert_eq!(status, 422, "{body}");
-        assert!(body["error"].as_str().unwrap().contains("not a valid rule set"));
+        assert!(body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid rule set"));
         let (status, _) = json_of(
             app.post_json(
                 "/api/v1/automation/dry-run",
@@ -291,7 +307,11 @@ async fn a_bad_rule_set_is_refused_with_its_message_and_writes_nothing() {
         assert_eq!(page.status(), 200);
         let page = page.text().await.unwrap();
         assert!(page.contains("Not saved: rule `m`"), "{page}");
-        assert!(page.contains("schedule = { every = &quot;1m&quot; }") || page.contains("schedule = { every = \"1m\" }"), "the text is kept: {page}");
+        assert!(
+            page.contains("schedule = { every = &quot;1m&quot; }")
+                || page.contains("schedule = { every = \"1m\" }"),
+            "the text is kept: {page}"
+        );
         assert_eq!(app.store.rule_set_versions(10).await.unwrap().len(), 1);
         // Someone else does not get the draft.
         app.add_user("bob", "admin", "bob-password-1").await;
@@ -307,8 +327,11 @@ async fn without_manage_rules_saving_dry_running_and_pausing_are_refused() {
     for backend in Backend::ALL {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("redrive.toml");
-        std::fs::write(&config, "[roles.triager]\npermissions = [\"replay\", \"annotate\"]\n")
-            .unwrap();
+        std::fs::write(
+            &config,
+            "[roles.triager]\npermissions = [\"replay\", \"annotate\"]\n",
+        )
+        .unwrap();
         let config = config.to_string_lossy().to_string();
         let app = TestApp::start_on(backend, &[("REDRIVE_CONFIG", config.as_str())]).await;
         let admin = app.admin_token().await;
@@ -317,7 +340,8 @@ async fn without_manage_rules_saving_dry_running_and_pausing_are_refused() {
             .await;
         assert_eq!(res.status(), 201);
         app.add_user("vera", "viewer", "vera-password-1").await;
-        app.add_user_in_store("tim", "triager", "tim-password-1").await;
+        app.add_user_in_store("tim", "triager", "tim-password-1")
+            .await;
         for user in ["vera", "tim"] {
             let token = app.create_token(user).await;
             let (status, body) = json_of(
@@ -326,13 +350,21 @@ async fn without_manage_rules_saving_dry_running_and_pausing_are_refused() {
             )
             .await;
             assert_eq!(status, 403, "{user}: {body}");
-            assert!(body["error"].as_str().unwrap().contains("manage_rules"), "{body}");
+            assert!(
+                body["error"].as_str().unwrap().contains("manage_rules"),
+                "{body}"
+            );
             for path in [
                 "/api/v1/automation/rules/timeouts/pause",
                 "/api/v1/automation/dry-run",
             ] {
                 let res = app
-                    .post_json(path, Auth::Bearer(&token), Csrf::Right, &json!({"source": V2}))
+                    .post_json(
+                        path,
+                        Auth::Bearer(&token),
+                        Csrf::Right,
+                        &json!({"source": V2}),
+                    )
                     .await;
                 assert_eq!(res.status(), 403, "{user} {path}");
             }
@@ -349,7 +381,10 @@ async fn without_manage_rules_saving_dry_running_and_pausing_are_refused() {
         let res = app.get("/automation", Auth::Session(&s)).await;
         assert_eq!(res.status(), 200);
         let page = res.text().await.unwrap();
-        assert!(!page.contains("Edit the rules"), "no editor link for a viewer");
+        assert!(
+            !page.contains("Edit the rules"),
+            "no editor link for a viewer"
+        );
         // Nothing changed, and every refusal is audited.
         assert_eq!(app.store.rule_set_versions(10).await.unwrap().len(), 1);
         assert!(app.store.rule_states().await.unwrap().is_empty());
@@ -377,9 +412,11 @@ async fn the_automation_table_of_redrive_toml_is_installed_once_per_change() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("redrive.toml");
         let file = |rules: &str| {
-            let table = rules
-                .replace("[[rule]]", "[[automation.rule]]")
-                .replacen("default_tier", "[automation]\ndefault_tier", 1);
+            let table = rules.replace("[[rule]]", "[[automation.rule]]").replacen(
+                "default_tier",
+                "[automation]\ndefault_tier",
+                1,
+            );
             std::fs::write(&path, table).unwrap();
         };
         file(V1);
@@ -420,12 +457,9 @@ async fn the_automation_table_of_redrive_toml_is_installed_once_per_change() {
 
         // A bad table stops start-up with the rule set's own message.
         file(&BAD.replace("[[rule]]", "[automation]\n[[automation.rule]]"));
-        let (code, _out, err) = crate::support::run_redrive(
-            &["config"],
-            &[("REDRIVE_CONFIG", config.as_str())],
-            None,
-        )
-        .await;
+        let (code, _out, err) =
+            crate::support::run_redrive(&["config"], &[("REDRIVE_CONFIG", config.as_str())], None)
+                .await;
         assert_ne!(code, Some(0));
         assert!(
             err.contains("[automation]") && err.contains("only a transient rule"),
@@ -456,7 +490,10 @@ async fn a_dry_run_counts_the_stored_dead_letters() {
             records.push(spring("java.net.SocketTimeoutException", "read timed out"));
         }
         records.push(spring("java.lang.IllegalStateException", "invalid amount"));
-        records.push(spring("java.lang.IllegalArgumentException", "Invalid currency"));
+        records.push(spring(
+            "java.lang.IllegalArgumentException",
+            "Invalid currency",
+        ));
         records.push(spring(
             "org.springframework.kafka.support.serializer.DeserializationException",
             "failed to deserialize",
@@ -495,13 +532,21 @@ async fn a_dry_run_counts_the_stored_dead_letters() {
         )
         .await;
         assert_eq!(status, 200, "{run}\n{}", app.log());
-        assert_eq!((run["scanned"].as_u64(), run["total"].as_u64()), (Some(7), Some(7)));
+        assert_eq!(
+            (run["scanned"].as_u64(), run["total"].as_u64()),
+            (Some(7), Some(7))
+        );
         assert_eq!(run["capped"], false);
         let matched: Vec<(String, u64)> = run["rules"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["name"].as_str().unwrap().to_string(), r["matched"].as_u64().unwrap()))
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    r["matched"].as_u64().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(
             matched,
@@ -514,7 +559,12 @@ async fn a_dry_run_counts_the_stored_dead_letters() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| (t["tier"].as_str().unwrap().to_string(), t["count"].as_u64().unwrap()))
+            .map(|t| {
+                (
+                    t["tier"].as_str().unwrap().to_string(),
+                    t["count"].as_u64().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(
             tiers,
@@ -545,18 +595,33 @@ async fn a_dry_run_counts_the_stored_dead_letters() {
                 "/api/ui/automation/rules",
                 Auth::Session(&s),
                 Csrf::Right,
-                &[("source", source.as_str()), ("reason", ""), ("op", "dry_run")],
+                &[
+                    ("source", source.as_str()),
+                    ("reason", ""),
+                    ("op", "dry_run"),
+                ],
             )
             .await;
         let to = location(&res);
         assert!(to.starts_with("/automation/edit?draft="), "{to}");
         let page = app.get(&to, Auth::Session(&s)).await.text().await.unwrap();
         assert!(page.contains("id=\"dry-run\""), "{page}");
-        assert!(page.contains("Counted over all 7 live dead letters"), "{page}");
-        assert!(page.contains("default_tier = &quot;archive&quot;") || page.contains("default_tier = \"archive\""));
+        assert!(
+            page.contains("Counted over all 7 live dead letters"),
+            "{page}"
+        );
+        assert!(
+            page.contains("default_tier = &quot;archive&quot;")
+                || page.contains("default_tier = \"archive\"")
+        );
 
         // The automation page counts the live dead letters per tier.
-        let page = app.get("/automation", Auth::Session(&s)).await.text().await.unwrap();
+        let page = app
+            .get("/automation", Auth::Session(&s))
+            .await
+            .text()
+            .await
+            .unwrap();
         assert!(page.contains("data-tier=\"unsorted\""), "{page}");
     }
 }
