@@ -36,6 +36,18 @@ dlq_topic = "$topic"
 name = "e2e-quarantine"
 kind = "quarantined"
 
+# Rule set version 1 for tests/automation.spec.ts, installed by (config) at start-up: one
+# transient rule for timeouts of a topic no fixture uses (the fixtures keep their tiers).
+[automation]
+default_tier = "manual"
+
+[[automation.rule]]
+name = "e2e-timeouts"
+tier = "transient"
+match.dlq_topics = ["e2e-llm.dlq"]
+match.error_classes = ["*TimeoutException"]
+schedule = { every = "10m", max_attempts = 3 }
+
 # Single sign-on for tests/sso.spec.ts: the provider Playwright starts on port + 100
 # (testkit/oidc/provider.mjs; its client and accounts are there).
 [oidc]

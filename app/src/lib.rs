@@ -16,6 +16,7 @@ pub mod alerts_api;
 pub mod api;
 pub mod approvals_api;
 pub mod auth_context;
+pub mod automation_api;
 pub mod components;
 pub mod display;
 pub mod edit_api;
@@ -38,9 +39,10 @@ use leptos_router::{path, SsrMode};
 
 use auth_context::SignOutForm;
 use pages::{
-    AccountPage, AlertsPage, ApprovalsPage, AuditPage, ConfirmPage, DeadLetterPage,
+    AccountPage, AlertsPage, ApprovalsPage, AuditPage, AutomationPage, ConfirmPage, DeadLetterPage,
     DeadLettersPage, EditPage, ErrorGroupPage, ErrorGroupsPage, JobPage, JobsPage, NotFound,
-    OverviewPage, QuarantinePage, SignInPage, UsersNavLink, UsersPage,
+    OverviewPage, QuarantinePage, RuleEditorPage, RuleVersionPage, RuleVersionsPage, SignInPage,
+    UsersNavLink, UsersPage,
 };
 
 /// The HTML document around the app: head (hydration scripts, meta tags) and body.
@@ -84,6 +86,7 @@ pub fn App() -> impl IntoView {
                     <a href="/audit">"Audit"</a>
                     <a href="/quarantine">"Quarantine"</a>
                     <a href="/alerts">"Alerts"</a>
+                    <a href="/automation">"Automation"</a>
                     <UsersNavLink />
                     <SignOutForm />
                 </nav>
@@ -103,6 +106,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/approvals") view=ApprovalsPage ssr=SsrMode::Async />
                     <Route path=path!("/quarantine") view=QuarantinePage ssr=SsrMode::Async />
                     <Route path=path!("/alerts") view=AlertsPage ssr=SsrMode::Async />
+                    <Route path=path!("/automation") view=AutomationPage ssr=SsrMode::Async />
+                    <Route path=path!("/automation/edit") view=RuleEditorPage ssr=SsrMode::Async />
+                    <Route path=path!("/automation/versions") view=RuleVersionsPage ssr=SsrMode::Async />
+                    <Route path=path!("/automation/versions/:n") view=RuleVersionPage ssr=SsrMode::Async />
                     <Route path=path!("/account") view=AccountPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/users") view=UsersPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage />

@@ -308,6 +308,48 @@ pub struct Config {
     /// role_mapping`. Default: off.
     #[serde(default)]
     pub proxy_auth: crate::auth::sso::ProxyAuthConfig,
+    /// Automatic reprocessing rules: the `[automation]` table of `redrive.toml` (file only):
+    /// `default_tier`, `poison_by_convention`, `loop_guard_returns` and the ordered
+    /// `[[automation.rule]]` tables (`name`, `tier`, `match.*`, `schedule`, `gate`,
+    /// `move_after`; every key in `docs/automation.md`, "Rules"). Checked at start-up with
+    /// the rule set's own message; installed as a new rule set version (by `(config)`) only
+    /// when it differs from the last one installed from the file, so rules edited in the UI
+    /// since survive a restart with the same file. Default: none (the rules are edited in the
+    /// UI; before any version every dead letter goes to `manual`).
+    #[serde(default, skip_serializing_if = "AutomationTable::is_absent")]
+    pub automation: AutomationTable,
+}
+
+/// The `[automation]` table: a rule set as `redrive_core::automation::RuleSetSpec` reads it,
+/// or nothing. (A newtype so that `Config` keeps `Eq`: the spec holds `f64`s, compared as
+/// values, never NaN after [`AutomationTable::rule_set`] checked them.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AutomationTable(pub Option<redrive_core::automation::RuleSetSpec>);
+
+impl Eq for AutomationTable {}
+
+impl AutomationTable {
+    /// True when `redrive.toml` has no `[automation]` table.
+    pub fn is_absent(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The table as rule set TOML text (without the `automation.` prefix: the text the UI
+    /// edits), compiled; `None` without a table. The text is the spec written back
+    /// (`RuleSet::to_toml`): comments of the file are not kept, and the same table always
+    /// gives the same text, so an unchanged file is recognised at the next start.
+    ///
+    /// Errors: the rule set's own message (what to change), prefixed `[automation]`.
+    pub fn rule_set(&self) -> Result<Option<(String, redrive_core::automation::RuleSet)>, String> {
+        let Some(spec) = &self.0 else {
+            return Ok(None);
+        };
+        let set = redrive_core::automation::RuleSet::compile(spec.clone())
+            .map_err(|e| format!("[automation]: {e} (see docs/automation.md)"))?;
+        let text = set.to_toml();
+        Ok(Some((text, set)))
+    }
 }
 
 fn default_database_url() -> String {
@@ -443,6 +485,7 @@ impl Default for Config {
             reasons: Default::default(),
             oidc: crate::auth::sso::OidcConfig::default(),
             proxy_auth: crate::auth::sso::ProxyAuthConfig::default(),
+            automation: AutomationTable::default(),
         }
     }
 }
@@ -642,6 +685,7 @@ impl Config {
             .and_then(|()| self.alerts.check_dlq_scopes(&self.dlq_topics))
             .map_err(|e| ConfigError::Invalid(format!("{e} (see docs/alerts.md)")))?;
         self.roles()?;
+        self.automation.rule_set().map_err(ConfigError::Invalid)?;
         self.oidc
             .validate()
             .and_then(|()| self.proxy_auth.validate(&self.trusted_proxies))
@@ -1387,6 +1431,48 @@ groups_header = "X-Forwarded-Groups"
     }
 
     #[test]
+    fn the_automation_table_is_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redrive.toml");
+        std::fs::write(
+            &path,
+            "[automation]\ndefault_tier = \"manual\"\n\n[[automation.rule]]\nname = \"t\"\n\
+             tier = \"transient\"\nmatch.error_classes = [\"*Timeout*\"]\n\
+             schedule = { every = \"5m\" }\n",
+        )
+        .unwrap();
+        let c = load(Some(&path), &[], &Overrides::default());
+        let (text, set) = c.automation.rule_set().unwrap().expect("a rule set");
+        assert_eq!(set.rules[0].name, "t");
+        // The text is the UI's (no `automation.` prefix) and reads back to the same spec.
+        assert!(text.contains("[[rule]]"), "{text}");
+        let again = redrive_core::automation::RuleSet::parse_toml(&text).unwrap();
+        assert_eq!(again.spec, set.spec);
+        assert!(c
+            .to_redacted_toml()
+            .unwrap()
+            .contains("[[automation.rule]]"));
+
+        std::fs::write(
+            &path,
+            "[[automation.rule]]\nname = \"m\"\ntier = \"manual\"\nschedule = {}\n",
+        )
+        .unwrap();
+        let e = Config::load(Some(&path), env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[automation]") && e.contains("only a transient rule"),
+            "{e}"
+        );
+        assert!(load(None, &[], &Overrides::default())
+            .automation
+            .rule_set()
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
     fn every_field_has_an_environment_kind() {
         for name in field_names() {
             // Tables read from the file (`kafka` also from REDRIVE_KAFKA__*, `oidc` from
@@ -1401,6 +1487,7 @@ groups_header = "X-Forwarded-Groups"
                     | "reasons"
                     | "oidc"
                     | "proxy_auth"
+                    | "automation"
             ) {
                 continue;
             }

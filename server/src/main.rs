@@ -10,6 +10,7 @@ mod api;
 mod api_actions;
 mod api_approvals;
 mod api_archive;
+mod api_automation;
 mod api_labels;
 mod api_outcome;
 mod api_quarantine;

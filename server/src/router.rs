@@ -61,6 +61,7 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::auth::router(auth.clone()))
         .merge(crate::api_actions::router(state.clone()))
         .merge(crate::api_approvals::router(state.clone()))
+        .merge(crate::api_automation::router(state.clone()))
         .merge(crate::api_labels::router(state.clone()))
         .merge(crate::export::router(state.clone()))
         .merge(crate::api_quarantine::router(state.clone()))

@@ -74,6 +74,8 @@ pub enum ServeError {
     Bootstrap(crate::auth::cli::BootstrapError),
     #[error("the HTTP server failed: {0}")]
     Http(std::io::Error),
+    #[error("cannot install the [automation] rules of redrive.toml: {0}")]
+    Automation(StoreError),
     #[error(
         "shutdown took longer than {0} ms; records not yet committed will be re-read at the \
          next start (raise shutdown_timeout_ms to wait longer)"
@@ -263,6 +265,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     crate::auth::cli::bootstrap_admin(&store, &config)
         .await
         .map_err(ServeError::Bootstrap)?;
+    install_automation_rules(&store, &config).await?;
     // `Config::validate` compiled it once already: this cannot fail.
     let approval = Arc::new(config.approval_policy().unwrap_or_default());
     let state = AppState {
@@ -488,6 +491,37 @@ fn ingest_outcome(
         Ok(Err(e)) => Err(ServeError::Ingest(e)),
         Err(e) => Err(ServeError::IngestCrashed(e.to_string())),
     }
+}
+
+/// Installs `[automation]` of `redrive.toml` as a new rule set version (actor `(config)`)
+/// when its text differs from the last version installed from the file
+/// (`Store::install_config_rule_set`; `docs/automation.md`, "Rule set versions"). Two
+/// instances starting together may race for the same version number: the loser tries once
+/// more, and then finds the text installed.
+async fn install_automation_rules(store: &Store, config: &Config) -> Result<(), ServeError> {
+    // `Config::validate` compiled it already: an error here cannot happen.
+    let Ok(Some((text, _))) = config.automation.rule_set() else {
+        return Ok(());
+    };
+    let installed = match store.install_config_rule_set(&text).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "installing the [automation] rules failed; trying once more");
+            store
+                .install_config_rule_set(&text)
+                .await
+                .map_err(ServeError::Automation)?
+        }
+    };
+    match installed {
+        Some(v) => tracing::info!(
+            version = v.version,
+            "installed the [automation] rules of redrive.toml as rule set version {}",
+            v.version
+        ),
+        None => tracing::debug!("the [automation] rules of redrive.toml are installed already"),
+    }
+    Ok(())
 }
 
 fn server_outcome(

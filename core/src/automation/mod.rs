@@ -10,6 +10,9 @@
 //!   first rule that matches a dead letter gives its tier; none matching gives the rule set's
 //!   `default_tier`.
 //!
+//! - [`dry_run`]: what an edited rule set would do to the stored dead letters (counts per
+//!   rule and tier, and the moves from their current tier), before it is saved.
+//!
 //! Data flows one way: ingest stores a dead letter unsorted (`dead_letters.tier` NULL); the
 //! leader's sorter assigns its tier from the active rule set version; the leader's scheduler
 //! replays due transient dead letters through the same outbox, relay and audit trail as a
@@ -17,10 +20,13 @@
 //! (`crate::leader`); every round is one store transaction, so a crash mid-round publishes at
 //! most what the committed outbox rows say, with their idempotency keys.
 
+pub mod dry_run;
 pub mod rules;
 #[cfg(feature = "server")]
 pub mod sort_loop;
 pub mod tier;
+pub mod version_diff;
+pub mod view;
 
 pub use rules::{Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule};
 pub use tier::Tier;

@@ -186,10 +186,12 @@ pub(crate) mod outcome;
 mod quarantine;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
+mod rule_dry_run;
 mod rule_sets;
-// Sorting dead letters into tiers (issue 13, migration 0022).
+mod rule_states;
 mod scope;
 mod stats;
+// Sorting dead letters into tiers (issue 13, migration 0022).
 mod tiers;
 mod transform_marks;
 mod versions;
@@ -215,7 +217,9 @@ pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, P
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };
+pub use self::rule_dry_run::DRY_RUN_CHUNK;
 pub use self::rule_sets::{RuleSetOrigin, RuleSetVersion, CONFIG_ACTOR};
+pub use self::rule_states::version_info;
 pub use self::scope::MAX_SCOPE_TOPICS;
 pub use self::stats::{
     ArrivalBucket, ArrivalScope, ArrivalTotal, GroupStats, JobCounts, MatchCount, PerStatus,
@@ -225,6 +229,7 @@ pub use self::stats::{
 pub use self::tiers::{decide, Decision, SortReport, TierCandidate, SORTER_ACTOR, SORT_BATCH};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::versions::MAX_VERSIONS_LISTED;
+pub use crate::automation::view::{RuleState, TierTotal};
 
 // Declared after `on_pool!` (macro_rules are textually scoped): users, sessions, API tokens.
 mod auth;
