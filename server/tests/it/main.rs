@@ -26,6 +26,7 @@ mod authz_matrix;
 mod backpressure_rebalance;
 mod bulk_label_resume;
 mod canary;
+mod cli_client;
 mod concurrency;
 mod confirm_all;
 mod corpus;
