@@ -11,7 +11,7 @@ use redrive_core::quarantine::{RetryReport, MAX_LIST_LIMIT};
 use redrive_core::store::Store;
 
 use crate::api::rfc3339;
-use crate::config::{redact_url, Config};
+use crate::config::Config;
 
 /// `redrive quarantine ...`
 #[derive(Debug, Subcommand)]

@@ -15,7 +15,7 @@ use redrive_core::store::{NewUser, Store, StoreError};
 
 use super::now_ms;
 use crate::api::rfc3339;
-use crate::config::{redact_url, Config};
+use crate::config::Config;
 
 /// Audit actor of the command line.
 const CLI_ACTOR: &str = "(cli)";

@@ -134,7 +134,9 @@ async fn show(api: &Api, conn: &Conn, id: i64) -> Result<Exit, ClientError> {
 /// transfer breaks, so FILE is never a silently short export).
 async fn export(api: &Api, conn: &Conn, args: ExportArgs) -> Result<Exit, ClientError> {
     let query = args.filter.pairs();
-    let mut res = api.get_stream("/api/v1/dead-letters/export", &query).await?;
+    let mut res = api
+        .get_stream("/api/v1/dead-letters/export", &query)
+        .await?;
     let partial = args.out.as_deref().map(partial_path);
     let mut sink: Box<dyn std::io::Write> = match &partial {
         Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).map_err(
@@ -225,8 +227,8 @@ fn confirm(yes: bool, question: &str, action: &str) -> Result<(), ClientError> {
     }
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Err(ClientError::usage(format!(
-            "refusing to {action} over a filter without --yes: there is no terminal to ask on \
-             (check the reach first with --dry-run)"
+            "refusing to {action} without --yes: there is no terminal to ask on (check the \
+             reach first with --dry-run)"
         )));
     }
     if ask(question) {
@@ -253,7 +255,9 @@ fn confirm_all_of(d: &Value) -> Option<i64> {
 /// A 202 `pending_approval` answer: printed (to standard error, and as JSON on standard
 /// output with `--output json|jsonl`), exit code 6. `None` for any other answer.
 fn pending(conn: &Conn, a: &Answer) -> Result<Option<Exit>, ClientError> {
-    if a.body.get("status").and_then(Value::as_str) != Some("pending_approval") {
+    if a.status != reqwest::StatusCode::ACCEPTED
+        || a.body.get("status").and_then(Value::as_str) != Some("pending_approval")
+    {
         return Ok(None);
     }
     eprintln!("redrive: {}", output::pending_text(&a.body));
@@ -306,7 +310,7 @@ async fn replay(args: ReplayArgs) -> Result<Exit, ClientError> {
         confirm(
             args.yes,
             &format!("Replay {queued} of {}{to}?", sel.describe()),
-            "replay",
+            &format!("replay {}", sel.describe()),
         )?;
     }
     let accepted = api.post("/api/v1/replays", &Value::Object(body)).await?;
@@ -320,7 +324,10 @@ async fn replay(args: ReplayArgs) -> Result<Exit, ClientError> {
         .ok_or_else(|| {
             ClientError::new(
                 Exit::Server,
-                format!("the server accepted the replay without a job id: {}", accepted.body),
+                format!(
+                    "the server accepted the replay without a job id: {}",
+                    accepted.body
+                ),
             )
         })?
         .to_string();
@@ -335,8 +342,16 @@ async fn replay(args: ReplayArgs) -> Result<Exit, ClientError> {
         conn,
         &format!(
             "replay job {job}: {} queued, {} skipped",
-            accepted.body.get("total").and_then(Value::as_i64).unwrap_or(0),
-            accepted.body.get("skipped").and_then(Value::as_i64).unwrap_or(0)
+            accepted
+                .body
+                .get("total")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            accepted
+                .body
+                .get("skipped")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
         ),
     );
     let how = Follow::new(conn.quiet, args.yes, args.cancel_on_interrupt, conn.output);
@@ -392,7 +407,7 @@ async fn change(args: ChangeArgs, what: Change) -> Result<Exit, ClientError> {
         let verb = what.verb();
         let mut question = format!("{verb} {selected} {}?", sel.describe());
         question[..1].make_ascii_uppercase();
-        confirm(args.yes, &question, verb)?;
+        confirm(args.yes, &question, &format!("{verb} {}", sel.describe()))?;
     }
     if let Some(r) = &args.reason {
         body.insert("reason".into(), Value::from(r.clone()));

@@ -127,12 +127,15 @@ impl Api {
     /// A client of the server at `server` (`http://` or `https://`, a trailing `/` ignored)
     /// with `token`. Errors: no server (2), no token (3), a URL that is not HTTP(S) (2).
     pub fn new(server: Option<&str>, token: Option<&str>) -> Result<Api, ClientError> {
-        let server = server.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
-            ClientError::usage(
-                "which server? set REDRIVE_SERVER (or --server) to its base URL, e.g. \
+        let server = server
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                ClientError::usage(
+                    "which server? set REDRIVE_SERVER (or --server) to its base URL, e.g. \
                  https://redrive.internal",
-            )
-        })?;
+                )
+            })?;
         let url = url::Url::parse(server).map_err(|e| {
             ClientError::usage(format!(
                 "--server / REDRIVE_SERVER `{server}` is not a URL ({e}); give the base URL, \
@@ -144,13 +147,16 @@ impl Api {
                 "--server / REDRIVE_SERVER must be an http:// or https:// URL, not `{server}`"
             )));
         }
-        let token = token.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| {
-            ClientError::new(
-                Exit::Auth,
-                "no API token: set REDRIVE_TOKEN (or --token) to a token made on the account \
+        let token = token
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ClientError::new(
+                    Exit::Auth,
+                    "no API token: set REDRIVE_TOKEN (or --token) to a token made on the account \
                  page or with `redrive token create`",
-            )
-        })?;
+                )
+            })?;
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("redrive-cli/", env!("CARGO_PKG_VERSION")))
@@ -161,11 +167,6 @@ impl Api {
             token: token.to_string(),
             http,
         })
-    }
-
-    /// The server's base URL, for messages.
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
@@ -219,10 +220,7 @@ impl Api {
         if !status.is_success() {
             return Err(refusal(res).await);
         }
-        let text = res
-            .text()
-            .await
-            .map_err(|e| self.unreachable(path, e))?;
+        let text = res.text().await.map_err(|e| self.unreachable(path, e))?;
         let body = serde_json::from_str(&text).map_err(|_| {
             ClientError::new(
                 Exit::Server,
@@ -255,7 +253,10 @@ impl Api {
         }
         ClientError::new(
             Exit::Server,
-            format!("the redrive server at {} {what} ({path}): {cause}", self.base),
+            format!(
+                "the redrive server at {} {what} ({path}): {cause}",
+                self.base
+            ),
         )
     }
 }
@@ -320,7 +321,8 @@ mod tests {
             Exit::Auth
         );
         let api = Api::new(Some("http://127.0.0.1:1/"), Some("rdv_secret")).unwrap();
-        assert_eq!(api.base(), "http://127.0.0.1:1");
-        assert!(!format!("{api:?}").contains("rdv_secret"));
+        let shown = format!("{api:?}");
+        assert!(shown.contains("\"http://127.0.0.1:1\""), "{shown}");
+        assert!(!shown.contains("rdv_secret"), "{shown}");
     }
 }

@@ -29,10 +29,10 @@ use self::http::{ClientError, Exit};
 /// subcommand's own arguments).
 #[derive(Debug, Clone, Args)]
 pub struct Conn {
-    /// The redrive server's base URL, e.g. `https://redrive.internal` [REDRIVE_SERVER].
+    /// The redrive server's base URL, e.g. `https://redrive.internal`.
     #[arg(long, global = true, env = "REDRIVE_SERVER", value_name = "URL")]
     pub server: Option<String>,
-    /// API token (`rdv_...`) acting as its user [REDRIVE_TOKEN]. Prefer the variable: a
+    /// API token (`rdv_...`) acting as its user. Prefer the variable REDRIVE_TOKEN: a
     /// flag's value shows in `ps` and the shell history. Never printed.
     #[arg(
         long,

@@ -178,7 +178,11 @@ pub fn dead_letter_text(d: &Value) -> String {
         field(&mut o, "source", src);
     }
     field(&mut o, "consumer group", s(d, "consumer_group").to_string());
-    field(&mut o, "dead-lettered", s(d, "dead_lettered_at").to_string());
+    field(
+        &mut o,
+        "dead-lettered",
+        s(d, "dead_lettered_at").to_string(),
+    );
     field(&mut o, "convention", s(d, "convention").to_string());
     field(&mut o, "fingerprint", s(d, "fingerprint").to_string());
     field(&mut o, "error class", s(d, "error_class").to_string());

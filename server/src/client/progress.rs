@@ -193,18 +193,14 @@ impl View {
             return;
         }
         let bar = self.bar.get_or_insert_with(|| {
+            // The job's id is in the line above the bar ("replay job ..."); the bar keeps to
+            // ~80 columns: done/total, status and counts, rate (records/s), time left.
             let b = ProgressBar::with_draw_target(Some(n("total")), ProgressDrawTarget::stderr());
             b.set_style(
-                ProgressStyle::with_template(
-                    "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
+                ProgressStyle::with_template("[{bar:20}] {pos}/{len} {msg} {per_sec} eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
             );
-            b.set_prefix(format!(
-                "job {}",
-                job.get("id").and_then(Value::as_str).unwrap_or("")
-            ));
             b
         });
         bar.set_length(n("total"));

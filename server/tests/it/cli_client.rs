@@ -15,6 +15,7 @@ use std::time::Duration;
 use redrive_core::model::{Header, NewDeadLetter};
 use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::replay::{dead_letter, record_count};
 use crate::support::{redrive_std_command, run_redrive, Auth, TestApp};
@@ -171,9 +172,7 @@ async fn list_show_and_export_print_what_the_api_answers() {
         assert_eq!(lines.len(), 9);
 
         // The table names each dead letter with its class; the count goes to stderr.
-        let (code, out, err) = s
-            .cli(&["dead-letters", "list", "-q", "poison"])
-            .await;
+        let (code, out, err) = s.cli(&["dead-letters", "list", "-q", "poison"]).await;
         assert_eq!(code, Some(0), "{err}");
         assert!(out.starts_with("ID"), "{out}");
         assert_eq!(out.lines().count(), 4, "{out}");
@@ -236,17 +235,13 @@ async fn exit_codes_say_what_went_wrong_with_the_servers_message() {
     let s = served(Backend::Sqlite, 6, &[]).await;
 
     // A bad filter value: 2, with the message the API gives for it.
-    let (code, _, err) = s
-        .cli(&["dead-letters", "list", "--status", "gone"])
-        .await;
+    let (code, _, err) = s.cli(&["dead-letters", "list", "--status", "gone"]).await;
     let (status, api) = s.api("/api/v1/dead-letters?status=gone").await;
     assert_eq!(status, 400);
     let message = api["error"].as_str().expect("an error message");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(message), "{err} / {message}");
-    let (code, _, err) = s
-        .cli(&["replay", "--from", "yesterday", "--dry-run"])
-        .await;
+    let (code, _, err) = s.cli(&["replay", "--from", "yesterday", "--dry-run"]).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`from` is not a time"), "{err}");
 
@@ -312,9 +307,7 @@ async fn exit_codes_say_what_went_wrong_with_the_servers_message() {
     assert!(err.contains("cannot be reached"), "{err}");
 
     // An action over a filter without --yes and without a terminal: 2, nothing done.
-    let (code, _, err) = s
-        .cli(&["delete", "--error-class", POISON_CLASS])
-        .await;
+    let (code, _, err) = s.cli(&["delete", "--error-class", POISON_CLASS]).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("without --yes"), "{err}");
     let (_, api) = s
@@ -355,7 +348,11 @@ async fn a_replay_by_filter_follows_its_job_to_the_end() {
         assert_eq!(code, Some(0));
         assert!(out.contains("6 would be replayed"), "{out}");
         assert!(out.contains("nothing was published"), "{out}");
-        assert_eq!(record_count(&s.source, 1), 0, "{what}: a dry run publishes nothing");
+        assert_eq!(
+            record_count(&s.source, 1),
+            0,
+            "{what}: a dry run publishes nothing"
+        );
         let (_, jobs) = s.api("/api/v1/replays").await;
         assert_eq!(jobs["items"].as_array().unwrap().len(), 0, "{what}: no job");
 
@@ -382,12 +379,13 @@ async fn a_replay_by_filter_follows_its_job_to_the_end() {
         let (_, jobs) = s.api("/api/v1/replays").await;
         let job = &jobs["items"][0];
         assert_eq!(job["status"], "finished");
-        assert_eq!((job["published"].as_i64(), job["failed"].as_i64()), (Some(6), Some(0)));
+        assert_eq!(
+            (job["published"].as_i64(), job["failed"].as_i64()),
+            (Some(6), Some(0))
+        );
         assert_eq!(job["reason"], "INC-11 timeouts fixed");
         let job_id = job["id"].as_str().unwrap().to_string();
-        let (code, out, _) = s
-            .cli(&["jobs", "show", &job_id, "--output", "json"])
-            .await;
+        let (code, out, _) = s.cli(&["jobs", "show", &job_id, "--output", "json"]).await;
         assert_eq!(code, Some(0));
         assert_eq!(json(&out)["published"], 6);
 
@@ -455,7 +453,14 @@ async fn an_action_that_needs_approval_exits_6() {
     let config = config.display().to_string();
     let s = served(Backend::Sqlite, 3, &[("REDRIVE_CONFIG", config.as_str())]).await;
     let (code, out, err) = s
-        .cli(&["replay", "--error-class", TIMEOUT_CLASS, "--yes", "--output", "json"])
+        .cli(&[
+            "replay",
+            "--error-class",
+            TIMEOUT_CLASS,
+            "--yes",
+            "--output",
+            "json",
+        ])
         .await;
     assert_eq!(code, Some(6), "{out}\n{err}");
     assert!(err.contains("needs approval"), "{err}");
@@ -553,40 +558,61 @@ async fn sigint_without_a_terminal_cancels_only_when_told_to() {
     let s = served(Backend::Sqlite, 20, &[]).await;
     for cancel in [false, true] {
         let mut cmd = tokio::process::Command::from(redrive_std_command());
-        cmd.args(["replay", "--error-class", TIMEOUT_CLASS, "--rate", "1", "--yes"])
-            .env("REDRIVE_SERVER", &s.app.base)
-            .env("REDRIVE_TOKEN", &s.token)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
+        cmd.args([
+            "replay",
+            "--error-class",
+            TIMEOUT_CLASS,
+            "--rate",
+            "1",
+            "--yes",
+        ])
+        .env("REDRIVE_SERVER", &s.app.base)
+        .env("REDRIVE_TOKEN", &s.token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
         if cancel {
             cmd.arg("--cancel-on-interrupt");
         }
-        let child = cmd.spawn().expect("spawn");
+        let mut child = cmd.spawn().expect("spawn");
         let pid = child.id().expect("pid").to_string();
-        // The job is the newest; wait until it publishes (the CLI is following it then).
-        let id = wait_for("the CLI's job", Duration::from_secs(60), || async {
-            let (_, jobs) = s.api("/api/v1/replays?limit=1").await;
-            let j = jobs["items"].get(0)?.clone();
-            (j["status"] == "running" && j["published"].as_i64()? >= 1)
-                .then(|| j["id"].as_str().map(str::to_string))
-                .flatten()
+        // The CLI's first state line ("job J running: ...") is written once it follows the
+        // job, its SIGINT handler in place; then wait until the job publishes.
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut err = String::new();
+        let id = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                err.push_str(&line);
+                err.push('\n');
+                if let Some(rest) = line.strip_prefix("job ") {
+                    return rest.split(' ').next().map(str::to_string);
+                }
+            }
+            None
         })
         .await
-        .expect("a running job");
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no state line from the CLI: {err}"));
+        published_at_least(&s, &id, 1).await;
         let ok = std::process::Command::new("kill")
             .args(["-INT", &pid])
             .status()
             .expect("kill")
             .success();
         assert!(ok);
-        let done = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-            .await
-            .expect("the CLI stops")
-            .expect("output");
-        let err = String::from_utf8_lossy(&done.stderr);
-        assert_eq!(done.status.code(), Some(130), "{err}");
+        let status = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                err.push_str(&line);
+                err.push('\n');
+            }
+            child.wait().await
+        })
+        .await
+        .expect("the CLI stops")
+        .expect("exit status");
+        assert_eq!(status.code(), Some(130), "{err}");
         let j = job(&s, &id).await;
         if cancel {
             assert!(err.contains(&format!("cancelled job {id}")), "{err}");
@@ -639,14 +665,23 @@ async fn store_commands_refuse_a_missing_sqlite_file() {
 
     // --create makes it on purpose.
     let (code, _, err) = run_redrive(
-        &["user", "add", "ann", "--role", "admin", "--password-stdin", "--create"],
+        &[
+            "user",
+            "add",
+            "ann",
+            "--role",
+            "admin",
+            "--password-stdin",
+            "--create",
+        ],
         &[("REDRIVE_DATABASE_URL", &url)],
         Some("a long enough password\n"),
     )
     .await;
     assert_eq!(code, Some(0), "{err}");
     assert!(missing.exists());
-    let (code, out, err) = run_redrive(&["user", "list"], &[("REDRIVE_DATABASE_URL", &url)], None).await;
+    let (code, out, err) =
+        run_redrive(&["user", "list"], &[("REDRIVE_DATABASE_URL", &url)], None).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("ann"), "{out}");
 }
