@@ -540,7 +540,7 @@ async fn ctrl_c_on_a_terminal_asks_then_cancels_the_job() {
         .expect("cancelled");
     let status = p.process().wait().expect("exit");
     assert!(
-        matches!(status, rexpect::process::wait::WaitStatus::Exited(_, 130)),
+        matches!(status, rexpect::process::WaitStatus::Exited(_, 130)),
         "{status:?}"
     );
     let j = job(&s, &id).await;
