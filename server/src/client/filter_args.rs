@@ -138,7 +138,7 @@ pub struct SelectionArgs {
 pub enum Selection {
     Ids(Vec<i64>),
     /// The filter flags (never empty).
-    Filter(FilterArgs),
+    Filter(Box<FilterArgs>),
     /// `--all`: the empty filter.
     All,
 }
@@ -155,7 +155,7 @@ impl SelectionArgs {
         let filter = !self.filter.is_empty();
         match (!self.ids.is_empty(), filter, self.all) {
             (true, false, false) => Ok(Selection::Ids(self.ids.clone())),
-            (false, true, false) => Ok(Selection::Filter(self.filter.clone())),
+            (false, true, false) => Ok(Selection::Filter(Box::new(self.filter.clone()))),
             (false, false, true) => Ok(Selection::All),
             (false, false, false) => Err(ClientError::usage(
                 "say which dead letters: --id ID..., filter flags (--fingerprint, \
