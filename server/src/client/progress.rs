@@ -223,3 +223,27 @@ impl View {
         self.pause();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_job_exits_0_only_when_it_finished_without_failures() {
+        assert_eq!(
+            exit_of(&json!({"status": "finished", "failed": 0})),
+            Exit::Ok
+        );
+        assert_eq!(
+            exit_of(&json!({"status": "finished", "failed": 2})),
+            Exit::JobFailed
+        );
+        assert_eq!(
+            exit_of(&json!({"status": "cancelled", "failed": 0})),
+            Exit::JobFailed
+        );
+        assert!(is_final("finished") && is_final("cancelled"));
+        assert!(!is_final("paused") && !is_final("waiting") && !is_final("running"));
+    }
+}
