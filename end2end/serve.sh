@@ -59,8 +59,9 @@ role_mapping = { "redrive-admins" = "admin", "oncall" = "operator" }
 TOML
 export REDRIVE_CONFIG="$state/redrive.toml"
 # The users exist before the server starts, so no test can race their creation. (With users
-# in the store, a REDRIVE_ADMIN_USER would be ignored: the admin is added here too.)
-add_user() { printf '%s' "$3" | "$redrive" user add "$1" --role "$2" --password-stdin >/dev/null; }
+# in the store, a REDRIVE_ADMIN_USER would be ignored: the admin is added here too.) The store
+# does not exist yet: `--create` makes it (the store commands refuse a missing file without it).
+add_user() { printf '%s' "$3" | "$redrive" user add "$1" --role "$2" --password-stdin --create >/dev/null; }
 add_user admin admin e2e-admin-password
 add_user oncall operator e2e-operator-password
 add_user watcher viewer e2e-viewer-password

@@ -10,7 +10,7 @@ use redrive_core::retention::ArchiveConfig;
 use redrive_core::store::Store;
 use redrive_core::ListQuery;
 
-use crate::config::{redact_url, Config};
+use crate::config::Config;
 
 /// The actor of CLI archive actions in the audit trail.
 const CLI_ACTOR: &str = "(cli)";
@@ -38,21 +38,15 @@ pub enum ArchiveCommand {
 }
 
 /// Runs an `archive` command to completion.
-pub fn run(cmd: ArchiveCommand, config: &Config) -> anyhow::Result<()> {
+/// `create_store`: make the SQLite store if its file is missing (`--create`; `store_open.rs`).
+pub fn run(cmd: ArchiveCommand, config: &Config, create_store: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async {
-        let url = redact_url(&config.database_url);
-        let store = Store::connect(&config.database_url)
-            .await
-            .with_context(|| format!("opening the database at {url} (check database_url)"))?;
-        store
-            .migrate()
-            .await
-            .with_context(|| format!("migrating the database at {url}"))?;
+        let store = crate::store_open::open_existing(config, create_store).await?;
         let archive = config.retention.archive.clone();
         let out = match cmd {
             ArchiveCommand::Create { filter, location } => {

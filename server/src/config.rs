@@ -550,9 +550,13 @@ const TYPED_FIELDS: &[&str] = &[
 ];
 
 /// `REDRIVE_*` variables that are not settings and are not worth a warning (the config file
-/// path, and the variables of the project's own scripts and tests).
+/// path, the client commands' server and token (docs/cli.md), and the variables of the
+/// project's own scripts and tests).
 fn is_known_non_setting(var: &str) -> bool {
-    var == "REDRIVE_CONFIG" || var == "REDRIVE_CACHE" || var.starts_with("REDRIVE_TEST_")
+    matches!(
+        var,
+        "REDRIVE_CONFIG" | "REDRIVE_CACHE" | "REDRIVE_SERVER" | "REDRIVE_TOKEN"
+    ) || var.starts_with("REDRIVE_TEST_")
 }
 
 /// Why the configuration could not be used. Each message names the source to fix.

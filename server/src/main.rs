@@ -3,7 +3,9 @@
 //! Subcommands: `serve` (UI + JSON API + ingest), `migrate` (apply database migrations and
 //! exit), `config` (print the effective configuration, secrets redacted), `quarantine`
 //! (records the store refused: list, retry), `demo` (the seed
-//! design's agent pipeline producing real dead letters; see the `redrive-demo` crate).
+//! design's agent pipeline producing real dead letters; see the `redrive-demo` crate), and
+//! the client commands `dead-letters`, `replay`, `delete`, `restore`, `jobs`, which talk to
+//! a running server's API (`client/`, docs/cli.md).
 
 mod alerts_metrics;
 mod api;
@@ -19,6 +21,7 @@ mod api_versions;
 mod archive_cli;
 mod audit_csv;
 mod auth;
+mod client;
 mod config;
 mod export;
 mod form_errors;
@@ -31,6 +34,7 @@ mod router;
 mod security_headers;
 mod serve;
 mod site;
+mod store_open;
 mod telemetry;
 mod telemetry_retention;
 mod telemetry_write_gate;
@@ -59,6 +63,12 @@ struct Cli {
 
     #[command(flatten)]
     settings: SettingFlags,
+
+    /// Store commands (`user`, `token`, `quarantine`, `archive`): create an empty SQLite
+    /// store when its file does not exist. Without it they refuse, so that a wrong
+    /// --database-url or working directory cannot make a new, empty `redrive.db`.
+    #[arg(long, global = true)]
+    create: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -93,6 +103,18 @@ enum Command {
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
     // Boxed: its many options would make every `Command` value large.
     Demo(Box<redrive_demo::DemoArgs>),
+    /// Client of a running server (docs/cli.md): `dead-letters list|show|export`, with the
+    /// API's filters. Needs REDRIVE_SERVER and REDRIVE_TOKEN (or --server, --token).
+    DeadLetters(client::DeadLettersArgs),
+    /// Client: replay dead letters (--id, filter flags or --all) and follow the job with a
+    /// progress bar; --dry-run says what it would do. Exit codes in docs/cli.md.
+    Replay(Box<client::ReplayArgs>),
+    /// Client: delete dead letters (kept, hidden, restorable; audited).
+    Delete(client::ChangeArgs),
+    /// Client: restore deleted dead letters to their previous status.
+    Restore(client::ChangeArgs),
+    /// Client: replay jobs: `jobs list|show|watch|cancel`.
+    Jobs(client::JobsArgs),
 }
 
 /// Settings that can also be given as flags (each overrides its `REDRIVE_*` variable and the
@@ -142,6 +164,15 @@ impl SettingFlags {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The client commands talk to a server's API: no store, no configuration file.
+    let command = match cli.command {
+        Command::DeadLetters(a) => return client::run(client::Request::DeadLetters(a)),
+        Command::Replay(a) => return client::run(client::Request::Replay(a)),
+        Command::Delete(a) => return client::run(client::Request::Delete(a)),
+        Command::Restore(a) => return client::run(client::Request::Restore(a)),
+        Command::Jobs(a) => return client::run(client::Request::Jobs(a)),
+        other => other,
+    };
     let loaded = match Config::load(
         cli.config.as_deref(),
         std::env::vars(),
@@ -166,7 +197,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match run(cli.command, loaded.config) {
+    match run(command, loaded.config, cli.create) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -175,13 +206,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command, config: Config) -> anyhow::Result<()> {
+/// Runs a command that works on the store or the configuration; `create` is `--create`
+/// (`store_open.rs`).
+fn run(command: Command, config: Config, create: bool) -> anyhow::Result<()> {
     match command {
         Command::Config => print!("{}", config.to_redacted_toml()?),
-        Command::User(cmd) => auth::cli::run_user(cmd, &config)?,
-        Command::Token(cmd) => auth::cli::run_token(cmd, &config)?,
-        Command::Quarantine(cmd) => quarantine_cli::run(cmd, &config)?,
-        Command::Archive(cmd) => archive_cli::run(cmd, &config)?,
+        Command::User(cmd) => auth::cli::run_user(cmd, &config, create)?,
+        Command::Token(cmd) => auth::cli::run_token(cmd, &config, create)?,
+        Command::Quarantine(cmd) => quarantine_cli::run(cmd, &config, create)?,
+        Command::Archive(cmd) => archive_cli::run(cmd, &config, create)?,
         Command::Serve => block_on(serve::serve(config))??,
         Command::Migrate => block_on(serve::migrate(&config))??,
         Command::Demo(args) => {
@@ -189,6 +222,11 @@ fn run(command: Command, config: Config) -> anyhow::Result<()> {
             let demo = args.into_config(config.kafka_brokers, config.kafka.into_iter().collect());
             block_on(redrive_demo::run_until_signal(demo))??
         }
+        Command::DeadLetters(_)
+        | Command::Replay(_)
+        | Command::Delete(_)
+        | Command::Restore(_)
+        | Command::Jobs(_) => anyhow::bail!("client commands are run by `client::run`"),
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use redrive_core::quarantine::{RetryReport, MAX_LIST_LIMIT};
 use redrive_core::store::Store;
 
 use crate::api::rfc3339;
-use crate::config::{redact_url, Config};
+use crate::config::Config;
 
 /// `redrive quarantine ...`
 #[derive(Debug, Subcommand)]
@@ -39,20 +39,14 @@ pub enum QuarantineCommand {
 }
 
 /// Runs a `quarantine` command to completion.
-pub fn run(cmd: QuarantineCommand, config: &Config) -> anyhow::Result<()> {
+/// `create`: make the SQLite store if its file is missing (`--create`; `store_open.rs`).
+pub fn run(cmd: QuarantineCommand, config: &Config, create: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async {
-        let url = redact_url(&config.database_url);
-        let store = Store::connect(&config.database_url)
-            .await
-            .with_context(|| format!("opening the database at {url} (check database_url)"))?;
-        store
-            .migrate()
-            .await
-            .with_context(|| format!("migrating the database at {url}"))?;
+        let store = crate::store_open::open_existing(config, create).await?;
         let out = match cmd {
             QuarantineCommand::List { limit } => list(&store, limit).await,
             QuarantineCommand::Retry { ids, all } => retry(&store, (!all).then_some(ids)).await,

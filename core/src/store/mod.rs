@@ -560,6 +560,20 @@ impl Store {
     }
 }
 
+/// The file a `sqlite:` database URL names, parsed as [`Store::connect`] parses it (sqlx's
+/// `SqliteConnectOptions`); `None` for a PostgreSQL URL, an in-memory SQLite database
+/// (`sqlite::memory:`, `mode=memory`) or a URL that does not parse. The store commands
+/// (`redrive token create`, `user ...`) check that it exists before connecting, which would
+/// create it.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    if !url.starts_with("sqlite:") || url.contains(":memory:") || url.contains("mode=memory") {
+        return None;
+    }
+    SqliteConnectOptions::from_str(url)
+        .ok()
+        .map(|o| o.get_filename().to_path_buf())
+}
+
 /// SQLite creates the database file but not its directory: create that too, so a fresh
 /// `sqlite:data/redrive.db` just works. Errors: `Unavailable` naming the directory.
 fn create_parent_dir(file: &std::path::Path) -> Result<(), StoreError> {

@@ -15,7 +15,7 @@ use redrive_core::store::{NewUser, Store, StoreError};
 
 use super::now_ms;
 use crate::api::rfc3339;
-use crate::config::{redact_url, Config};
+use crate::config::Config;
 
 /// Audit actor of the command line.
 const CLI_ACTOR: &str = "(cli)";
@@ -111,9 +111,10 @@ pub struct TokenCreate {
 }
 
 /// Runs a `user` command to completion.
-pub fn run_user(cmd: UserCommand, config: &Config) -> anyhow::Result<()> {
+/// `create`: make the SQLite store if its file is missing (`--create`; `store_open.rs`).
+pub fn run_user(cmd: UserCommand, config: &Config, create: bool) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let store = open(config).await?;
+        let store = crate::store_open::open_existing(config, create).await?;
         let out = match cmd {
             UserCommand::Add(add) => user_add(&store, add).await,
             UserCommand::List => user_list(&store).await,
@@ -131,9 +132,10 @@ pub fn run_user(cmd: UserCommand, config: &Config) -> anyhow::Result<()> {
 }
 
 /// Runs a `token` command to completion.
-pub fn run_token(cmd: TokenCommand, config: &Config) -> anyhow::Result<()> {
+/// `create`: make the SQLite store if its file is missing (`--create`; `store_open.rs`).
+pub fn run_token(cmd: TokenCommand, config: &Config, create: bool) -> anyhow::Result<()> {
     runtime()?.block_on(async {
-        let store = open(config).await?;
+        let store = crate::store_open::open_existing(config, create).await?;
         let out = match cmd {
             TokenCommand::Create(c) => token_create(&store, c).await,
             TokenCommand::List { user } => token_list(&store, user.as_deref()).await,
@@ -149,18 +151,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
-}
-
-async fn open(config: &Config) -> anyhow::Result<Store> {
-    let url = redact_url(&config.database_url);
-    let store = Store::connect(&config.database_url)
-        .await
-        .with_context(|| format!("opening the database at {url} (check database_url)"))?;
-    store
-        .migrate()
-        .await
-        .with_context(|| format!("migrating the database at {url}"))?;
-    Ok(store)
 }
 
 /// The audit row's actor fields of a command (the operation sets action and outcome).

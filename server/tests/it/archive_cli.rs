@@ -287,12 +287,14 @@ async fn archive_create_by_filter_then_restore_into_a_fresh_store_is_byte_exact(
         let (_, lines) = check_run(&deleted_dir.join("manifest.json"), 3, &what);
         assert!(lines.iter().all(|l| l["status"] == "deleted"), "{what}");
 
-        // Into a fresh store: byte-exact, statuses and history kept.
+        // Into a fresh store (`--create`: a missing SQLite file is otherwise refused):
+        // byte-exact, statuses and history kept.
         let (fresh_url, _fresh_dir) = fresh_database(backend).await.expect("fresh db");
         let env = [("REDRIVE_DATABASE_URL", fresh_url.as_str())];
         for dir in [&dirs[0], &dirs[1]] {
             let loc = dir.to_str().expect("path");
-            let (code, out, err) = run_redrive(&["archive", "restore", loc], &env, None).await;
+            let (code, out, err) =
+                run_redrive(&["archive", "restore", loc, "--create"], &env, None).await;
             assert_eq!(code, Some(0), "{what}: {out}\n{err}");
             assert!(out.contains("restored, 0 already present"), "{what}: {out}");
         }

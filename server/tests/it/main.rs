@@ -27,6 +27,7 @@ mod automation_rules;
 mod backpressure_rebalance;
 mod bulk_label_resume;
 mod canary;
+mod cli_client;
 mod concurrency;
 mod confirm_all;
 mod corpus;
