@@ -308,6 +308,13 @@ pub struct Config {
     /// role_mapping`. Default: off.
     #[serde(default)]
     pub proxy_auth: crate::auth::sso::ProxyAuthConfig,
+    /// Schema-aware payloads: the `[schema_registry]` table (file only): `url` of a
+    /// Confluent-compatible Schema Registry API, optional `username` / `password` (basic auth),
+    /// `schema_dirs` of local schema files (`<id>.avsc`, `<id>.proto`, `<id>.json`),
+    /// `timeout_ms` (default 2000). Default: off (values in the wire format show as hex). See
+    /// `docs/payloads.md`. `redrive config` redacts the password.
+    #[serde(default)]
+    pub schema_registry: redrive_core::schema::SchemaRegistryConfig,
 }
 
 fn default_database_url() -> String {
@@ -675,6 +682,12 @@ impl Config {
         shown.alerts = shown.alerts.redacted(REDACTED);
         if !shown.oidc.client_secret.is_empty() {
             shown.oidc.client_secret = REDACTED.to_string();
+        }
+        if shown.schema_registry.password.is_some() {
+            shown.schema_registry.password = Some(REDACTED.to_string());
+        }
+        if let Some(url) = &shown.schema_registry.url {
+            shown.schema_registry.url = Some(redact_url(url));
         }
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
@@ -1401,6 +1414,7 @@ groups_header = "X-Forwarded-Groups"
                     | "reasons"
                     | "oidc"
                     | "proxy_auth"
+                    | "schema_registry"
             ) {
                 continue;
             }
