@@ -8,8 +8,8 @@
 pub mod actions;
 pub mod alerts;
 pub mod approval;
-pub mod automation;
 pub mod auth;
+pub mod automation;
 pub mod canary;
 pub mod conventions;
 #[cfg(any(test, feature = "server"))]

@@ -245,7 +245,12 @@ impl ValueSchemaItem {
             Ok(d) if d.cut => (None, d.message, true, None),
             Ok(d) => match serde_json::from_str(&d.json) {
                 Ok(json) => (Some(json), d.message, false, None),
-                Err(e) => (None, d.message, false, Some(format!("does not decode ({e})"))),
+                Err(e) => (
+                    None,
+                    d.message,
+                    false,
+                    Some(format!("does not decode ({e})")),
+                ),
             },
             Err(e) => (None, None, false, Some(e)),
         };

@@ -450,6 +450,7 @@ impl Default for Config {
             reasons: Default::default(),
             oidc: crate::auth::sso::OidcConfig::default(),
             proxy_auth: crate::auth::sso::ProxyAuthConfig::default(),
+            schema_registry: Default::default(),
         }
     }
 }

@@ -20,7 +20,5 @@
 pub mod rules;
 pub mod tier;
 
-pub use rules::{
-    Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule,
-};
+pub use rules::{Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule};
 pub use tier::Tier;

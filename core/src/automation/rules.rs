@@ -419,7 +419,10 @@ impl TopicLikePattern {
         }
         let re = format!(
             "^{}$",
-            s.split('*').map(regex::escape).collect::<Vec<_>>().join(".*")
+            s.split('*')
+                .map(regex::escape)
+                .collect::<Vec<_>>()
+                .join(".*")
         );
         regex::Regex::new(&re)
             .map(TopicLikePattern::Glob)
@@ -489,8 +492,7 @@ fn check_list(rule: &str, what: &str, list: &[String]) -> Result<(), RuleSetErro
 fn valid_rule_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= MAX_RULE_NAME_BYTES
-        && n
-            .bytes()
+        && n.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
@@ -643,7 +645,11 @@ fn compile_rule(r: &RuleSpec, position: usize) -> Result<TierRule, RuleSetError>
     let matcher = Matcher {
         dlq_topics: topics("dlq_topics", &m.dlq_topics)?,
         source_topics: topics("source_topics", &m.source_topics)?,
-        consumer_groups: m.consumer_groups.iter().map(|g| g.trim().to_string()).collect(),
+        consumer_groups: m
+            .consumer_groups
+            .iter()
+            .map(|g| g.trim().to_string())
+            .collect(),
         error_classes: m
             .error_classes
             .iter()
@@ -651,7 +657,11 @@ fn compile_rule(r: &RuleSpec, position: usize) -> Result<TierRule, RuleSetError>
             .collect::<Result<_, _>>()
             .map_err(|e| RuleSetError(format!("rule `{name}`: match.error_classes: {e}")))?,
         error_messages: m.error_messages.iter().map(|s| s.to_lowercase()).collect(),
-        fingerprints: m.fingerprints.iter().map(|f| f.trim().to_lowercase()).collect(),
+        fingerprints: m
+            .fingerprints
+            .iter()
+            .map(|f| f.trim().to_lowercase())
+            .collect(),
         conventions,
         headers: m
             .headers
@@ -703,11 +713,17 @@ fn compile_rule(r: &RuleSpec, position: usize) -> Result<TierRule, RuleSetError>
                     r.tier
                 ));
             }
-            let after_ms = parse_duration_ms(&format!("rule `{name}`: move_after.after"), &mv.after)?;
+            let after_ms =
+                parse_duration_ms(&format!("rule `{name}`: move_after.after"), &mv.after)?;
             if after_ms < 60_000 {
-                return err(format!("rule `{name}`: move_after.after must be at least 1m"));
+                return err(format!(
+                    "rule `{name}`: move_after.after must be at least 1m"
+                ));
             }
-            Some(AgeMove { after_ms, to: mv.to })
+            Some(AgeMove {
+                after_ms,
+                to: mv.to,
+            })
         }
         None => None,
     };
@@ -865,7 +881,10 @@ impl Matcher {
         }
         if !self.error_messages.is_empty() {
             let m = d.error_message?.to_lowercase();
-            let hit = self.error_messages.iter().find(|s| m.contains(s.as_str()))?;
+            let hit = self
+                .error_messages
+                .iter()
+                .find(|s| m.contains(s.as_str()))?;
             why.push(format!("error message contains \"{hit}\""));
         }
         if !self.fingerprints.is_empty() {
@@ -1002,9 +1021,16 @@ move_after = { after = "10d", to = "archive" }
         let a = set.assign(&input(&[], &[]));
         assert_eq!(a.tier, Tier::Transient);
         assert_eq!(a.rule.as_deref(), Some("llm-timeouts"));
-        assert!(a.reason.contains("error class TimeoutError"), "{}", a.reason);
+        assert!(
+            a.reason.contains("error class TimeoutError"),
+            "{}",
+            a.reason
+        );
         let s = set.rule("llm-timeouts").unwrap().schedule.clone().unwrap();
-        assert_eq!((s.every_ms, s.max_attempts, s.batch_size), (300_000, 4, 500));
+        assert_eq!(
+            (s.every_ms, s.max_attempts, s.batch_size),
+            (300_000, 4, 500)
+        );
         assert_eq!(s.delay_ms(1, 0.5), 30_000);
         assert_eq!(s.delay_ms(3, 0.5), 120_000);
         assert_eq!(s.delay_ms(20, 0.5), 600_000);

@@ -132,7 +132,9 @@ fn serialized_descriptor(name: &str, text: &str) -> Option<prost_types::FileDesc
     if text.is_empty() || text.contains(|c: char| c.is_ascii_whitespace() || c == ';') {
         return None;
     }
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
     let mut descriptor = prost_types::FileDescriptorProto::decode(bytes.as_slice()).ok()?;
     descriptor.name = Some(name.to_string());
     Some(descriptor)
@@ -230,9 +232,10 @@ fn message_at(
             None => file.messages().nth(i),
             Some(m) => m.child_messages().nth(i),
         };
-        found = Some(next.ok_or_else(|| {
-            format!("message indexes {indexes:?} name no message of the schema")
-        })?);
+        found =
+            Some(next.ok_or_else(|| {
+                format!("message indexes {indexes:?} name no message of the schema")
+            })?);
     }
     found.ok_or_else(|| "no message index".to_string())
 }
@@ -294,7 +297,9 @@ impl Serialize for AvroJson<'_> {
         match self.0 {
             AvroValue::Null => s.serialize_unit(),
             AvroValue::Boolean(b) => s.serialize_bool(*b),
-            AvroValue::Int(i) | AvroValue::Date(i) | AvroValue::TimeMillis(i) => s.serialize_i32(*i),
+            AvroValue::Int(i) | AvroValue::Date(i) | AvroValue::TimeMillis(i) => {
+                s.serialize_i32(*i)
+            }
             AvroValue::Long(l)
             | AvroValue::TimeMicros(l)
             | AvroValue::TimestampMillis(l)
@@ -404,8 +409,7 @@ mod tests {
     fn protobuf_imports_come_from_references() {
         let refs = vec![(
             "common/money.proto".to_string(),
-            r#"syntax = "proto3"; package common; message Money { int64 cents = 1; }"#
-                .to_string(),
+            r#"syntax = "proto3"; package common; message Money { int64 cents = 1; }"#.to_string(),
         )];
         let proto = r#"syntax = "proto3"; import "common/money.proto";
             import "google/protobuf/timestamp.proto";

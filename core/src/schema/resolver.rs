@@ -160,7 +160,12 @@ impl SchemaResolver {
     /// Why it cannot be had (not found, registry unreachable or timed out, invalid schema);
     /// remembered for [`NEGATIVE_TTL_MS`].
     pub async fn schema(&self, id: u32) -> Result<Arc<(SchemaType, Compiled)>, String> {
-        if let Some((found, at)) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+        if let Some((found, at)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
             if found.is_ok() || at.elapsed() < Duration::from_millis(NEGATIVE_TTL_MS) {
                 return found.clone();
             }
@@ -193,7 +198,10 @@ impl SchemaResolver {
 
     /// Every schema `refs` reference, depth first (a referenced schema's own references come
     /// before it, as Avro's parser wants named types defined before use), each once.
-    async fn references(&self, refs: &[RegistryReference]) -> Result<Vec<(String, String)>, String> {
+    async fn references(
+        &self,
+        refs: &[RegistryReference],
+    ) -> Result<Vec<(String, String)>, String> {
         let mut out: Vec<(String, String)> = Vec::new();
         let mut seen: HashSet<(String, i64)> = HashSet::new();
         // Explicit stack of (reference, children done) instead of async recursion.
@@ -233,9 +241,10 @@ impl SchemaResolver {
             return Err("no schema registry configured".into());
         };
         let url = format!("{}/{path}", base.trim_end_matches('/'));
-        let mut req = http
-            .get(&url)
-            .header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
+        let mut req = http.get(&url).header(
+            "Accept",
+            "application/vnd.schemaregistry.v1+json, application/json",
+        );
         if let Some(user) = &self.config.username {
             req = req.basic_auth(user, self.config.password.as_deref());
         }
@@ -354,7 +363,11 @@ mod tests {
             r#"{"type":"record","name":"R","fields":[{"name":"n","type":"long"}]}"#,
         )
         .unwrap();
-        std::fs::write(dir.path().join("common.proto"), "syntax = \"proto3\"; message C { int32 x = 1; }").unwrap();
+        std::fs::write(
+            dir.path().join("common.proto"),
+            "syntax = \"proto3\"; message C { int32 x = 1; }",
+        )
+        .unwrap();
         std::fs::write(
             dir.path().join("8.proto"),
             "syntax = \"proto3\"; import \"common.proto\"; message M { C c = 1; }",
@@ -375,7 +388,10 @@ mod tests {
         assert_eq!(v.decoded.unwrap().json, r#"{"c":{"x":9}}"#);
         let v = r.decode_value(&[0, 0, 0, 0, 9, 1], 1024).await.unwrap();
         assert_eq!(v.schema_id, 9);
-        assert!(v.decoded.unwrap_err().starts_with("could not fetch (no file 9.avsc"));
+        assert!(v
+            .decoded
+            .unwrap_err()
+            .starts_with("could not fetch (no file 9.avsc"));
         assert!(r.decode_value(b"plain", 1024).await.is_none());
     }
 
@@ -396,7 +412,10 @@ mod tests {
         let why = v.decoded.unwrap_err();
         assert!(why.contains("unreachable"), "{why}");
         // Remembered: the same answer without asking again.
-        assert_eq!(r.schema(5).await.unwrap_err(), r.schema(5).await.unwrap_err());
+        assert_eq!(
+            r.schema(5).await.unwrap_err(),
+            r.schema(5).await.unwrap_err()
+        );
         assert_eq!(r.cache.lock().unwrap().len(), 1);
     }
 }

@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn message_indexes_follow_confluent() {
         // A single 0: count 0, the first message.
-        assert_eq!(message_indexes(&[0, 8, 1]).unwrap(), (vec![0], &[8u8, 1][..]));
+        assert_eq!(
+            message_indexes(&[0, 8, 1]).unwrap(),
+            (vec![0], &[8u8, 1][..])
+        );
         // Count 1 (zig-zag 2), index 1 (zig-zag 2): the second top-level message.
         assert_eq!(message_indexes(&[2, 2, 8]).unwrap(), (vec![1], &[8u8][..]));
         // Count 2 (4), indexes 0 (0) and 3 (6): the fourth message nested in the first.
@@ -134,6 +137,9 @@ mod tests {
         assert!(message_indexes(&[2]).is_err(), "count 1 with no index");
         assert!(message_indexes(&[2, 1]).is_err(), "index -1");
         assert!(message_indexes(&[0x80, 0x80]).is_err(), "truncated varint");
-        assert!(message_indexes(&[0xff, 0x01]).is_err(), "count 128 is too many");
+        assert!(
+            message_indexes(&[0xff, 0x01]).is_err(),
+            "count 128 is too many"
+        );
     }
 }

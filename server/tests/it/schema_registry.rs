@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use redrive_testkit::ingest::{ingest_config, start_ingest, wait_for_count};
-use redrive_testkit::{create_topic, fresh_database, produce, repo_root, unique, Backend, TestRecord};
+use redrive_testkit::{
+    create_topic, fresh_database, produce, repo_root, unique, Backend, TestRecord,
+};
 use serde_json::Value;
 
 use crate::support::receiver::Hanging;
@@ -124,17 +126,28 @@ async fn decoded_through_the_binary(backend: Backend) {
 
     // Avro and Protobuf (a nested message: indexes [1, 0]) and JSON Schema, each decoded as
     // the serializer's input; the stored value is the serializer's bytes, exactly.
-    for (i, kind, t) in [(0, "avro", "AVRO"), (1, "protobuf", "PROTOBUF"), (2, "json", "JSON")] {
+    for (i, kind, t) in [
+        (0, "avro", "AVRO"),
+        (1, "protobuf", "PROTOBUF"),
+        (2, "json", "JSON"),
+    ] {
         let got = api(ids[i]).await;
         let vs = &got["value_schema"];
         assert_eq!(vs["schema_id"], truth[kind]["schema_id"], "{kind}: {got}");
         assert_eq!(vs["schema_type"], t, "{kind}: {got}");
         assert_eq!(vs["error"], Value::Null, "{kind}: {got}");
         assert_eq!(vs["decoded"], truth[kind]["expected"], "{kind}: {got}");
-        assert_eq!(b64(&got["value"]), values[i], "{kind}: stored bytes unchanged");
+        assert_eq!(
+            b64(&got["value"]),
+            values[i],
+            "{kind}: stored bytes unchanged"
+        );
     }
     let proto = api(ids[1]).await;
-    assert_eq!(proto["value_schema"]["message"], truth["protobuf"]["message"]);
+    assert_eq!(
+        proto["value_schema"]["message"],
+        truth["protobuf"]["message"]
+    );
 
     // The unknown schema id: its id and why, no decoded value; the registry was asked once.
     let got = api(ids[3]).await;
@@ -147,7 +160,11 @@ async fn decoded_through_the_binary(backend: Backend) {
         "{why}"
     );
     assert_eq!(b64(&got["value"]), unknown);
-    assert_eq!(registry.accepted(), 1, "one request to the hanging registry");
+    assert_eq!(
+        registry.accepted(),
+        1,
+        "one request to the hanging registry"
+    );
     let again = api(ids[3]).await;
     assert_eq!(again["value_schema"]["error"], vs["error"]);
     assert_eq!(
@@ -207,7 +224,11 @@ async fn decoded_through_the_binary(backend: Backend) {
         unknown_page.contains("00 00 00 30 39 02 de ad be ef"),
         "the hex dump of the stored bytes"
     );
-    assert_eq!(registry.accepted(), 1, "the page used the remembered failure");
+    assert_eq!(
+        registry.accepted(),
+        1,
+        "the page used the remembered failure"
+    );
 
     // The raw download is the stored bytes.
     let raw = app
