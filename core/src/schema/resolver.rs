@@ -182,7 +182,7 @@ impl SchemaResolver {
     }
 
     async fn load(&self, id: u32) -> Result<(SchemaType, Compiled), String> {
-        if let Some(found) = self.from_files(id)? {
+        if let Some(found) = self.in_schema_dirs(id)? {
             return Ok(found);
         }
         if self.http.is_none() {
@@ -277,7 +277,7 @@ impl SchemaResolver {
     }
 
     /// Schema `id` from the first schema directory that has `<id>.avsc`, `.proto` or `.json`.
-    fn from_files(&self, id: u32) -> Result<Option<(SchemaType, Compiled)>, String> {
+    fn in_schema_dirs(&self, id: u32) -> Result<Option<(SchemaType, Compiled)>, String> {
         for dir in &self.config.schema_dirs {
             for (ext, kind) in [
                 ("avsc", SchemaType::Avro),
