@@ -1294,6 +1294,29 @@ groups_header = "X-Forwarded-Groups"
     }
 
     #[test]
+    fn the_schema_registry_table_is_read_and_its_password_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("redrive.toml");
+        std::fs::write(
+            &file,
+            "[schema_registry]\nurl = \"http://registry:8081\"\nusername = \"u\"\n\
+             password = \"hunter2\"\nschema_dirs = [\"/etc/schemas\"]\ntimeout_ms = 750\n",
+        )
+        .unwrap();
+        let c = load(Some(&file), &[], &Overrides::default());
+        let r = &c.schema_registry;
+        assert_eq!(r.url.as_deref(), Some("http://registry:8081"));
+        assert_eq!(r.schema_dirs, vec![PathBuf::from("/etc/schemas")]);
+        assert_eq!(r.timeout_ms, Some(750));
+        assert!(r.is_enabled());
+        let shown = c.to_redacted_toml().unwrap();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!load(None, &[], &Overrides::default())
+            .schema_registry
+            .is_enabled());
+    }
+
+    #[test]
     fn secrets_are_redacted() {
         let mut c = Config {
             database_url: "postgres://redrive:s3cret@db:5432/redrive?sslmode=require&password=p"
