@@ -349,6 +349,25 @@ pub fn installed() -> Option<&'static SchemaResolver> {
 mod tests {
     use super::*;
 
+    /// The registry's answer shapes (Confluent Schema Registry API, `GET /schemas/ids/{id}`):
+    /// `schemaType` absent for Avro, references by name, subject and version.
+    #[test]
+    fn registry_answers_parse() {
+        let avro: RegistrySchema = serde_json::from_str(r#"{"schema":"\"string\""}"#).unwrap();
+        assert_eq!(avro.schema_type, None);
+        assert!(avro.references.is_empty());
+        let proto: RegistrySchema = serde_json::from_str(
+            r#"{"schema":"syntax = \"proto3\";","schemaType":"PROTOBUF",
+                "references":[{"name":"common/money.proto","subject":"money","version":2}],
+                "maxId":9}"#,
+        )
+        .unwrap();
+        assert_eq!(proto.schema_type, Some(SchemaType::Protobuf));
+        assert_eq!(proto.references[0].name, "common/money.proto");
+        assert_eq!(proto.references[0].subject, "money");
+        assert_eq!(proto.references[0].version, 2);
+    }
+
     #[test]
     fn subjects_are_path_encoded() {
         assert_eq!(encode_path_segment("orders-value"), "orders-value");
