@@ -74,6 +74,10 @@ pub struct DeadLetterDetail {
     /// What the page says of its replay's outcome, at `as_of_ms`.
     #[serde(default)]
     pub verdict: Option<redrive_core::outcome::Verdict>,
+    /// The value decoded with its schema when it is in the Schema Registry wire format and a
+    /// `[schema_registry]` is configured (`docs/payloads.md`); `value` above stays the raw view.
+    #[serde(default)]
+    pub value_schema: Option<crate::display::schema::SchemaShown>,
 }
 
 #[cfg(feature = "ssr")]
@@ -235,5 +239,18 @@ pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, Server
         detail
             .chain
             .verdict(d.summary.status, now, redrive_core::outcome::window_ms());
+    // Schema-aware payloads: only this page's value, within its display cap; a failing
+    // registry answers within its timeout and is then remembered (docs/payloads.md).
+    if let (Some(resolver), Some(value)) = (
+        redrive_core::schema::resolver::installed(),
+        d.record.value.as_deref(),
+    ) {
+        if let Some(v) = resolver
+            .decode_value(value, crate::display::caps::VALUE_TEXT_BYTES)
+            .await
+        {
+            detail.value_schema = Some(crate::display::schema::shown(v));
+        }
+    }
     Ok(Some(detail))
 }

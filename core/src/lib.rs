@@ -43,6 +43,8 @@ pub mod replay;
 #[cfg(feature = "server")]
 pub mod retention;
 #[cfg(feature = "server")]
+pub mod schema;
+#[cfg(feature = "server")]
 pub mod store;
 
 pub use filter::{Cursor, Filter, FilterError, ListQuery};

@@ -213,6 +213,56 @@ pub struct DeadLetterRecord {
     pub headers: Vec<HeaderItem>,
     /// What became of its replays and what it came back from (`docs/replay.md`, "Outcome").
     pub replay_outcome: crate::api_outcome::ReplayOutcomeItem,
+    /// The value decoded with its schema, when it is in the Schema Registry wire format and
+    /// `[schema_registry]` is configured; absent otherwise (`docs/payloads.md`). `value` above
+    /// is the stored bytes either way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_schema: Option<ValueSchemaItem>,
+}
+
+/// A wire-format value decoded for reading (`docs/payloads.md`).
+#[derive(Debug, Serialize)]
+pub struct ValueSchemaItem {
+    /// The schema id in the value's header (bytes 1..5, big-endian).
+    pub schema_id: u32,
+    /// `AVRO`, `PROTOBUF` or `JSON`; `null` when the schema could not be fetched.
+    pub schema_type: Option<&'static str>,
+    /// Protobuf: the full name of the message decoded.
+    pub message: Option<String>,
+    /// The decoded value (Avro: fields in schema order, unions unwrapped; Protobuf: the
+    /// Protobuf JSON mapping); `null` when it could not be decoded or was cut.
+    pub decoded: Option<serde_json::Value>,
+    /// True when the decoded JSON was longer than the display cap (256 KiB): `decoded` is
+    /// then `null`; the raw `value` is whole.
+    pub cut: bool,
+    /// Why there is no decoded value: `could not fetch (...)` or `does not decode (...)`.
+    pub error: Option<String>,
+}
+
+impl ValueSchemaItem {
+    fn new(v: redrive_core::schema::ValueSchema) -> Self {
+        let (decoded, message, cut, error) = match v.decoded {
+            Ok(d) if d.cut => (None, d.message, true, None),
+            Ok(d) => match serde_json::from_str(&d.json) {
+                Ok(json) => (Some(json), d.message, false, None),
+                Err(e) => (
+                    None,
+                    d.message,
+                    false,
+                    Some(format!("does not decode ({e})")),
+                ),
+            },
+            Err(e) => (None, None, false, Some(e)),
+        };
+        ValueSchemaItem {
+            schema_id: v.schema_id,
+            schema_type: v.schema_type.map(|t| t.as_str()),
+            message,
+            decoded,
+            cut,
+            error,
+        }
+    }
 }
 
 /// One Kafka header.
@@ -310,6 +360,7 @@ impl DeadLetterRecord {
                 now_ms,
                 redrive_core::outcome::window_ms(),
             ),
+            value_schema: None,
         }
     }
 }
@@ -428,7 +479,17 @@ pub async fn get_dead_letter(
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    Ok(Json(DeadLetterRecord::new(&dl, &chain, now_ms)))
+    let mut record = DeadLetterRecord::new(&dl, &chain, now_ms);
+    if let (Some(resolver), Some(value)) = (
+        redrive_core::schema::resolver::installed(),
+        dl.record.value.as_deref(),
+    ) {
+        record.value_schema = resolver
+            .decode_value(value, redrive_app::display::caps::VALUE_TEXT_BYTES)
+            .await
+            .map(ValueSchemaItem::new);
+    }
+    Ok(Json(record))
 }
 
 /// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first.

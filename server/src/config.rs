@@ -318,6 +318,13 @@ pub struct Config {
     /// UI; before any version every dead letter goes to `manual`).
     #[serde(default, skip_serializing_if = "AutomationTable::is_absent")]
     pub automation: AutomationTable,
+    /// Schema-aware payloads: the `[schema_registry]` table (file only): `url` of a
+    /// Confluent-compatible Schema Registry API, optional `username` / `password` (basic auth),
+    /// `schema_dirs` of local schema files (`<id>.avsc`, `<id>.proto`, `<id>.json`),
+    /// `timeout_ms` (default 2000). Default: off (values in the wire format show as hex). See
+    /// `docs/payloads.md`. `redrive config` redacts the password.
+    #[serde(default)]
+    pub schema_registry: redrive_core::schema::SchemaRegistryConfig,
 }
 
 /// The `[automation]` table: a rule set as `redrive_core::automation::RuleSetSpec` reads it,
@@ -486,6 +493,7 @@ impl Default for Config {
             oidc: crate::auth::sso::OidcConfig::default(),
             proxy_auth: crate::auth::sso::ProxyAuthConfig::default(),
             automation: AutomationTable::default(),
+            schema_registry: Default::default(),
         }
     }
 }
@@ -723,6 +731,12 @@ impl Config {
         shown.alerts = shown.alerts.redacted(REDACTED);
         if !shown.oidc.client_secret.is_empty() {
             shown.oidc.client_secret = REDACTED.to_string();
+        }
+        if shown.schema_registry.password.is_some() {
+            shown.schema_registry.password = Some(REDACTED.to_string());
+        }
+        if let Some(url) = &shown.schema_registry.url {
+            shown.schema_registry.url = Some(redact_url(url));
         }
         toml::to_string(&shown).map_err(|e| ConfigError::Invalid(e.to_string()))
     }
@@ -1328,6 +1342,29 @@ groups_header = "X-Forwarded-Groups"
     }
 
     #[test]
+    fn the_schema_registry_table_is_read_and_its_password_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("redrive.toml");
+        std::fs::write(
+            &file,
+            "[schema_registry]\nurl = \"http://registry:8081\"\nusername = \"u\"\n\
+             password = \"hunter2\"\nschema_dirs = [\"/etc/schemas\"]\ntimeout_ms = 750\n",
+        )
+        .unwrap();
+        let c = load(Some(&file), &[], &Overrides::default());
+        let r = &c.schema_registry;
+        assert_eq!(r.url.as_deref(), Some("http://registry:8081"));
+        assert_eq!(r.schema_dirs, vec![PathBuf::from("/etc/schemas")]);
+        assert_eq!(r.timeout_ms, Some(750));
+        assert!(r.is_enabled());
+        let shown = c.to_redacted_toml().unwrap();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!load(None, &[], &Overrides::default())
+            .schema_registry
+            .is_enabled());
+    }
+
+    #[test]
     fn secrets_are_redacted() {
         let mut c = Config {
             database_url: "postgres://redrive:s3cret@db:5432/redrive?sslmode=require&password=p"
@@ -1492,6 +1529,7 @@ groups_header = "X-Forwarded-Groups"
                     | "oidc"
                     | "proxy_auth"
                     | "automation"
+                    | "schema_registry"
             ) {
                 continue;
             }

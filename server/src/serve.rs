@@ -145,6 +145,27 @@ async fn open_store(
     }
 }
 
+/// Schema-aware payloads (`docs/payloads.md`): the `[schema_registry]` resolver the detail
+/// page and the JSON API decode wire-format values with. A resolver that cannot be built (TLS
+/// setup) is logged and values show as before: a registry is never needed to serve.
+fn install_schema_resolver(config: &Config) {
+    let c = &config.schema_registry;
+    if !c.is_enabled() {
+        return;
+    }
+    match redrive_core::schema::SchemaResolver::new(c.clone()) {
+        Ok(r) => {
+            redrive_core::schema::resolver::install(r);
+            tracing::info!(
+                url = c.url.as_deref().map(redact_url).unwrap_or_default(),
+                schema_dirs = c.schema_dirs.len(),
+                "schema-aware payloads on"
+            );
+        }
+        Err(e) => tracing::error!(error = %e, "schema-aware payloads off"),
+    }
+}
+
 /// `redrive serve`: UI, JSON API, health, metrics and ingest until SIGINT/SIGTERM.
 pub async fn serve(config: Config) -> Result<(), ServeError> {
     let shutdown = CancellationToken::new();
@@ -204,6 +225,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let relay_health = RelayHealth::default();
     let alerts_config = Arc::new(config.alerts.clone());
     redrive_core::outcome::set_window_ms(config.replay_outcome_window_ms);
+    install_schema_resolver(&config);
     let alert_status = Arc::new(
         AlertStatus::default()
             .with_rules(config.alerts.rules.iter().map(|r| r.name.as_str()))

@@ -32,4 +32,4 @@ pub use job_progress::{measured_rate, settled as job_settled, JobProgress, JobSt
 pub use labels::{LabelChips, TriageEditor, NOTE_SHOWN_BYTES};
 pub use list_tools::ListTools;
 pub use pager::Pager;
-pub use payload_view::PayloadView;
+pub use payload_view::{PayloadView, SchemaDecoded};

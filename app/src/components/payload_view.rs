@@ -99,3 +99,46 @@ fn bytes_label(n: usize) -> String {
         n => format!("{:.1} MiB ({n} bytes)", n as f64 / (1024.0 * 1024.0)),
     }
 }
+
+/// A value in the Schema Registry wire format, decoded with its schema: the JSON, marked
+/// "decoded with schema id N (AVRO)"; or, when the schema could not be had or the value does
+/// not decode with it, the schema id and why (the raw view below then shows the hex). The
+/// stored bytes are unchanged either way (`docs/payloads.md`).
+#[component]
+pub fn SchemaDecoded(shown: crate::display::schema::SchemaShown) -> impl IntoView {
+    let label = shown.label();
+    let message = shown
+        .message
+        .map(|m| view! { " " <span class="dim small">{format!("message {m}")}</span> });
+    match (shown.decoded, shown.problem) {
+        (Some(text), _) => {
+            let cut = text.cut.then(|| {
+                view! {
+                    <p class="notice small">
+                        "Only the beginning of the decoded value is shown ("
+                        {bytes_label(text.text.len())} " of text); the raw bytes are below."
+                    </p>
+                }
+            });
+            view! {
+                <section class="payload-view schema-decoded">
+                    <h2>
+                        "Value " <span class="badge neutral">"decoded"</span> " "
+                        <span class="small">{format!("decoded with {label}")}</span>
+                        {message}
+                    </h2>
+                    {cut}
+                    <pre class="payload">{text.text}</pre>
+                </section>
+            }
+            .into_any()
+        }
+        (None, problem) => view! {
+            <p class="notice schema-undecoded">
+                {format!("{label}: {}", problem.unwrap_or_default())}
+                ". The value is shown as stored."
+            </p>
+        }
+        .into_any(),
+    }
+}

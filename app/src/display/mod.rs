@@ -13,6 +13,7 @@ pub mod headers;
 pub mod json;
 pub mod payload;
 pub mod record;
+pub mod schema;
 pub mod visible;
 
 pub use headers::{HeaderRow, HeaderRows, HeaderValue};

@@ -129,5 +129,6 @@ pub fn detail(d: &DeadLetter) -> DeadLetterDetail {
         link: d.link.clone(),
         chain: Default::default(),
         verdict: None,
+        value_schema: None,
     }
 }

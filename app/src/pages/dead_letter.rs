@@ -10,7 +10,7 @@ use crate::api::{get_dead_letter, DeadLetterDetail};
 use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
-    PayloadView, StatusBadge, TriageEditor,
+    PayloadView, SchemaDecoded, StatusBadge, TriageEditor,
 };
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
@@ -387,6 +387,7 @@ fn Detail(
             <History events=history />
         </section>
         {stack}
+        {d.value_schema.map(|shown| view! { <SchemaDecoded shown=shown /> })}
         <PayloadView title="Value" payload=d.value raw_href=format!("/dead-letters/{id}/raw/value") />
         <PayloadView title="Key" payload=d.key raw_href=format!("/dead-letters/{id}/raw/key") />
         <section>

@@ -52,6 +52,7 @@ mod replay_control;
 mod replay_order;
 mod replay_outcome;
 mod retention;
+mod schema_registry;
 mod soak;
 mod sso;
 mod stats;
