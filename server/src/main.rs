@@ -32,6 +32,7 @@ mod serve;
 mod site;
 mod telemetry;
 mod telemetry_retention;
+mod telemetry_tiers;
 mod telemetry_write_gate;
 mod token_form;
 

@@ -23,4 +23,4 @@ pub mod sort_loop;
 pub mod tier;
 
 pub use rules::{Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule};
-pub use tier::Tier;
+pub use tier::{Tier, TierInfo};
