@@ -76,6 +76,9 @@ pub async fn run(
 ) {
     let mut compiled: Option<(i64, RuleSet)> = None;
     let mut next_move = tokio::time::Instant::now();
+    // The version the next move time was planned with: a new version plans again at once
+    // (its `move_after` may be shorter).
+    let mut move_version: Option<i64> = None;
     loop {
         let mut more = false;
         if is_leader() {
@@ -107,8 +110,10 @@ pub async fn run(
                 }
             }
             // Age-based movement, between sort batches (`docs/automation.md`).
-            if tokio::time::Instant::now() >= next_move {
-                if let Some((_, set)) = &compiled {
+            let version_now = compiled.as_ref().map(|c| c.0);
+            if tokio::time::Instant::now() >= next_move || version_now != move_version {
+                if let Some((v, set)) = &compiled {
+                    move_version = Some(*v);
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_millis() as i64);

@@ -89,52 +89,55 @@ async fn ids(app: &TestApp, token: &str, query: &str) -> Vec<i64> {
         .collect()
 }
 
-/// The dead letter of `topic` whose message id header ends the error text `failed #n`.
+/// Polls `check` every 100 ms until it gives `Some`, failing after [`DEADLINE`].
+async fn poll<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The dead letter of `topic` whose error message ends `failed #n` (the newest).
 async fn id_of(app: &TestApp, token: &str, topic: &str, n: u32) -> i64 {
     let want = format!("failed #{n}");
-    let mut found = None;
-    eventually(&format!("dead letter #{n} stored"), DEADLINE, || async {
-        let v = json_get(
-            app,
-            token,
-            &format!("/api/v1/dead-letters?dlq_topic={topic}&tier=&limit=500"),
-        )
-        .await;
-        let all: Vec<Value> = v["items"].as_array().unwrap().clone();
+    poll(&format!("dead letter #{n} stored"), || async {
+        let mut hit = None;
         // The default view hides archive: look there too.
-        let v = json_get(
-            app,
-            token,
-            &format!("/api/v1/dead-letters?dlq_topic={topic}&tier=archive&limit=500"),
-        )
-        .await;
-        let hit = all
-            .iter()
-            .chain(v["items"].as_array().unwrap().iter())
-            .filter(|i| {
-                i["error_message"]
+        for tier in ["", "archive"] {
+            let v = json_get(
+                app,
+                token,
+                &format!("/api/v1/dead-letters?dlq_topic={topic}&tier={tier}&limit=500"),
+            )
+            .await;
+            for i in v["items"].as_array().unwrap() {
+                if i["error_message"]
                     .as_str()
                     .is_some_and(|m| m.ends_with(&want))
-            })
-            .map(|i| i["id"].as_i64().unwrap())
-            .max();
-        found = hit;
-        hit.is_some()
+                {
+                    hit = hit.max(i["id"].as_i64());
+                }
+            }
+        }
+        hit
     })
-    .await;
-    found.unwrap()
+    .await
 }
 
 async fn tiering(app: &TestApp, token: &str, id: i64) -> Value {
-    let mut out = Value::Null;
-    eventually(&format!("dead letter {id} sorted"), DEADLINE, || async {
+    poll(&format!("dead letter {id} sorted"), || async {
         let v = json_get(app, token, &format!("/api/v1/dead-letters/{id}")).await;
-        let sorted = !v["tiering"].is_null();
-        out = v;
-        sorted
+        (!v["tiering"].is_null()).then_some(v)
     })
-    .await;
-    out
+    .await
 }
 
 /// The idempotency key of the outbox row that replayed `dead_letter` (plain SQL, as the
