@@ -26,7 +26,10 @@ pub fn TierBadge(tier: Option<Tier>) -> impl IntoView {
     let (name, title) = match tier {
         Some(Tier::Transient) => ("transient", "Replayed automatically on its rule's schedule"),
         Some(Tier::Manual) => ("manual", "A person decides: never replayed automatically"),
-        Some(Tier::Poison) => ("poison", "Can never succeed as it is: never replayed automatically"),
+        Some(Tier::Poison) => (
+            "poison",
+            "Can never succeed as it is: never replayed automatically",
+        ),
         Some(Tier::Archive) => ("archive", "Kept for audit: out of the default views"),
         None => ("unsorted", "Not sorted into a tier yet"),
     };

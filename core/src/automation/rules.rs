@@ -1106,13 +1106,28 @@ mod corpus_tests {
     const EXPECTED: &[(&str, Option<&str>)] = &[
         // Connect: the converter stage (the exception chain is DataException →
         // SerializationException → Jackson; the decoded class is Connect's own header).
-        ("kafka-connect/key-converter", Some("Kafka Connect converter failure (KEY_CONVERTER)")),
-        ("kafka-connect/value-converter", Some("Kafka Connect converter failure (VALUE_CONVERTER)")),
+        (
+            "kafka-connect/key-converter",
+            Some("Kafka Connect converter failure (KEY_CONVERTER)"),
+        ),
+        (
+            "kafka-connect/value-converter",
+            Some("Kafka Connect converter failure (VALUE_CONVERTER)"),
+        ),
         ("kafka-connect/transformation", None),
         // Spring Kafka with ErrorHandlingDeserializer: the deserializer's SerializationException.
-        ("spring-kafka/key-deserialization", Some("deserialization failure")),
-        ("spring-kafka/value-deserialization", Some("deserialization failure")),
-        ("spring-kafka/value-deserialization-retained-header", Some("deserialization failure")),
+        (
+            "spring-kafka/key-deserialization",
+            Some("deserialization failure"),
+        ),
+        (
+            "spring-kafka/value-deserialization",
+            Some("deserialization failure"),
+        ),
+        (
+            "spring-kafka/value-deserialization-retained-header",
+            Some("deserialization failure"),
+        ),
         ("spring-kafka/listener-throws", None),
         ("spring-kafka/listener-throws-delivery-attempt-header", None),
         ("spring-kafka/retryable-topic", None),
@@ -1120,7 +1135,10 @@ mod corpus_tests {
         ("spring-kafka/dlt-reprocessed-fails-again", None),
         ("spring-cloud-stream/function-throws-dlq", None),
         // Kafka Streams' DeserializationExceptionHandler: SerializationException.
-        ("kafka-streams/deserialization", Some("deserialization failure")),
+        (
+            "kafka-streams/deserialization",
+            Some("deserialization failure"),
+        ),
         ("kafka-streams/processing", None),
         ("bakdata-kafka-error-handling/error-headers", None),
         ("watermill/poison-queue", None),

@@ -124,7 +124,11 @@ pub async fn run(
                                 tracing::info!(rule, %from, %to, moved = n, "dead letters moved by age");
                             }
                             next_move = tokio::time::Instant::now()
-                                + if m.more { IDLE_WAIT } else { move_interval(set) };
+                                + if m.more {
+                                    IDLE_WAIT
+                                } else {
+                                    move_interval(set)
+                                };
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot move aged dead letters yet");

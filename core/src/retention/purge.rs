@@ -52,7 +52,8 @@ impl PurgeReason {
 
 /// The statuses an archive-tier purge deletes (re-checked by the delete): all but
 /// `replay_pending`.
-const ARCHIVE_TIER_STATUSES: [&str; 5] = ["new", "replay_failed", "replayed", "re_failed", "deleted"];
+const ARCHIVE_TIER_STATUSES: [&str; 5] =
+    ["new", "replay_failed", "replayed", "re_failed", "deleted"];
 
 /// The dead letters one limit purges in a run, and what came of it.
 #[derive(Debug, Clone, Serialize)]

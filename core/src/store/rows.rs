@@ -87,7 +87,10 @@ impl SummaryRow {
             labels: Vec::new(),
             group_labels: Vec::new(),
             repeat_failures: self.repeat_failures,
-            tier: self.tier.as_deref().and_then(crate::automation::Tier::parse),
+            tier: self
+                .tier
+                .as_deref()
+                .and_then(crate::automation::Tier::parse),
         })
     }
 }

@@ -443,7 +443,10 @@ impl Store {
     /// its rule's `max_attempts` read from the rule set version it was sorted with.
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored tier).
-    pub async fn tier_info(&self, id: i64) -> Result<Option<crate::automation::TierInfo>, StoreError> {
+    pub async fn tier_info(
+        &self,
+        id: i64,
+    ) -> Result<Option<crate::automation::TierInfo>, StoreError> {
         let row: Option<TierInfoRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT tier, rule_name, CAST(rule_version AS BIGINT) AS rule_version, reason, \
@@ -497,7 +500,8 @@ impl Store {
         selection: &crate::actions::Selection,
     ) -> Result<i64, StoreError> {
         on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new("SELECT COUNT(*) FROM dead_letters");
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("SELECT COUNT(*) FROM dead_letters");
             super::actions::push_selection(&mut qb, selection);
             qb.push(
                 " AND status <> 'deleted' AND id IN \
@@ -575,59 +579,59 @@ impl Store {
                     .map_err(store_error)?;
                 moved.sort_unstable();
                 if !moved.is_empty() {
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("UPDATE dead_letter_tiers SET tier = ");
-                DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
-                qb.push(", tier_at_ms = ");
-                DB::bind(&mut qb, Val::I64(Some(now)));
-                qb.push(", next_attempt_at_ms = NULL, reason = ");
-                DB::bind(&mut qb, Val::OwnedText(Some(reason.clone())));
-                qb.push(" WHERE dead_letter_id IN ");
-                DB::push_json_ids(&mut qb, ids_json(&moved));
-                qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                let detail = format!("{from} → {}: ", mv.to);
-                super::actions::insert_events_for_ids::<DB>(
-                    &moved,
-                    now,
-                    "tier_moved",
-                    SORTER_ACTOR,
-                    |qb| {
-                        DB::bind(qb, Val::OwnedText(Some(detail)));
-                    },
-                    reason.clone(),
-                    None,
-                )
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-                let audit = crate::actions::NewAuditEntry {
-                    actor: SORTER_ACTOR.to_string(),
-                    action: "tier_move".to_string(),
-                    outcome: format!("ok: {} moved from {from} to {}", moved.len(), mv.to),
-                    count: moved.len() as i64,
-                    ids: Some(ids_json(&moved)),
-                    filter: None,
-                    reason: Some(reason.clone()),
-                    client_ip: None,
-                    user_agent: None,
-                    job_id: None,
-                    via_token: None,
-                    detail: Some(
-                        serde_json::json!({
-                            "rule": rule.name,
-                            "from": from.as_str(),
-                            "to": mv.to.as_str(),
-                            "after_ms": mv.after_ms,
-                        })
-                        .to_string(),
-                    ),
-                };
-                super::audit::insert_audit::<DB>(&audit, now)
+                    let mut qb: QueryBuilder<'_, DB> =
+                        QueryBuilder::new("UPDATE dead_letter_tiers SET tier = ");
+                    DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
+                    qb.push(", tier_at_ms = ");
+                    DB::bind(&mut qb, Val::I64(Some(now)));
+                    qb.push(", next_attempt_at_ms = NULL, reason = ");
+                    DB::bind(&mut qb, Val::OwnedText(Some(reason.clone())));
+                    qb.push(" WHERE dead_letter_id IN ");
+                    DB::push_json_ids(&mut qb, ids_json(&moved));
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    let detail = format!("{from} → {}: ", mv.to);
+                    super::actions::insert_events_for_ids::<DB>(
+                        &moved,
+                        now,
+                        "tier_moved",
+                        SORTER_ACTOR,
+                        |qb| {
+                            DB::bind(qb, Val::OwnedText(Some(detail)));
+                        },
+                        reason.clone(),
+                        None,
+                    )
                     .build()
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
+                    let audit = crate::actions::NewAuditEntry {
+                        actor: SORTER_ACTOR.to_string(),
+                        action: "tier_move".to_string(),
+                        outcome: format!("ok: {} moved from {from} to {}", moved.len(), mv.to),
+                        count: moved.len() as i64,
+                        ids: Some(ids_json(&moved)),
+                        filter: None,
+                        reason: Some(reason.clone()),
+                        client_ip: None,
+                        user_agent: None,
+                        job_id: None,
+                        via_token: None,
+                        detail: Some(
+                            serde_json::json!({
+                                "rule": rule.name,
+                                "from": from.as_str(),
+                                "to": mv.to.as_str(),
+                                "after_ms": mv.after_ms,
+                            })
+                            .to_string(),
+                        ),
+                    };
+                    super::audit::insert_audit::<DB>(&audit, now)
+                        .build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
                 }
                 tx.commit().await.map_err(store_error)?;
                 Ok::<_, StoreError>(moved)
@@ -700,7 +704,10 @@ impl Store {
                 DB::bind(&mut qb, Val::Text(Some(t)));
             }
             qb.push(" GROUP BY d.dlq_topic ORDER BY d.dlq_topic LIMIT 1000");
-            qb.build_query_as().fetch_all(pool).await.map_err(store_error)
+            qb.build_query_as()
+                .fetch_all(pool)
+                .await
+                .map_err(store_error)
         })
     }
 }
@@ -811,11 +818,19 @@ schedule = { max_attempts = 2, backoff = "10s", jitter = 0.0 }
         let admin = actor(Role::Admin);
         assert!(check_loop_guard(&admin, Some("INC-7 fixed"), false, 2).is_ok());
         let e = check_loop_guard(&admin, Some("  "), false, 2).unwrap_err();
-        assert!(e.to_string().contains("2 of the selected dead letters are loop-guarded"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("2 of the selected dead letters are loop-guarded"),
+            "{e}"
+        );
         assert!(e.to_string().ends_with("needs a reason"), "{e}");
         let viewer = actor(Role::Viewer);
         let e = check_loop_guard(&viewer, None, false, 1).unwrap_err();
-        assert!(e.to_string().contains("the approve permission and a reason"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the approve permission and a reason"),
+            "{e}"
+        );
         // The four-eyes path: an approver approved it.
         assert!(check_loop_guard(&viewer, Some("why"), true, 1).is_ok());
         let mut token = actor(Role::Admin);

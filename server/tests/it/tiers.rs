@@ -57,7 +57,10 @@ fn seed(source: &str, n: u32, class: &str, extra: &[(&str, &str)]) -> TestRecord
         ("original_partition".into(), Some(b"0".to_vec())),
         ("original_offset".into(), Some(n.to_string().into_bytes())),
         ("retry_count".into(), Some(b"0".to_vec())),
-        ("error".into(), Some(format!("{class}: failed #{n}").into_bytes())),
+        (
+            "error".into(),
+            Some(format!("{class}: failed #{n}").into_bytes()),
+        ),
         ("error_class".into(), Some(class.as_bytes().to_vec())),
         ("message_id".into(), Some(id.into_bytes())),
     ];
@@ -100,7 +103,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -255,7 +261,12 @@ permissions = ["replay"]
     };
     let v = app
         .store
-        .save_rule_set(&rules_admin, RuleSetOrigin::Api, rules(), Some("tiers test"))
+        .save_rule_set(
+            &rules_admin,
+            RuleSetOrigin::Api,
+            rules(),
+            Some("tiers test"),
+        )
         .await
         .expect("the rule set saves");
     assert_eq!(v.version, 1);
@@ -315,7 +326,10 @@ permissions = ["replay"]
 
     // The tier filter, and the default view without the archive tier.
     let all_live = ids(&app, &token, &format!("dlq_topic={dlq}&limit=500")).await;
-    assert!(!all_live.contains(&legacy), "archive is out of the default view");
+    assert!(
+        !all_live.contains(&legacy),
+        "archive is out of the default view"
+    );
     assert!(all_live.contains(&poison) && all_live.contains(&plain));
     assert_eq!(
         ids(&app, &token, &format!("dlq_topic={dlq}&tier=poison")).await,
@@ -342,11 +356,15 @@ permissions = ["replay"]
     assert_eq!(count["items"][0]["tier"], "poison");
 
     // Age-based movement: `business` → archive after 2 s, audited once by `(rules)`.
-    eventually("the business dead letter moves to archive", DEADLINE, || async {
-        ids(&app, &token, &format!("dlq_topic={dlq}&tier=archive"))
-            .await
-            .contains(&business)
-    })
+    eventually(
+        "the business dead letter moves to archive",
+        DEADLINE,
+        || async {
+            ids(&app, &token, &format!("dlq_topic={dlq}&tier=archive"))
+                .await
+                .contains(&business)
+        },
+    )
     .await;
     let b = tiering(&app, &token, business).await;
     assert_eq!(b["tiering"]["tier"], "archive");
@@ -361,7 +379,10 @@ permissions = ["replay"]
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert_eq!(moves[0].actor, "(rules)");
     assert_eq!(moves[0].count, 1);
-    assert_eq!(moves[0].ids.as_deref(), Some(format!("[{business}]").as_str()));
+    assert_eq!(
+        moves[0].ids.as_deref(),
+        Some(format!("[{business}]").as_str())
+    );
     let history = json_get(
         &app,
         &token,
@@ -374,12 +395,18 @@ permissions = ["replay"]
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert!(kinds_of.contains(&"tier_assigned") && kinds_of.contains(&"tier_moved"), "{kinds_of:?}");
+    assert!(
+        kinds_of.contains(&"tier_assigned") && kinds_of.contains(&"tier_moved"),
+        "{kinds_of:?}"
+    );
 
     // One automatic attempt used (the scheduler's round would count it so), then a manual
     // replay that comes back: its automatic attempts are carried over and it escalates.
     assert_eq!(
-        app.store.note_automatic_attempts(&[transient]).await.unwrap(),
+        app.store
+            .note_automatic_attempts(&[transient])
+            .await
+            .unwrap(),
         1
     );
     replay_and_come_back(&app, backend, &token, &dlq, &source, transient, 6, None).await;
@@ -402,7 +429,10 @@ permissions = ["replay"]
     let g = tiering(&app, &token, back2).await;
     assert_eq!(g["tiering"]["loop_guarded"], true, "{g}");
     assert_eq!(g["tiering"]["tier"], "manual");
-    assert!(g["tiering"]["reason"].as_str().unwrap().starts_with("loop guard"));
+    assert!(g["tiering"]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("loop guard"));
 
     // Replaying it by hand: the dry run says so; no approve permission, or no reason: 422.
     let dry: Value = app
@@ -421,8 +451,16 @@ permissions = ["replay"]
         .await;
     let rita = app.create_token("rita").await;
     for (who, reason, missing) in [
-        (rita.as_str(), None, "needs the approve permission and a reason"),
-        (rita.as_str(), Some("INC-9 fixed"), "needs the approve permission"),
+        (
+            rita.as_str(),
+            None,
+            "needs the approve permission and a reason",
+        ),
+        (
+            rita.as_str(),
+            Some("INC-9 fixed"),
+            "needs the approve permission",
+        ),
         (token.as_str(), None, "needs a reason"),
         (token.as_str(), Some("   "), "needs a reason"),
     ] {
@@ -473,7 +511,10 @@ permissions = ["replay"]
     assert!(page.contains("Loop-guarded"), "the detail page says so");
     assert!(page.contains("loop guard: came back 2 times"));
     let list = app
-        .get(&format!("/?dlq_topic={dlq}&tier=poison"), Auth::Session(&session))
+        .get(
+            &format!("/?dlq_topic={dlq}&tier=poison"),
+            Auth::Session(&session),
+        )
         .await
         .text()
         .await
@@ -514,7 +555,12 @@ async fn sorting_rate(backend: Backend) {
     let store = redrive_core::store::Store::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
     const N: i64 = 100_000;
-    let classes = ["LlmTimeoutError", "ValidationError", "BusinessError", "LegacyError"];
+    let classes = [
+        "LlmTimeoutError",
+        "ValidationError",
+        "BusinessError",
+        "LegacyError",
+    ];
     for chunk in 0..(N / 1_000) {
         let batch: Vec<NewDeadLetter> = (0..1_000)
             .map(|i| {
@@ -530,7 +576,11 @@ async fn sorting_rate(backend: Backend) {
                         value: Some(b"{}".to_vec()),
                         headers: vec![Header {
                             name: "retryable".into(),
-                            value: Some(if n % 10 == 0 { b"false".to_vec() } else { b"true".to_vec() }),
+                            value: Some(if n % 10 == 0 {
+                                b"false".to_vec()
+                            } else {
+                                b"true".to_vec()
+                            }),
                         }],
                     },
                     convention: Convention::Seed,
