@@ -147,6 +147,15 @@ mod seam {
                 "a replay job's canary failed and paused the job; resolves after {} s",
                 r.window() / 1000
             ),
+            RuleKind::PoisonArrived => format!(
+                "dead letters sorted into the poison tier, per dlq_topic; resolves after {} s",
+                r.window() / 1000
+            ),
+            RuleKind::Escalated => format!(
+                "dead letters escalated to manual after their automatic attempts, per \
+                 dlq_topic; resolves after {} s",
+                r.window() / 1000
+            ),
             RuleKind::Quarantined => {
                 format!(
                     "records in quarantine > {} per dlq_topic",

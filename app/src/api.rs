@@ -68,6 +68,10 @@ pub struct DeadLetterDetail {
     /// The earlier dead letter it came back from, if it did (`docs/replay.md`, "Outcome").
     #[serde(default)]
     pub link: Option<redrive_core::ReplayLink>,
+    /// Its tier, rule, reason and automation state (`docs/automation.md`, "Tiers in the UI
+    /// and API"); the reason cut like a message. `None` while unsorted.
+    #[serde(default)]
+    pub tiering: Option<redrive_core::automation::TierInfo>,
     /// The chain of replays around it (bounded: `CHAIN_LINKS_SHOWN` a side).
     #[serde(default)]
     pub chain: redrive_core::outcome::ReplayChain,

@@ -306,6 +306,11 @@ pub struct DryRun {
     /// `replay_pending` (in another job's outbox).
     #[serde(default)]
     pub skipped: i64,
+    /// Selected dead letters the loop guard took out of automation (`docs/automation.md`,
+    /// "Escalation and loop guard"): replaying them by hand needs the `approve` permission
+    /// and a reason.
+    #[serde(default)]
+    pub loop_guarded: i64,
 }
 
 impl DryRun {

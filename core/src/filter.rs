@@ -6,6 +6,7 @@ use base64::Engine;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::automation::Tier;
 use crate::model::Status;
 
 /// Largest page the list and the API serve.
@@ -18,7 +19,7 @@ pub const DEFAULT_LIMIT: u32 = 50;
 ///
 /// Query-string names (the page URL, `GET /api/v1/dead-letters`, and JSON bodies) are the field
 /// names: `fingerprint`, `error_class`, `q`, `source_topic`, `dlq_topic`, `consumer_group`,
-/// `status`, `from`, `to`, `label`, `unlabelled`, `came_back`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
+/// `status`, `from`, `to`, `label`, `unlabelled`, `came_back`, `tier`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
 /// `datetime-local` value (`2026-12-01T06:00`, taken as UTC), a date (`2026-12-01`) or epoch ms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Filter {
@@ -49,12 +50,66 @@ pub struct Filter {
     /// failed again (`docs/replay.md`, "Outcome"; query value as for `unlabelled`).
     #[serde(default)]
     pub came_back: bool,
+    /// In this automation tier (`transient`, `manual`, `poison`, `archive`), or not sorted
+    /// yet (`unsorted`; `docs/automation.md`, "Tiers in the UI and API"). `None` means every
+    /// tier but `archive`: the archive tier is out of the default views, as `deleted` is
+    /// out of them without a `status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<TierFilter>,
     /// Only dead letters of these DLQ topics: the acting user's topic scope, resolved against
     /// the stored DLQ topics (`Store::limit_to_scope`, `crate::permission`). Never a query
     /// parameter, never shown in a URL ([`Filter::to_pairs`]); kept when a filter is stored
     /// (a resumed bulk action stays in its user's scope). `None`: every topic; empty: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dlq_topic_in: Option<Vec<String>>,
+}
+
+/// The `tier` filter's value: one tier, or the dead letters the sorter has not reached yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TierFilter {
+    Transient,
+    Manual,
+    Poison,
+    Archive,
+    /// `dead_letters.tier` NULL: stored before the sorter reached it (or before migration
+    /// 0022).
+    Unsorted,
+}
+
+impl TierFilter {
+    /// Every value, in the order the filter form lists them.
+    pub const ALL: [TierFilter; 5] = [
+        TierFilter::Transient,
+        TierFilter::Manual,
+        TierFilter::Poison,
+        TierFilter::Archive,
+        TierFilter::Unsorted,
+    ];
+
+    /// The query-string value.
+    pub fn as_str(self) -> &'static str {
+        match self.tier() {
+            Some(t) => t.as_str(),
+            None => "unsorted",
+        }
+    }
+
+    /// Parses [`TierFilter::as_str`]'s values.
+    pub fn parse(s: &str) -> Option<TierFilter> {
+        TierFilter::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// The tier, `None` for `unsorted`.
+    pub fn tier(self) -> Option<Tier> {
+        match self {
+            TierFilter::Transient => Some(Tier::Transient),
+            TierFilter::Manual => Some(Tier::Manual),
+            TierFilter::Poison => Some(Tier::Poison),
+            TierFilter::Archive => Some(Tier::Archive),
+            TierFilter::Unsorted => None,
+        }
+    }
 }
 
 /// A list request: the filter plus pagination (`limit` ≤ [`MAX_LIMIT`], `cursor`).
@@ -76,7 +131,7 @@ pub struct Cursor {
 /// Why a filter or list request was refused; the message is meant for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
-    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, label, unlabelled, limit, cursor")]
+    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, label, unlabelled, came_back, tier, limit, cursor")]
     UnknownParameter(String),
     #[error("parameter `{0}` is given more than once")]
     Repeated(String),
@@ -97,6 +152,8 @@ pub enum FilterError {
     /// A yes/no parameter (`unlabelled`, `came_back`) with another value: (name, value).
     #[error("`{0}` must be true or false (got `{1}`)")]
     BadFlag(&'static str, String),
+    #[error("`tier` must be one of transient, manual, poison, archive, unsorted (got `{0}`)")]
+    BadTier(String),
     #[error("`label` and `unlabelled` contradict each other: give one of them")]
     LabelConflict,
 }
@@ -221,6 +278,12 @@ impl Filter {
             }
             "unlabelled" => self.unlabelled = flag("unlabelled", value)?,
             "came_back" => self.came_back = flag("came_back", value)?,
+            "tier" => {
+                self.tier = match v {
+                    None => None,
+                    Some(s) => Some(TierFilter::parse(&s).ok_or(FilterError::BadTier(s))?),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -250,6 +313,9 @@ impl Filter {
         }
         if self.came_back {
             out.push(("came_back", "true".to_string()));
+        }
+        if let Some(t) = self.tier {
+            out.push(("tier", t.as_str().to_string()));
         }
         out
     }
@@ -401,6 +467,17 @@ mod tests {
             ListQuery::from_pairs([("came_back", "perhaps")]),
             Err(FilterError::BadFlag("came_back", _))
         ));
+        assert!(matches!(
+            ListQuery::from_pairs([("tier", "limbo")]),
+            Err(FilterError::BadTier(_))
+        ));
+        for t in TierFilter::ALL {
+            let q = ListQuery::from_pairs([("tier", t.as_str())]).unwrap();
+            assert_eq!(q.filter.tier, Some(t));
+            let pairs = q.filter.to_pairs();
+            let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+            assert_eq!(back.filter, q.filter);
+        }
         let q = ListQuery::from_pairs([("unlabelled", "on"), ("came_back", "1")]).unwrap();
         assert!(q.filter.unlabelled && q.filter.came_back);
         let pairs = q.filter.to_pairs();

@@ -222,6 +222,10 @@ pub struct DeadLetterSummary {
     /// replay; see [`ReplayLink`]).
     #[serde(default)]
     pub repeat_failures: i32,
+    /// Its automation tier (`docs/automation.md`); `None` until the leader's sorter has
+    /// sorted it.
+    #[serde(default)]
+    pub tier: Option<crate::automation::Tier>,
 }
 
 /// A whole dead letter: the raw record, byte-exact, plus everything normalised.
@@ -237,6 +241,10 @@ pub struct DeadLetter {
     /// Where it came back from, if it arrived from an earlier replay.
     #[serde(default)]
     pub link: Option<ReplayLink>,
+    /// Which tier it got, from which rule and why, and its automation state; `None` while
+    /// unsorted.
+    #[serde(default)]
+    pub tiering: Option<crate::automation::TierInfo>,
 }
 
 /// How a dead letter that came back after a replay was linked to its earlier self, by

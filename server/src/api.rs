@@ -183,6 +183,51 @@ pub struct DeadLetterItem {
     pub labels: Vec<String>,
     /// Its error group's triage labels, sorted.
     pub group_labels: Vec<String>,
+    /// Its automation tier: `transient`, `manual`, `poison` or `archive`; `null` while not
+    /// sorted yet (`docs/automation.md`, "Tiers in the UI and API").
+    pub tier: Option<&'static str>,
+}
+
+/// How and why a dead letter got its tier, and its automation state (`docs/automation.md`).
+#[derive(Debug, Serialize)]
+pub struct TieringItem {
+    pub tier: &'static str,
+    /// The rule that gave it; `null` for the default tier or a poison signal.
+    pub rule: Option<String>,
+    /// The rule set version used.
+    pub rule_version: Option<i64>,
+    /// One line: which conditions matched, or why it escalated, was loop-guarded or moved.
+    pub reason: String,
+    /// When it entered this tier, RFC 3339 UTC.
+    pub tier_at: Option<String>,
+    /// Automatic replays so far (carried over from its earlier self when it came back).
+    pub auto_attempts: i32,
+    /// Its rule's `schedule.max_attempts` (transient rules only).
+    pub max_attempts: Option<u32>,
+    /// When the next automatic replay is due, RFC 3339 UTC; `null`: none is due.
+    pub next_attempt_at: Option<String>,
+    /// Taken out of automation by the loop guard: a manual replay needs the `approve`
+    /// permission and a reason.
+    pub loop_guarded: bool,
+    /// Moved to `manual` after its automatic attempts were used up.
+    pub escalated: bool,
+}
+
+impl From<&redrive_core::automation::TierInfo> for TieringItem {
+    fn from(t: &redrive_core::automation::TierInfo) -> Self {
+        TieringItem {
+            tier: t.tier.as_str(),
+            rule: t.rule.clone(),
+            rule_version: t.rule_version,
+            reason: t.reason.clone(),
+            tier_at: rfc3339(t.tier_at_ms),
+            auto_attempts: t.auto_attempts,
+            max_attempts: t.max_attempts,
+            next_attempt_at: t.next_attempt_at_ms.and_then(rfc3339),
+            loop_guarded: t.loop_guarded,
+            escalated: t.escalated,
+        }
+    }
 }
 
 /// A whole dead letter (`GET /api/v1/dead-letters/{id}`): the list fields plus the stack
@@ -218,6 +263,8 @@ pub struct DeadLetterRecord {
     /// is the stored bytes either way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_schema: Option<ValueSchemaItem>,
+    /// Its tier's rule, reason and automation state; `null` while not sorted yet.
+    pub tiering: Option<TieringItem>,
 }
 
 /// A wire-format value decoded for reading (`docs/payloads.md`).
@@ -334,6 +381,7 @@ impl From<&DeadLetterSummary> for DeadLetterItem {
             malformed: s.malformed,
             labels: s.labels.clone(),
             group_labels: s.group_labels.clone(),
+            tier: s.tier.map(|t| t.as_str()),
         }
     }
 }
@@ -361,6 +409,7 @@ impl DeadLetterRecord {
                 redrive_core::outcome::window_ms(),
             ),
             value_schema: None,
+            tiering: d.tiering.as_ref().map(TieringItem::from),
         }
     }
 }

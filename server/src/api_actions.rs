@@ -4,7 +4,7 @@
 //! | route | role | answer |
 //! |---|---|---|
 //! | `POST /api/v1/replays` | operator | 202 `{"job_id", "total", "skipped", ...}` |
-//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "requires_confirm_all", "confirm_all", "sample"}` |
+//! | `POST /api/v1/replays/dry-run` | viewer | `{"total", "queued", "per_target", "without_target", "skipped", "loop_guarded", "requires_confirm_all", "confirm_all", "sample"}` |
 //! | `GET /api/v1/replays` | viewer | `{"items": [job, ...]}` (newest first, `?limit=` ≤ 500) |
 //! | `GET /api/v1/replays/{job_id}` | viewer | job: `{"id", "status", "total", "published", "failed", ..., "lag"}` |
 //! | `POST /api/v1/replays/{job_id}/cancel` | operator | the job, cancelled (running, waiting or paused) |
@@ -426,6 +426,9 @@ pub struct DryRunResult {
     pub without_target: i64,
     /// Deleted or already pending: a replay skips them.
     pub skipped: i64,
+    /// Loop-guarded ones (`docs/automation.md`): the replay needs the `approve` permission
+    /// and a reason, else it is refused with 422.
+    pub loop_guarded: i64,
     /// True when the filter is empty: the replay needs `"confirm_all"` (module doc).
     pub requires_confirm_all: bool,
     /// The number to send as `"confirm_all"` (the dead letters the empty filter matches
@@ -569,6 +572,7 @@ impl From<DryRun> for DryRunResult {
                 .collect(),
             without_target: d.without_target,
             skipped: d.skipped,
+            loop_guarded: d.loop_guarded,
             requires_confirm_all: false,
             confirm_all: None,
             sample: Default::default(),

@@ -274,6 +274,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     // Automatic reprocessing (docs/automation.md): the leader sorts new dead letters into
     // tiers with the active rule set version.
     let sorter_status = Arc::new(redrive_core::automation::sort_loop::SorterStatus::default());
+    telemetry.set_sorter(sorter_status.clone());
     tokio::spawn(redrive_core::automation::sort_loop::run(
         store.clone(),
         {

@@ -69,6 +69,8 @@ struct Shared {
     alerts: std::sync::OnceLock<Arc<AlertStatus>>,
     /// Retention's counters and backpressure, once [`Telemetry::with_retention`] named them.
     retention: std::sync::OnceLock<crate::telemetry_retention::RetentionMetrics>,
+    /// The leader's sorter's counters, once [`Telemetry::set_sorter`] named them.
+    sorter: std::sync::OnceLock<Arc<redrive_core::automation::sort_loop::SorterStatus>>,
     /// The SQLite write gate's figures, read from the store at each scrape (`None` on
     /// PostgreSQL).
     write_gate: Mutex<Option<redrive_core::store::WriteGateStats>>,
@@ -86,6 +88,7 @@ impl Telemetry {
             quarantined: Mutex::new(None),
             alerts: std::sync::OnceLock::new(),
             retention: std::sync::OnceLock::new(),
+            sorter: std::sync::OnceLock::new(),
             write_gate: Mutex::new(None),
         });
         let mut registry = Registry::default();
@@ -124,6 +127,11 @@ impl Telemetry {
     ) -> Telemetry {
         let _ = self.shared.retention.set(metrics);
         self
+    }
+
+    /// Reads the sorter's counters at each scrape (`redrive_tier_*`, `crate::telemetry_tiers`).
+    pub fn set_sorter(&self, sorter: Arc<redrive_core::automation::sort_loop::SorterStatus>) {
+        let _ = self.shared.sorter.set(sorter);
     }
 
     /// Event: a store operation failed while serving a request, a probe or a scrape. Logs
@@ -390,6 +398,7 @@ impl Collector for Exposition {
         }
         crate::alerts_metrics::encode(&mut enc, self.0.alerts.get().map(|a| a.snapshot()))?;
         crate::telemetry_retention::encode(&mut enc, self.0.retention.get())?;
+        crate::telemetry_tiers::encode(&mut enc, self.0.sorter.get().map(|s| s.as_ref()))?;
         crate::telemetry_write_gate::encode(&mut enc, *lock(&self.0.write_gate))?;
 
         {

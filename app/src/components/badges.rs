@@ -1,4 +1,5 @@
 use leptos::prelude::*;
+use redrive_core::automation::Tier;
 use redrive_core::Status;
 
 /// A dead letter's lifecycle state as a coloured badge.
@@ -16,4 +17,21 @@ pub fn MalformedBadge() -> impl IntoView {
             "malformed"
         </span>
     }
+}
+
+/// A dead letter's automation tier (`docs/automation.md`), or "unsorted" while the sorter
+/// has not reached it.
+#[component]
+pub fn TierBadge(tier: Option<Tier>) -> impl IntoView {
+    let (name, title) = match tier {
+        Some(Tier::Transient) => ("transient", "Replayed automatically on its rule's schedule"),
+        Some(Tier::Manual) => ("manual", "A person decides: never replayed automatically"),
+        Some(Tier::Poison) => (
+            "poison",
+            "Can never succeed as it is: never replayed automatically",
+        ),
+        Some(Tier::Archive) => ("archive", "Kept for audit: out of the default views"),
+        None => ("unsorted", "Not sorted into a tier yet"),
+    };
+    view! { <span class=format!("badge tier tier-{name}") title=title>{name}</span> }
 }

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use redrive_core::DeadLetterSummary;
 
-use super::{LabelChips, MalformedBadge, Picked, StatusBadge};
+use super::{LabelChips, MalformedBadge, Picked, StatusBadge, TierBadge};
 use crate::display::{format_time, shorten};
 
 /// Longest error message shown in a list cell; the whole message is in the cell's tooltip and
@@ -127,6 +127,8 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
             <td class="num mono">{retries}</td>
             <td class="nowrap">
                 <StatusBadge status=d.status />
+                " "
+                <TierBadge tier=d.tier />
                 {d.malformed.then(|| view! { " " <MalformedBadge /> })}
                 {(d.repeat_failures > 0).then(|| view! {
                     " "

@@ -1,5 +1,5 @@
 use leptos::prelude::*;
-use redrive_core::filter::{format_time_input, parse_time};
+use redrive_core::filter::{format_time_input, parse_time, TierFilter};
 use redrive_core::Status;
 
 use crate::api::FilterChoices;
@@ -33,6 +33,14 @@ pub fn FilterBar(
                     {s.as_str().replace('_', " ")}
                 </option>
             }
+        })
+        .collect_view();
+    let tier = v("tier");
+    let tier_options = TierFilter::ALL
+        .into_iter()
+        .map(|t| {
+            let selected = tier == t.as_str();
+            view! { <option value=t.as_str() selected=selected>{t.as_str()}</option> }
         })
         .collect_view();
     let limit = v("limit");
@@ -89,6 +97,15 @@ pub fn FilterBar(
                         "live (not deleted)"
                     </option>
                     {status_options}
+                </select>
+            </label>
+            <label title="Automation tier; without one, the archive tier is left out">
+                <span>"Tier"</span>
+                <select name="tier">
+                    <option value="" selected=tier.is_empty()>
+                        "all but archive"
+                    </option>
+                    {tier_options}
                 </select>
             </label>
             <label>

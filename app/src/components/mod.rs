@@ -17,7 +17,7 @@ mod list_tools;
 mod pager;
 mod payload_view;
 
-pub use badges::{MalformedBadge, StatusBadge};
+pub use badges::{MalformedBadge, StatusBadge, TierBadge};
 pub use bulk_actions::{ActionError, ActionNotice, BulkActions, Picked};
 pub use canary::{CanaryFields, CanarySection};
 pub use chart::{RateChart, Sparkline};

@@ -55,6 +55,7 @@ pub fn summary_row(s: &DeadLetterSummary) -> DeadLetterSummary {
         labels: s.labels.clone(),
         group_labels: s.group_labels.clone(),
         repeat_failures: s.repeat_failures,
+        tier: s.tier,
     }
 }
 
@@ -127,6 +128,11 @@ pub fn detail(d: &DeadLetter) -> DeadLetterDetail {
         dlq_topic_value: d.summary.dlq_topic.clone(),
         source_topic_value: n.source_topic.clone(),
         link: d.link.clone(),
+        // The reason quotes record fields (error class, topics): bounded like a message.
+        tiering: d.tiering.clone().map(|mut t| {
+            t.reason = message(&t.reason, ROW_MESSAGE_BYTES * 4);
+            t
+        }),
         chain: Default::default(),
         verdict: None,
         value_schema: None,

@@ -181,6 +181,22 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                     </p>
                 }
             });
+            // The loop guard (`docs/automation.md`): said before the button, checked again
+            // by the store when the replay is asked for.
+            let guarded = (d.loop_guarded > 0).then(|| {
+                let n = d.loop_guarded;
+                let (is, them) = if n == 1 { ("is", "it") } else { ("are", "them") };
+                let sentence = format!(
+                    " matching the filter {is} loop-guarded (came back after replays too \
+                     often): replaying {them} needs the approve permission and a reason."
+                );
+                view! {
+                    <p class="notice loop-guarded">
+                        <strong>{dead_letters(n)}</strong>
+                        {sentence}
+                    </p>
+                }
+            });
             view! {
                 <p class="confirm-count">
                     <strong class="count">{d.queued()}</strong>
@@ -201,6 +217,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                 })}
                 {no_target}
                 {skipped}
+                {guarded}
             }
             .into_any()
         }

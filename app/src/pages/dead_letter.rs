@@ -10,7 +10,7 @@ use crate::api::{get_dead_letter, DeadLetterDetail};
 use crate::auth_context::{may, use_session, CsrfField, Permission};
 use crate::components::{
     ActionError, ActionNotice, CutNotice, HeaderTable, History, LabelChips, MalformedBadge,
-    PayloadView, SchemaDecoded, StatusBadge, TriageEditor,
+    PayloadView, SchemaDecoded, StatusBadge, TierBadge, TriageEditor,
 };
 use crate::display::{format_time, title_text};
 use crate::http_status::HttpStatus;
@@ -308,6 +308,7 @@ fn Detail(
         <h1 class="detail-title">
             <span class="mono">{s.error_class.clone().unwrap_or_else(|| "(no error class)".into())}</span>
             " " <StatusBadge status=s.status />
+            " " <TierBadge tier=s.tier />
             {s.malformed.then(|| view! { " " <MalformedBadge /> })}
         </h1>
         {message}
@@ -375,6 +376,7 @@ fn Detail(
                 }}
             </dd>
         </dl>
+        <Tiering tiering=d.tiering.clone() />
         <super::versions::Versions id=id versions=versions />
         <ReplayOutcome
             repeat_failures=s.repeat_failures
@@ -393,6 +395,67 @@ fn Detail(
         <section>
             <h2>"Headers"</h2>
             <HeaderTable headers=d.headers raw_href=format!("/dead-letters/{id}/raw/headers") />
+        </section>
+    }
+}
+
+/// "Tier": which tier the sorter gave it, from which rule and rule-set version, why, when,
+/// and its automation state (`docs/automation.md`, "Tiers in the UI and API").
+#[component]
+fn Tiering(tiering: Option<redrive_core::automation::TierInfo>) -> impl IntoView {
+    let body = match tiering {
+        None => view! {
+            <p class="dim">
+                "Not sorted yet: the leader's sorter gives it a tier from the active rules within a few seconds."
+            </p>
+        }
+        .into_any(),
+        Some(t) => {
+            let attempts = match t.max_attempts {
+                Some(m) => format!("{} of {m}", t.auto_attempts),
+                None => t.auto_attempts.to_string(),
+            };
+            let next = t
+                .next_attempt_at_ms
+                .map(|ms| format!("{} UTC", format_time(ms)))
+                .unwrap_or_else(|| "none due".to_string());
+            let rule = match (&t.rule, t.rule_version) {
+                (Some(r), Some(v)) => format!("{r} (rule set version {v})"),
+                (Some(r), None) => r.clone(),
+                (None, Some(v)) => format!("none (rule set version {v})"),
+                (None, None) => "none (no rule set stored)".to_string(),
+            };
+            view! {
+                {t.loop_guarded.then(|| view! {
+                    <p class="loop-guarded">
+                        "Loop-guarded: it came back after replays too often. No automatic replay; replaying it by hand needs the approve permission and a reason."
+                    </p>
+                })}
+                {t.escalated.then(|| view! {
+                    <p class="escalated">"Escalated to manual: it came back after its automatic attempts were used up."</p>
+                })}
+                <dl class="facts tiering">
+                    <dt>"Tier"</dt>
+                    <dd><TierBadge tier=Some(t.tier) /></dd>
+                    <dt>"Rule"</dt>
+                    <dd class="mono">{rule}</dd>
+                    <dt>"Why"</dt>
+                    <dd class="tier-reason">{t.reason.clone()}</dd>
+                    <dt>"In this tier since"</dt>
+                    <dd class="mono">{format_time(t.tier_at_ms)} " UTC"</dd>
+                    <dt>"Automatic attempts"</dt>
+                    <dd class="mono">{attempts}</dd>
+                    <dt>"Next automatic attempt"</dt>
+                    <dd class="mono">{next}</dd>
+                </dl>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <section class="tiering-section" id="tier">
+            <h2>"Tier"</h2>
+            {body}
         </section>
     }
 }

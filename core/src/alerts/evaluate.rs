@@ -267,6 +267,36 @@ pub async fn evaluate_once(
                     );
                 }
             }
+            RuleKind::PoisonArrived | RuleKind::Escalated => {
+                // Sorted by the leader's sorter (`docs/automation.md`): `tier_at_ms` is
+                // stamped before its transaction commits, so look back as for jobs.
+                let from = if jobs_seen {
+                    jobs_after.saturating_sub(JOBS_LOOKBACK_MS)
+                } else {
+                    jobs_after
+                };
+                for g in store
+                    .alert_tier_arrivals(
+                        rule.kind == RuleKind::Escalated,
+                        rule.dlq_topic.as_deref(),
+                        from,
+                        now_ms,
+                    )
+                    .await?
+                {
+                    let scope = scope_of("dlq_topic", g.value.as_deref());
+                    let seen = prev.contains_key(&(rule.name.clone(), scope.clone()));
+                    let at = if seen { g.at_ms } else { Some(now_ms) };
+                    readings.insert(
+                        scope,
+                        Reading {
+                            holds: true,
+                            value: g.count,
+                            last_event_ms: at.or(Some(now_ms)),
+                        },
+                    );
+                }
+            }
             RuleKind::Quarantined => {
                 let t = i64::try_from(rule.threshold_or_zero()).unwrap_or(i64::MAX);
                 for g in store
@@ -524,6 +554,14 @@ fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
         RuleKind::CanaryFailed => format!(
             "the canary of replay {scope} failed: {value} of its record(s) came back as dead \
              letters; the job paused itself"
+        ),
+        RuleKind::PoisonArrived => format!(
+            "{value} dead letter(s) in {scope} went to the poison tier: they can never succeed \
+             as they are and are never replayed automatically"
+        ),
+        RuleKind::Escalated => format!(
+            "{value} dead letter(s) in {scope} came back after their automatic attempts and \
+             were escalated to the manual tier"
         ),
         RuleKind::IngestLag => format!(
             "ingest is {value} record(s) behind in {scope} (threshold {})",

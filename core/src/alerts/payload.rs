@@ -87,7 +87,9 @@ pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
                 .map(|r| r.0 * rule.window() as f64 / 60_000.0),
         ),
         OldestAge => ("ms", rule.max_age_ms.map(|a| a as f64)),
-        NewArrival | NewErrorGroup | ReplayFailed | CanaryFailed => ("records", None),
+        NewArrival | NewErrorGroup | ReplayFailed | CanaryFailed | PoisonArrived | Escalated => {
+            ("records", None)
+        }
         IngestStalled => ("bool", None),
     }
 }

@@ -162,10 +162,16 @@ pub enum RuleKind {
     /// A replay job's canary failed (too many of its records came back) and the job paused
     /// itself; resolves after `window_ms` (`docs/replay.md`, "Canary replay").
     CanaryFailed,
+    /// Dead letters entered the poison tier (`docs/automation.md`): per DLQ topic; resolves
+    /// after `window_ms` without one.
+    PoisonArrived,
+    /// Dead letters came back after their automatic attempts were used up and were escalated
+    /// to the manual tier (`docs/automation.md`): per DLQ topic; resolves after `window_ms`.
+    Escalated,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 10] = [
+    pub const ALL: [RuleKind; 12] = [
         RuleKind::DlqSize,
         RuleKind::DeadLetterRate,
         RuleKind::NewArrival,
@@ -176,6 +182,8 @@ impl RuleKind {
         RuleKind::ReplayFailed,
         RuleKind::Quarantined,
         RuleKind::CanaryFailed,
+        RuleKind::PoisonArrived,
+        RuleKind::Escalated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -190,6 +198,8 @@ impl RuleKind {
             RuleKind::ReplayFailed => "replay_failed",
             RuleKind::Quarantined => "quarantined",
             RuleKind::CanaryFailed => "canary_failed",
+            RuleKind::PoisonArrived => "poison_arrived",
+            RuleKind::Escalated => "escalated",
         }
     }
 
@@ -202,6 +212,8 @@ impl RuleKind {
                 | RuleKind::NewErrorGroup
                 | RuleKind::ReplayFailed
                 | RuleKind::CanaryFailed
+                | RuleKind::PoisonArrived
+                | RuleKind::Escalated
         )
     }
 
@@ -440,7 +452,10 @@ impl RuleConfig {
             }
             let applies = match self.kind {
                 RuleKind::IngestStalled | RuleKind::ReplayFailed | RuleKind::CanaryFailed => false,
-                RuleKind::Quarantined | RuleKind::IngestLag => name == "dlq_topic",
+                RuleKind::Quarantined
+                | RuleKind::IngestLag
+                | RuleKind::PoisonArrived
+                | RuleKind::Escalated => name == "dlq_topic",
                 RuleKind::NewErrorGroup => name != "fingerprint",
                 _ => true,
             };

@@ -29,4 +29,4 @@ pub mod version_diff;
 pub mod view;
 
 pub use rules::{Assignment, MatchInput, RuleSet, RuleSetError, RuleSetSpec, RuleSpec, TierRule};
-pub use tier::Tier;
+pub use tier::{Tier, TierInfo};

@@ -44,6 +44,8 @@ pub const MAX_RULE_NAME_BYTES: usize = 64;
 pub const MAX_BATCH_SIZE: u32 = 10_000;
 /// Largest rule set text accepted, bytes.
 pub const MAX_RULE_SET_BYTES: usize = 256 * 1024;
+/// Shortest `move_after.after`, ms: the leader's age-move pass runs at most once a second.
+pub const MIN_MOVE_AFTER_MS: u64 = 1_000;
 /// Most entries in one match list (topics, classes, ...).
 pub const MAX_MATCH_ENTRIES: usize = 100;
 
@@ -715,9 +717,16 @@ fn compile_rule(r: &RuleSpec, position: usize) -> Result<TierRule, RuleSetError>
             }
             let after_ms =
                 parse_duration_ms(&format!("rule `{name}`: move_after.after"), &mv.after)?;
-            if after_ms < 60_000 {
+            if after_ms < MIN_MOVE_AFTER_MS {
                 return err(format!(
-                    "rule `{name}`: move_after.after must be at least 1m"
+                    "rule `{name}`: move_after.after must be at least 1s"
+                ));
+            }
+            if mv.to == Tier::Transient {
+                return err(format!(
+                    "rule `{name}`: move_after.to cannot be `transient` (automatic replay \
+                     belongs to the transient rule that sorted a record; move to manual, \
+                     poison or archive)"
                 ));
             }
             Some(AgeMove {
@@ -1075,5 +1084,111 @@ move_after = { after = "10d", to = "archive" }
         let set = RuleSet::parse_toml(SET).unwrap();
         let again = RuleSet::parse_toml(&set.to_toml()).unwrap();
         assert_eq!(again.spec, set.spec);
+    }
+}
+
+/// Poison routing over the real frameworks' captured dead letters (`testkit/corpus/`,
+/// `docs/corpus.md`): which records carry which signal (`docs/automation.md`, "Poison
+/// routing").
+#[cfg(all(test, feature = "server"))]
+mod corpus_tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::conventions::decode;
+    use crate::corpus::Case;
+
+    fn corpus_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/corpus")
+    }
+
+    /// (framework/case, the signal's start, or `None`: not poison).
+    const EXPECTED: &[(&str, Option<&str>)] = &[
+        // Connect: the converter stage (the exception chain is DataException →
+        // SerializationException → Jackson; the decoded class is Connect's own header).
+        (
+            "kafka-connect/key-converter",
+            Some("Kafka Connect converter failure (KEY_CONVERTER)"),
+        ),
+        (
+            "kafka-connect/value-converter",
+            Some("Kafka Connect converter failure (VALUE_CONVERTER)"),
+        ),
+        ("kafka-connect/transformation", None),
+        // Spring Kafka with ErrorHandlingDeserializer: the deserializer's SerializationException.
+        (
+            "spring-kafka/key-deserialization",
+            Some("deserialization failure"),
+        ),
+        (
+            "spring-kafka/value-deserialization",
+            Some("deserialization failure"),
+        ),
+        (
+            "spring-kafka/value-deserialization-retained-header",
+            Some("deserialization failure"),
+        ),
+        ("spring-kafka/listener-throws", None),
+        ("spring-kafka/listener-throws-delivery-attempt-header", None),
+        ("spring-kafka/retryable-topic", None),
+        ("spring-kafka/tombstone-and-null-key", None),
+        ("spring-kafka/dlt-reprocessed-fails-again", None),
+        ("spring-cloud-stream/function-throws-dlq", None),
+        // Kafka Streams' DeserializationExceptionHandler: SerializationException.
+        (
+            "kafka-streams/deserialization",
+            Some("deserialization failure"),
+        ),
+        ("kafka-streams/processing", None),
+        ("bakdata-kafka-error-handling/error-headers", None),
+        ("watermill/poison-queue", None),
+    ];
+
+    #[test]
+    fn captured_records_carry_the_documented_signals() {
+        let cases = Case::load_all(&corpus_dir()).expect("corpus loads");
+        let mut seen = Vec::new();
+        let mut wrong = Vec::new();
+        for (path, case) in &cases {
+            let key = format!("{}/{}", case.framework, case.case);
+            for r in &case.records {
+                let raw = r.raw(path).expect("corpus record decodes");
+                let (conv, n) = decode(&raw);
+                let input = MatchInput {
+                    dlq_topic: &raw.dlq_topic,
+                    source_topic: n.source_topic.as_deref(),
+                    consumer_group: n.consumer_group.as_deref(),
+                    error_class: n.error_class.as_deref(),
+                    error_message: n.error_message.as_deref(),
+                    fingerprint: "0000000000000000",
+                    convention: conv,
+                    headers: &raw.headers,
+                    labels: &[],
+                    age_ms: 0,
+                };
+                let got = poison_signal(&input);
+                match EXPECTED.iter().find(|(k, _)| *k == key) {
+                    None => wrong.push(format!("{key}: not in EXPECTED (signal {got:?})")),
+                    Some((_, want)) => {
+                        let ok = match (want, &got) {
+                            (None, None) => true,
+                            (Some(w), Some(g)) => g.starts_with(w),
+                            _ => false,
+                        };
+                        if !ok {
+                            wrong.push(format!(
+                                "{key}: want {want:?}, got {got:?} (class {:?})",
+                                n.error_class
+                            ));
+                        }
+                    }
+                }
+                seen.push(key.clone());
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        for (k, _) in EXPECTED {
+            assert!(seen.iter().any(|s| s == k), "case {k} not in the corpus");
+        }
     }
 }

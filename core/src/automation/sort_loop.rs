@@ -9,17 +9,29 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::RuleSet;
-use crate::store::{SortReport, Store, SORT_BATCH};
+use super::{RuleSet, Tier};
+use crate::store::{SortReport, Store, MOVE_BATCH, SORT_BATCH};
+
+/// Longest wait between age-move passes; a rule with a shorter `move_after.after` is
+/// checked every half of it, at least once a second.
+pub const MOVE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Wait between passes when nothing was left unsorted.
 pub const IDLE_WAIT: Duration = Duration::from_secs(1);
 
-/// What the sorter did, for metrics and the automation page. Shared with the server.
+/// What the sorter did, for metrics (`docs/metrics.md`, `redrive_tier_*`) and the
+/// automation page. Shared with the server.
 #[derive(Debug, Default)]
 pub struct SorterStatus {
     /// Dead letters sorted since start, all tiers.
     pub sorted_total: AtomicU64,
+    /// Dead letters sorted since start, per tier in [`Tier::ALL`] order.
+    pub sorted_by_tier: [AtomicU64; 4],
+    /// Dead letters moved by age since start.
+    pub moved_total: AtomicU64,
+    /// Passes that failed since start (the store unavailable, a version that does not
+    /// compile).
+    pub errors_total: AtomicU64,
     /// The rule set version in use (0: none stored yet).
     pub version: AtomicU64,
     /// The last error (a stored version that does not compile, the store unavailable);
@@ -29,8 +41,26 @@ pub struct SorterStatus {
 
 impl SorterStatus {
     fn set_error(&self, e: Option<String>) {
+        if e.is_some() {
+            self.errors_total.fetch_add(1, Ordering::Relaxed);
+        }
         if let Ok(mut g) = self.last_error.lock() {
             *g = e;
+        }
+    }
+
+    /// Dead letters sorted into `tier` since start.
+    pub fn sorted_into(&self, tier: Tier) -> u64 {
+        let i = Tier::ALL.iter().position(|t| *t == tier).unwrap_or(0);
+        self.sorted_by_tier[i].load(Ordering::Relaxed)
+    }
+
+    fn count(&self, report: &SortReport) {
+        self.sorted_total
+            .fetch_add(report.sorted, Ordering::Relaxed);
+        for (tier, n) in &report.per_tier {
+            let i = Tier::ALL.iter().position(|t| t == tier).unwrap_or(0);
+            self.sorted_by_tier[i].fetch_add(*n, Ordering::Relaxed);
         }
     }
 }
@@ -45,6 +75,10 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let mut compiled: Option<(i64, RuleSet)> = None;
+    let mut next_move = tokio::time::Instant::now();
+    // The version the next move time was planned with: a new version plans again at once
+    // (its `move_after` may be shorter).
+    let mut move_version: Option<i64> = None;
     loop {
         let mut more = false;
         if is_leader() {
@@ -55,11 +89,17 @@ pub async fn run(
                         compiled.as_ref().map_or(0, |c| c.0) as u64,
                         Ordering::Relaxed,
                     );
-                    status
-                        .sorted_total
-                        .fetch_add(report.sorted, Ordering::Relaxed);
+                    status.count(&report);
                     if report.sorted > 0 {
                         tracing::debug!(sorted = report.sorted, "dead letters sorted into tiers");
+                        if !report.poison.is_empty() || !report.escalated.is_empty() {
+                            tracing::info!(
+                                poison = report.poison.len(),
+                                escalated = report.escalated.len(),
+                                loop_guarded = report.loop_guarded.len(),
+                                "dead letters sorted into poison or escalated to manual"
+                            );
+                        }
                         on_batch(&report);
                     }
                     more = report.read >= u64::from(SORT_BATCH);
@@ -67,6 +107,35 @@ pub async fn run(
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot sort dead letters into tiers yet");
                     status.set_error(Some(e));
+                }
+            }
+            // Age-based movement, between sort batches (`docs/automation.md`).
+            let version_now = compiled.as_ref().map(|c| c.0);
+            if tokio::time::Instant::now() >= next_move || version_now != move_version {
+                if let Some((v, set)) = &compiled {
+                    move_version = Some(*v);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64);
+                    match store.move_aged(set, now, MOVE_BATCH).await {
+                        Ok(m) => {
+                            status.moved_total.fetch_add(m.moved, Ordering::Relaxed);
+                            for (rule, from, to, n) in &m.per_rule {
+                                tracing::info!(rule, %from, %to, moved = n, "dead letters moved by age");
+                            }
+                            next_move = tokio::time::Instant::now()
+                                + if m.more {
+                                    IDLE_WAIT
+                                } else {
+                                    move_interval(set)
+                                };
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot move aged dead letters yet");
+                            status.set_error(Some(e.to_string()));
+                            next_move = tokio::time::Instant::now() + IDLE_WAIT;
+                        }
+                    }
                 }
             }
         }
@@ -82,6 +151,19 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
         }
     }
+}
+
+/// How long until the next age-move pass: [`MOVE_INTERVAL`], or half the shortest enabled
+/// `move_after.after`, at least [`IDLE_WAIT`].
+pub fn move_interval(set: &RuleSet) -> Duration {
+    set.rules
+        .iter()
+        .filter(|r| !r.disabled)
+        .filter_map(|r| r.move_after)
+        .map(|m| Duration::from_millis(m.after_ms / 2))
+        .min()
+        .unwrap_or(MOVE_INTERVAL)
+        .clamp(IDLE_WAIT, MOVE_INTERVAL)
 }
 
 /// One batch with the active version (compiled again only when the version changed).

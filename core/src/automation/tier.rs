@@ -46,6 +46,34 @@ impl Tier {
     }
 }
 
+/// How and why one dead letter got its tier, and its automation state: its
+/// `dead_letter_tiers` row (migration 0022), shown on its page and in
+/// `GET /api/v1/dead-letters/{id}` (`docs/automation.md`, "Tiers in the UI and API").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierInfo {
+    pub tier: Tier,
+    /// The rule that gave it; `None` for the default tier, a poison signal, or an age move
+    /// by a rule since removed.
+    pub rule: Option<String>,
+    /// The rule set version the sorter used; `None` when no version was stored yet.
+    pub rule_version: Option<i64>,
+    /// One line: which conditions matched, or why it escalated, was loop-guarded or moved.
+    pub reason: String,
+    /// When it entered this tier, epoch ms.
+    pub tier_at_ms: i64,
+    /// Automatic replays so far (carried over from its earlier self when it came back).
+    pub auto_attempts: i32,
+    /// Its rule's `schedule.max_attempts` in that version (`transient` rules only).
+    pub max_attempts: Option<u32>,
+    /// When the next automatic replay is due, epoch ms; `None`: none is due.
+    pub next_attempt_at_ms: Option<i64>,
+    /// Came back `loop_guard_returns` times: no automation; a manual replay needs the
+    /// `approve` permission and a reason.
+    pub loop_guarded: bool,
+    /// Moved to `manual` after its automatic attempts were used up.
+    pub escalated: bool,
+}
+
 impl std::fmt::Display for Tier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -103,6 +103,11 @@ pub struct TopicPolicy {
     /// Replayed dead letters are purged this long after the replay, ms. Built-in: 30 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayed_max_age_ms: Option<u64>,
+    /// Dead letters in the `archive` automation tier (`docs/automation.md`, "Retention of
+    /// the archive tier") are purged this long after they entered it, whatever their status
+    /// (but `replay_pending`), ms. Built-in: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_tier_max_age_ms: Option<u64>,
     /// At `max_count`/`max_bytes`: `purge` or `backpressure`. Built-in: `purge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<LimitAction>,
@@ -150,6 +155,8 @@ pub struct Policy {
     pub deleted_max_age_ms: Option<u64>,
     /// ms
     pub replayed_max_age_ms: Option<u64>,
+    /// ms since entering the archive tier
+    pub archive_tier_max_age_ms: Option<u64>,
     pub action: LimitAction,
     pub purge_new: bool,
 }
@@ -202,6 +209,7 @@ impl RetentionConfig {
             replayed_max_age_ms: limit(
                 pick(|p| p.replayed_max_age_ms).or(Some(DEFAULT_DONE_MAX_AGE_MS)),
             ),
+            archive_tier_max_age_ms: limit(pick(|p| p.archive_tier_max_age_ms)),
             action: t.and_then(|p| p.action).or(d.action).unwrap_or_default(),
             purge_new: t.and_then(|p| p.purge_new).or(d.purge_new).unwrap_or(false),
         }

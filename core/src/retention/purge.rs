@@ -24,15 +24,18 @@ pub enum PurgeReason {
     MaxBytes,
     DeletedMaxAge,
     ReplayedMaxAge,
+    /// In the archive automation tier longer than `archive_tier_max_age_ms`.
+    ArchiveTierMaxAge,
 }
 
 impl PurgeReason {
-    pub const ALL: [PurgeReason; 5] = [
+    pub const ALL: [PurgeReason; 6] = [
         PurgeReason::MaxAge,
         PurgeReason::MaxCount,
         PurgeReason::MaxBytes,
         PurgeReason::DeletedMaxAge,
         PurgeReason::ReplayedMaxAge,
+        PurgeReason::ArchiveTierMaxAge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,9 +45,15 @@ impl PurgeReason {
             PurgeReason::MaxBytes => "max_bytes",
             PurgeReason::DeletedMaxAge => "deleted_max_age",
             PurgeReason::ReplayedMaxAge => "replayed_max_age",
+            PurgeReason::ArchiveTierMaxAge => "archive_tier_max_age",
         }
     }
 }
+
+/// The statuses an archive-tier purge deletes (re-checked by the delete): all but
+/// `replay_pending`.
+const ARCHIVE_TIER_STATUSES: [&str; 5] =
+    ["new", "replay_failed", "replayed", "re_failed", "deleted"];
 
 /// The dead letters one limit purges in a run, and what came of it.
 #[derive(Debug, Clone, Serialize)]
@@ -226,6 +235,25 @@ async fn plan_topic(
         let found = store.retention_candidates(topic, q, *budget).await?;
         if !found.is_empty() {
             let mut g = group(topic, reason, vec![st]);
+            found.iter().for_each(|c| g.add(c));
+            *budget -= found.len();
+            out.push(g);
+        }
+    }
+
+    // The archive automation tier (`docs/automation.md`): by time in the tier, any status
+    // but `replay_pending` (a replay in flight is never purged).
+    if let (Some(age), true) = (policy.archive_tier_max_age_ms, *budget > 0) {
+        let q = CandidateQuery::ArchiveTier {
+            before_ms: now.saturating_sub(age as i64),
+        };
+        let found = store.retention_candidates(topic, q, *budget).await?;
+        if !found.is_empty() {
+            let mut g = group(
+                topic,
+                PurgeReason::ArchiveTierMaxAge,
+                ARCHIVE_TIER_STATUSES.to_vec(),
+            );
             found.iter().for_each(|c| g.add(c));
             *budget -= found.len();
             out.push(g);

@@ -180,6 +180,7 @@ pub(super) fn dry_run_from(rows: Vec<DryRow>) -> DryRun {
         per_target: Vec::new(),
         without_target: 0,
         skipped: 0,
+        loop_guarded: 0,
     };
     for r in rows {
         out.total += r.n;
@@ -407,7 +408,9 @@ impl Store {
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        Ok(dry_run_from(rows))
+        let mut dry = dry_run_from(rows);
+        dry.loop_guarded = self.loop_guarded_in(selection).await?;
+        Ok(dry)
     }
 
     /// Requests a replay, in ONE transaction: the selected dead letters that are replayable
@@ -447,6 +450,11 @@ impl Store {
             ..req.clone()
         };
         let req = &scoped;
+        // The loop guard (`tiers.rs`, `docs/automation.md`): loop-guarded dead letters in the
+        // selection need the approve permission and a reason — checked here, the one path
+        // the UI, the API and an approved request all take.
+        let guarded = self.loop_guarded_in(&req.selection).await?;
+        super::tiers::check_loop_guard(actor, reason.as_deref(), approval.is_some(), guarded)?;
         let now = now_ms();
         let selection_json = serde_json::to_string(&req.selection)
             .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?;

@@ -226,7 +226,10 @@ pub use self::stats::{
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
-pub use self::tiers::{decide, Decision, SortReport, TierCandidate, SORTER_ACTOR, SORT_BATCH};
+pub use self::tiers::{
+    check_loop_guard, decide, Decision, MoveReport, SortReport, TierCandidate, MOVE_BATCH,
+    SORTER_ACTOR, SORT_BATCH,
+};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::versions::MAX_VERSIONS_LISTED;
 pub use crate::automation::view::{RuleState, TierTotal};
@@ -495,6 +498,7 @@ impl Store {
         self.attach_labels(std::slice::from_mut(&mut d.summary))
             .await?;
         d.link = self.replay_link(id).await?;
+        d.tiering = self.tier_info(id).await?;
         Ok(Some(d))
     }
 

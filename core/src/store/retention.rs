@@ -56,6 +56,9 @@ pub enum CandidateQuery<'a> {
         statuses: &'a [&'a str],
         before_ms: Option<i64>,
     },
+    /// In the `archive` automation tier since before `before_ms` (`dead_letter_tiers.
+    /// tier_at_ms`), any status but `replay_pending`, longest there first.
+    ArchiveTier { before_ms: i64 },
 }
 
 /// A `retention_runs` row.
@@ -173,6 +176,21 @@ impl Store {
                         DB::bind(&mut qb, Val::I64(Some(t)));
                     }
                     qb.push(" ORDER BY dead_lettered_at_ms, id");
+                }
+                CandidateQuery::ArchiveTier { before_ms } => {
+                    qb.push(
+                        "SELECT d.id, t.tier_at_ms AS at_ms, \
+                         CAST(d.record_bytes AS BIGINT) AS bytes FROM dead_letters d \
+                         JOIN dead_letter_tiers t ON t.dead_letter_id = d.id \
+                         WHERE d.dlq_topic = ",
+                    );
+                    DB::bind(&mut qb, Val::Text(Some(dlq_topic)));
+                    qb.push(
+                        " AND d.tier = 'archive' AND t.tier = 'archive' \
+                         AND d.status <> 'replay_pending' AND t.tier_at_ms < ",
+                    );
+                    DB::bind(&mut qb, Val::I64(Some(before_ms)));
+                    qb.push(" ORDER BY t.tier_at_ms, d.id");
                 }
             }
             qb.push(" LIMIT ");

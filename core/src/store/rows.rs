@@ -28,6 +28,7 @@ pub(crate) struct SummaryRow {
     dead_lettered_at_ms: i64,
     decode_warnings: String,
     repeat_failures: i32,
+    tier: Option<String>,
 }
 
 /// The columns of [`super::sql::FULL_COLUMNS`].
@@ -86,6 +87,10 @@ impl SummaryRow {
             labels: Vec::new(),
             group_labels: Vec::new(),
             repeat_failures: self.repeat_failures,
+            tier: self
+                .tier
+                .as_deref()
+                .and_then(crate::automation::Tier::parse),
         })
     }
 }
@@ -127,6 +132,7 @@ impl FullRow {
             replay_count: self.replay_count,
             // Read apart (`Store::get`): it lives in `dead_letter_links`.
             link: None,
+            tiering: None,
         })
     }
 }

@@ -13,14 +13,14 @@ pub(crate) const SUMMARY_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offs
      source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
      retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
      COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
-     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures";
+     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, tier";
 
 /// Columns of a whole dead letter ([`super::rows::FullRow`]).
 pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
      source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
      retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
      COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
-     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
+     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, tier, source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
      ingested_at_ms, replay_count, headers, key, value";
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
@@ -82,6 +82,21 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
             " AND id NOT IN (SELECT dead_letter_id FROM dead_letter_labels) \
              AND fingerprint NOT IN (SELECT fingerprint FROM group_labels)",
         );
+    }
+    // Migration 0022: the automation tier. A given tier is an equality the
+    // `dead_letters_by_tier` index serves in list order; no tier hides the archive tier (a
+    // residual check on the rows the list's own index yields, as `status <> 'deleted'`).
+    match f.tier.map(|t| t.tier()) {
+        Some(Some(t)) => {
+            qb.push(" AND tier = ");
+            DB::bind(qb, Val::Text(Some(t.as_str())));
+        }
+        Some(None) => {
+            qb.push(" AND tier IS NULL");
+        }
+        None => {
+            qb.push(" AND (tier IS NULL OR tier <> 'archive')");
+        }
     }
 }
 

@@ -34,6 +34,9 @@ pub const SORTER_ACTOR: &str = "(rules)";
 /// Most dead letters one sort batch takes.
 pub const SORT_BATCH: u32 = 500;
 
+/// Most dead letters one age move takes per rule and pass.
+pub const MOVE_BATCH: u32 = 500;
+
 /// One dead letter as a rule reads it, plus what its earlier self (if it came back after a
 /// replay) left for the loop guard and escalation.
 #[derive(Debug, Clone)]
@@ -411,6 +414,333 @@ impl Store {
     }
 }
 
+/// What one age-move pass did (`docs/automation.md`, "Age-based movement").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MoveReport {
+    /// Dead letters moved, all rules.
+    pub moved: u64,
+    /// (rule, from, to, how many) per rule that moved any.
+    pub per_rule: Vec<(String, Tier, Tier, u64)>,
+    /// Some rule filled its batch: more may be due now.
+    pub more: bool,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct TierInfoRow {
+    tier: String,
+    rule_name: Option<String>,
+    rule_version: Option<i64>,
+    reason: String,
+    tier_at_ms: i64,
+    auto_attempts: i32,
+    next_attempt_at_ms: Option<i64>,
+    loop_guarded: i32,
+    escalated: i32,
+}
+
+impl Store {
+    /// The `dead_letter_tiers` row of dead letter `id` (`None`: unsorted or no such id), with
+    /// its rule's `max_attempts` read from the rule set version it was sorted with.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored tier).
+    pub async fn tier_info(
+        &self,
+        id: i64,
+    ) -> Result<Option<crate::automation::TierInfo>, StoreError> {
+        let row: Option<TierInfoRow> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT tier, rule_name, CAST(rule_version AS BIGINT) AS rule_version, reason, \
+                 tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated \
+                 FROM dead_letter_tiers WHERE dead_letter_id = ",
+            );
+            DB::bind(&mut qb, Val::I64(Some(id)));
+            qb.build_query_as::<TierInfoRow>()
+                .fetch_optional(pool)
+                .await
+                .map_err(store_error)
+        })?;
+        let Some(r) = row else { return Ok(None) };
+        let tier = Tier::parse(&r.tier)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown tier `{}`", r.tier)))?;
+        let mut max_attempts = None;
+        if let (Some(rule), Some(v)) = (&r.rule_name, r.rule_version) {
+            if let Some(set) = self
+                .rule_set_version(v)
+                .await?
+                .and_then(|v| v.compile().ok())
+            {
+                max_attempts = set
+                    .rule(rule)
+                    .and_then(|r| r.schedule.as_ref())
+                    .map(|s| s.max_attempts);
+            }
+        }
+        Ok(Some(crate::automation::TierInfo {
+            tier,
+            rule: r.rule_name,
+            rule_version: r.rule_version,
+            reason: r.reason,
+            tier_at_ms: r.tier_at_ms,
+            auto_attempts: r.auto_attempts,
+            max_attempts,
+            next_attempt_at_ms: r.next_attempt_at_ms,
+            loop_guarded: r.loop_guarded != 0,
+            escalated: r.escalated != 0,
+        }))
+    }
+
+    /// How many dead letters of `selection` (not `deleted`) are loop-guarded
+    /// (`dead_letter_tiers.loop_guarded = 1`): a manual replay of them needs the `approve`
+    /// permission and a reason ([`check_loop_guard`]). Served by the partial index
+    /// `dead_letter_tiers_loop_guarded` (migration 0023).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn loop_guarded_in(
+        &self,
+        selection: &crate::actions::Selection,
+    ) -> Result<i64, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("SELECT COUNT(*) FROM dead_letters");
+            super::actions::push_selection(&mut qb, selection);
+            qb.push(
+                " AND status <> 'deleted' AND id IN \
+                 (SELECT dead_letter_id FROM dead_letter_tiers WHERE loop_guarded = 1)",
+            );
+            qb.build_query_scalar::<i64>()
+                .fetch_one(pool)
+                .await
+                .map_err(store_error)
+        })
+    }
+
+    /// Moves the dead letters each enabled rule with a `move_after` sorted, and that have
+    /// been in the rule's tier for at least `after`, to `to`: at most `limit` per rule, one
+    /// write transaction per rule that sets `dead_letters.tier` and the `dead_letter_tiers`
+    /// row (tier, `tier_at_ms` = now, reason, no automatic attempt due), writes a
+    /// `tier_moved` history event each and ONE audit row (`tier_move`, actor `(rules)`,
+    /// the ids, detail `{"rule","from","to","after_ms"}`). The `tier = <from>` guards make
+    /// a pass run twice around a failover harmless.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn move_aged(
+        &self,
+        rules: &RuleSet,
+        now: i64,
+        limit: u32,
+    ) -> Result<MoveReport, StoreError> {
+        let limit = i64::from(limit.clamp(1, 5_000));
+        let mut report = MoveReport::default();
+        for rule in rules.rules.iter().filter(|r| !r.disabled) {
+            let Some(mv) = rule.move_after else { continue };
+            let from = rule.tier;
+            let cutoff = now.saturating_sub(mv.after_ms.min(i64::MAX as u64) as i64);
+            let due: Vec<i64> = on_pool!(self, |pool, DB| {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT dead_letter_id FROM dead_letter_tiers WHERE rule_name = ",
+                );
+                DB::bind(&mut qb, Val::Text(Some(rule.name.as_str())));
+                qb.push(" AND tier = ");
+                DB::bind(&mut qb, Val::Text(Some(from.as_str())));
+                qb.push(" AND tier_at_ms <= ");
+                DB::bind(&mut qb, Val::I64(Some(cutoff)));
+                qb.push(" ORDER BY tier_at_ms LIMIT ");
+                DB::bind(&mut qb, Val::I64(Some(limit)));
+                qb.build_query_scalar::<i64>()
+                    .fetch_all(pool)
+                    .await
+                    .map_err(store_error)
+            })?;
+            if due.is_empty() {
+                continue;
+            }
+            report.more |= due.len() as i64 >= limit;
+            let after_text =
+                humantime::format_duration(std::time::Duration::from_millis(mv.after_ms))
+                    .to_string();
+            let reason = format!(
+                "moved by rule `{}` (#{}): {after_text} in {from} (move_after.to = {})",
+                rule.name, rule.position, mv.to
+            );
+            let moved: Vec<i64> = on_pool!(self, |pool, DB| {
+                let mut tx = self.begin_write(pool).await?;
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE dead_letters SET tier = ");
+                DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
+                qb.push(" WHERE tier = ");
+                DB::bind(&mut qb, Val::Text(Some(from.as_str())));
+                qb.push(" AND id IN ");
+                DB::push_json_ids(&mut qb, ids_json(&due));
+                qb.push(" RETURNING id");
+                let mut moved: Vec<i64> = qb
+                    .build_query_scalar()
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                moved.sort_unstable();
+                if !moved.is_empty() {
+                    let mut qb: QueryBuilder<'_, DB> =
+                        QueryBuilder::new("UPDATE dead_letter_tiers SET tier = ");
+                    DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
+                    qb.push(", tier_at_ms = ");
+                    DB::bind(&mut qb, Val::I64(Some(now)));
+                    qb.push(", next_attempt_at_ms = NULL, reason = ");
+                    DB::bind(&mut qb, Val::OwnedText(Some(reason.clone())));
+                    qb.push(" WHERE dead_letter_id IN ");
+                    DB::push_json_ids(&mut qb, ids_json(&moved));
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    let detail = format!("{from} → {}: ", mv.to);
+                    super::actions::insert_events_for_ids::<DB>(
+                        &moved,
+                        now,
+                        "tier_moved",
+                        SORTER_ACTOR,
+                        |qb| {
+                            DB::bind(qb, Val::OwnedText(Some(detail)));
+                        },
+                        reason.clone(),
+                        None,
+                    )
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                    let audit = crate::actions::NewAuditEntry {
+                        actor: SORTER_ACTOR.to_string(),
+                        action: "tier_move".to_string(),
+                        outcome: format!("ok: {} moved from {from} to {}", moved.len(), mv.to),
+                        count: moved.len() as i64,
+                        ids: Some(ids_json(&moved)),
+                        filter: None,
+                        reason: Some(reason.clone()),
+                        client_ip: None,
+                        user_agent: None,
+                        job_id: None,
+                        via_token: None,
+                        detail: Some(
+                            serde_json::json!({
+                                "rule": rule.name,
+                                "from": from.as_str(),
+                                "to": mv.to.as_str(),
+                                "after_ms": mv.after_ms,
+                            })
+                            .to_string(),
+                        ),
+                    };
+                    super::audit::insert_audit::<DB>(&audit, now)
+                        .build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                }
+                tx.commit().await.map_err(store_error)?;
+                Ok::<_, StoreError>(moved)
+            })?;
+            if !moved.is_empty() {
+                report.moved += moved.len() as u64;
+                report
+                    .per_rule
+                    .push((rule.name.clone(), from, mv.to, moved.len() as u64));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Counts one automatic replay of each of `ids` (a scheduled round queued them): their
+    /// `auto_attempts` grow by one and no further attempt is due (`next_attempt_at_ms`
+    /// NULL) — a record that comes back is a new dead letter that inherits the count
+    /// ([`decide`]). Returns how many rows changed.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn note_automatic_attempts(&self, ids: &[i64]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let json = ids_json(ids);
+        on_write_conn!(self, |conn, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "UPDATE dead_letter_tiers SET auto_attempts = auto_attempts + 1, \
+                 next_attempt_at_ms = NULL WHERE dead_letter_id IN ",
+            );
+            DB::push_json_ids(&mut qb, json);
+            qb.build()
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(store_error)
+        })
+    }
+
+    /// Alert input (`poison_arrived`, `escalated`; `docs/alerts.md`): dead letters that
+    /// entered the poison tier (`escalated` false) or were escalated to manual (`escalated`
+    /// true) with `after_ms < tier_at_ms <= upto_ms`, by DLQ topic (optionally only
+    /// `dlq_topic`): (topic, count, newest `tier_at_ms`). Served by the indexes of migration
+    /// 0023 on `dead_letter_tiers`.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn alert_tier_arrivals(
+        &self,
+        escalated: bool,
+        dlq_topic: Option<&str>,
+        after_ms: i64,
+        upto_ms: i64,
+    ) -> Result<Vec<super::alert_inputs::GroupCount>, StoreError> {
+        on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT d.dlq_topic AS value, COUNT(*) AS count, MAX(t.tier_at_ms) AS at_ms \
+                 FROM dead_letter_tiers t JOIN dead_letters d ON d.id = t.dead_letter_id WHERE ",
+            );
+            qb.push(if escalated {
+                "t.escalated = 1"
+            } else {
+                "t.tier = 'poison'"
+            });
+            qb.push(" AND t.tier_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(after_ms)));
+            qb.push(" AND t.tier_at_ms <= ");
+            DB::bind(&mut qb, Val::I64(Some(upto_ms)));
+            if let Some(t) = dlq_topic {
+                qb.push(" AND d.dlq_topic = ");
+                DB::bind(&mut qb, Val::Text(Some(t)));
+            }
+            qb.push(" GROUP BY d.dlq_topic ORDER BY d.dlq_topic LIMIT 1000");
+            qb.build_query_as()
+                .fetch_all(pool)
+                .await
+                .map_err(store_error)
+        })
+    }
+}
+
+/// The manual-replay check of the loop guard (`docs/automation.md`, "Escalation and loop
+/// guard"): a replay whose selection holds `guarded` loop-guarded dead letters needs the
+/// `approve` permission (held by the actor, or given by an approver on the four-eyes path,
+/// `approved`) and a non-empty reason.
+///
+/// Errors: `Invalid` naming how many are loop-guarded and what is missing.
+pub fn check_loop_guard(
+    actor: &crate::actions::Actor,
+    reason: Option<&str>,
+    approved: bool,
+    guarded: i64,
+) -> Result<(), StoreError> {
+    if guarded <= 0 {
+        return Ok(());
+    }
+    let may_approve = approved || actor.can(crate::permission::Permission::Approve);
+    let has_reason = reason.is_some_and(|r| !r.trim().is_empty());
+    let missing = match (may_approve, has_reason) {
+        (true, true) => return Ok(()),
+        (false, false) => "the approve permission and a reason",
+        (false, true) => "the approve permission",
+        (true, false) => "a reason",
+    };
+    Err(StoreError::Invalid(format!(
+        "{guarded} of the selected dead letters are loop-guarded (they came back after \
+         replays too often); replaying them by hand needs {missing}"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,6 +798,66 @@ schedule = { max_attempts = 2, backoff = "10s", jitter = 0.0 }
             d.assignment.reason
         );
         assert_eq!(d.next_attempt_at_ms, None);
+    }
+
+    fn actor(role: crate::actions::Role) -> crate::actions::Actor {
+        crate::actions::Actor {
+            user: "u".into(),
+            role,
+            via_token: None,
+            client_ip: None,
+            user_agent: None,
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn a_loop_guarded_replay_needs_approve_and_a_reason() {
+        use crate::actions::Role;
+        assert!(check_loop_guard(&actor(Role::Viewer), None, false, 0).is_ok());
+        let admin = actor(Role::Admin);
+        assert!(check_loop_guard(&admin, Some("INC-7 fixed"), false, 2).is_ok());
+        let e = check_loop_guard(&admin, Some("  "), false, 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2 of the selected dead letters are loop-guarded"),
+            "{e}"
+        );
+        assert!(e.to_string().ends_with("needs a reason"), "{e}");
+        let viewer = actor(Role::Viewer);
+        let e = check_loop_guard(&viewer, None, false, 1).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the approve permission and a reason"),
+            "{e}"
+        );
+        // The four-eyes path: an approver approved it.
+        assert!(check_loop_guard(&viewer, Some("why"), true, 1).is_ok());
+        let mut token = actor(Role::Admin);
+        token.read_only = true;
+        assert!(check_loop_guard(&token, Some("why"), false, 1).is_err());
+    }
+
+    #[test]
+    fn move_passes_follow_the_shortest_move_after() {
+        use crate::automation::sort_loop::{move_interval, MOVE_INTERVAL};
+        let none = RuleSet::parse_toml(RULES).unwrap();
+        assert_eq!(move_interval(&none), MOVE_INTERVAL);
+        let set = RuleSet::parse_toml(
+            "[[rule]]\nname = \"m\"\ntier = \"manual\"\nmove_after = { after = \"4s\", to = \"archive\" }",
+        )
+        .unwrap();
+        assert_eq!(move_interval(&set), std::time::Duration::from_secs(2));
+        let e = RuleSet::parse_toml(
+            "[[rule]]\nname = \"m\"\ntier = \"manual\"\nmove_after = { after = \"1s\", to = \"transient\" }",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("cannot be `transient`"), "{e}");
+        let e = RuleSet::parse_toml(
+            "[[rule]]\nname = \"m\"\ntier = \"manual\"\nmove_after = { after = \"500ms\", to = \"archive\" }",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("at least 1s"), "{e}");
     }
 
     #[test]

@@ -58,6 +58,7 @@ mod sso;
 mod stats;
 mod stats_caps;
 mod store;
+mod tiers;
 mod transform;
 mod ui_actions;
 mod ui_refusals;

@@ -774,6 +774,21 @@ fn single_field_filters() -> Vec<(&'static str, Filter)> {
                 ..base.clone()
             },
         ),
+        // Migration 0022 (`docs/automation.md`): a tier, and the unsorted ones.
+        (
+            "tier",
+            Filter {
+                tier: Some(redrive_core::filter::TierFilter::Poison),
+                ..base.clone()
+            },
+        ),
+        (
+            "tier unsorted",
+            Filter {
+                tier: Some(redrive_core::filter::TierFilter::Unsorted),
+                ..base.clone()
+            },
+        ),
     ]
 }
 
