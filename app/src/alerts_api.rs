@@ -147,6 +147,11 @@ mod seam {
                 "a replay job's canary failed and paused the job; resolves after {} s",
                 r.window() / 1000
             ),
+            RuleKind::RulePaused => {
+                "an automatic replay rule paused itself (most of what it replayed came back); \
+                 resolves when it is resumed"
+                    .to_string()
+            }
             RuleKind::Quarantined => {
                 format!(
                     "records in quarantine > {} per dlq_topic",

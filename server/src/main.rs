@@ -18,6 +18,7 @@ mod api_versions;
 mod archive_cli;
 mod audit_csv;
 mod auth;
+mod automation_rounds;
 mod config;
 mod export;
 mod form_errors;

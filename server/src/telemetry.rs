@@ -72,6 +72,8 @@ struct Shared {
     /// The SQLite write gate's figures, read from the store at each scrape (`None` on
     /// PostgreSQL).
     write_gate: Mutex<Option<redrive_core::store::WriteGateStats>>,
+    /// The scheduler of automatic replays, once [`Telemetry::with_rounds`] named it.
+    rounds: std::sync::OnceLock<Arc<redrive_core::automation::rounds::RoundsStatus>>,
 }
 
 impl Telemetry {
@@ -87,6 +89,7 @@ impl Telemetry {
             alerts: std::sync::OnceLock::new(),
             retention: std::sync::OnceLock::new(),
             write_gate: Mutex::new(None),
+            rounds: std::sync::OnceLock::new(),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -123,6 +126,15 @@ impl Telemetry {
         metrics: crate::telemetry_retention::RetentionMetrics,
     ) -> Telemetry {
         let _ = self.shared.retention.set(metrics);
+        self
+    }
+
+    /// Reads the scheduler's per-rule figures at each scrape (`redrive_automation_*`).
+    pub fn with_rounds(
+        self,
+        rounds: Arc<redrive_core::automation::rounds::RoundsStatus>,
+    ) -> Telemetry {
+        let _ = self.shared.rounds.set(rounds);
         self
     }
 
@@ -391,6 +403,7 @@ impl Collector for Exposition {
         crate::alerts_metrics::encode(&mut enc, self.0.alerts.get().map(|a| a.snapshot()))?;
         crate::telemetry_retention::encode(&mut enc, self.0.retention.get())?;
         crate::telemetry_write_gate::encode(&mut enc, *lock(&self.0.write_gate))?;
+        crate::automation_rounds::encode(&mut enc, self.0.rounds.get())?;
 
         {
             let c = ConstCounter::new(0u64);

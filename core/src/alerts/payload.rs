@@ -88,7 +88,7 @@ pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
         ),
         OldestAge => ("ms", rule.max_age_ms.map(|a| a as f64)),
         NewArrival | NewErrorGroup | ReplayFailed | CanaryFailed => ("records", None),
-        IngestStalled => ("bool", None),
+        IngestStalled | RulePaused => ("bool", None),
     }
 }
 

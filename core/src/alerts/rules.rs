@@ -162,10 +162,14 @@ pub enum RuleKind {
     /// A replay job's canary failed (too many of its records came back) and the job paused
     /// itself; resolves after `window_ms` (`docs/replay.md`, "Canary replay").
     CanaryFailed,
+    /// A transient rule of automatic reprocessing paused itself because most of what it
+    /// replayed came back (`docs/automation.md`, "Rule self-pause"); one scope per rule
+    /// (`rule=<name>`), resolves when the rule is resumed.
+    RulePaused,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 10] = [
+    pub const ALL: [RuleKind; 11] = [
         RuleKind::DlqSize,
         RuleKind::DeadLetterRate,
         RuleKind::NewArrival,
@@ -176,6 +180,7 @@ impl RuleKind {
         RuleKind::ReplayFailed,
         RuleKind::Quarantined,
         RuleKind::CanaryFailed,
+        RuleKind::RulePaused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -190,6 +195,7 @@ impl RuleKind {
             RuleKind::ReplayFailed => "replay_failed",
             RuleKind::Quarantined => "quarantined",
             RuleKind::CanaryFailed => "canary_failed",
+            RuleKind::RulePaused => "rule_paused",
         }
     }
 
@@ -439,7 +445,10 @@ impl RuleConfig {
                 ));
             }
             let applies = match self.kind {
-                RuleKind::IngestStalled | RuleKind::ReplayFailed | RuleKind::CanaryFailed => false,
+                RuleKind::IngestStalled
+                | RuleKind::ReplayFailed
+                | RuleKind::CanaryFailed
+                | RuleKind::RulePaused => false,
                 RuleKind::Quarantined | RuleKind::IngestLag => name == "dlq_topic",
                 RuleKind::NewErrorGroup => name != "fingerprint",
                 _ => true,

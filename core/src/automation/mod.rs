@@ -17,6 +17,8 @@
 //! (`crate::leader`); every round is one store transaction, so a crash mid-round publishes at
 //! most what the committed outbox rows say, with their idempotency keys.
 
+#[cfg(feature = "server")]
+pub mod rounds;
 pub mod rules;
 #[cfg(feature = "server")]
 pub mod sort_loop;
