@@ -52,6 +52,10 @@ pub struct RoundState {
     /// The last round that ran or was skipped, epoch ms; `None`: never.
     pub last_round_at_ms: Option<i64>,
     pub last_round_outcome: Option<String>,
+    /// What the gate said, or why the round did nothing.
+    pub last_round_message: Option<String>,
+    /// Why it is paused (a person's reason, or the self-pause verdict).
+    pub paused_reason: Option<String>,
     /// When it was last paused, epoch ms (the self-pause judges jobs created after it).
     pub paused_at_ms: Option<i64>,
 }
@@ -112,21 +116,30 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn round_state(&self, name: &str) -> Result<RoundState, StoreError> {
-        let row: Option<(i32, Option<i64>, Option<String>, Option<i64>)> =
-            on_pool!(self, |pool, DB| {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT paused, last_round_at_ms, last_round_outcome, paused_at_ms \
-                     FROM rule_states WHERE rule_name = ",
-                );
-                DB::bind(&mut qb, Val::Text(Some(name)));
-                qb.build_query_as().fetch_optional(pool).await
-            })
-            .map_err(store_error)?;
+        #[allow(clippy::type_complexity)]
+        let row: Option<(
+            i32,
+            Option<i64>,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+        )> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT paused, last_round_at_ms, last_round_outcome, paused_at_ms, \
+                     last_round_message, paused_reason FROM rule_states WHERE rule_name = ",
+            );
+            DB::bind(&mut qb, Val::Text(Some(name)));
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
         Ok(row
-            .map(|(p, at, outcome, paused_at)| RoundState {
+            .map(|(p, at, outcome, paused_at, message, reason)| RoundState {
                 paused: p != 0,
                 last_round_at_ms: at,
                 last_round_outcome: outcome,
+                last_round_message: message,
+                paused_reason: reason,
                 paused_at_ms: paused_at,
             })
             .unwrap_or_default())
