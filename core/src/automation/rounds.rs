@@ -232,7 +232,16 @@ async fn tick_rule(
         .due_summary(rule, now)
         .await
         .map_err(|e| e.to_string())?;
-    if due.due > 0 && !rule.gate.is_open() {
+    if due.due == 0 {
+        // No round (and no gate check): a record sorted in the meantime waits for the next
+        // one, so that nothing is ever replayed past a gate that was not asked.
+        status.count(&rule.name, "nothing_due");
+        return store
+            .record_skipped_round(&rule.name, "nothing_due", "nothing was due", now)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    if !rule.gate.is_open() {
         let started = std::time::Instant::now();
         let verdict = check_gate(store, rule, &due, probe, now).await;
         let ms = started.elapsed().as_millis() as u64;

@@ -355,9 +355,9 @@ impl Store {
         Ok(result)
     }
 
-    /// Records a round that did not run (`outcome`: `gate_closed`, `paused`, `error`, with
-    /// `message`: which check, what it answered) at `now_ms`; `gate_closed` and `error` count
-    /// in `rounds_skipped`.
+    /// Records a round that did not run (`outcome`: `nothing_due`, `gate_closed`, `paused`,
+    /// `error`, with `message`: which check, what it answered) at `now_ms`; `gate_closed` and
+    /// `error` count in `rounds_skipped`.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn record_skipped_round(
@@ -367,7 +367,7 @@ impl Store {
         message: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let skipped = i32::from(outcome != "paused");
+        let skipped = i32::from(matches!(outcome, "gate_closed" | "error"));
         let message = clean_text(message);
         on_write_conn!(self, |conn, DB| {
             let mut qb = upsert_state::<DB>(rule, now_ms, outcome, &message, None, 0, skipped, 0);

@@ -56,6 +56,8 @@ struct Pipeline {
     app: TestApp,
     ledger: Ledger,
     health_stop: CancellationToken,
+    /// The `REDRIVE_*` settings of the instance (for a second one).
+    env: Vec<(String, String)>,
     _config_dir: tempfile::TempDir,
 }
 
@@ -79,7 +81,10 @@ impl Pipeline {
         let (db_url, dir) = fresh_database(backend).await.expect("a fresh database");
         let store = Store::connect(&db_url).await.expect("connect");
         store.migrate().await.expect("migrate");
-        let demo = Demo::start(requests, poison_ratio, true);
+        // A generous LLM timeout: on a busy machine a 50 ms one times out now and then, and
+        // a replayed request that fails again is (rightly) replayed again, which these tests
+        // count. An outage refuses at once, whatever the timeout.
+        let demo = Demo::start_with(requests, poison_ratio, true, |c| c.llm_timeout_ms = 5_000);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let health = format!("http://{}/health", listener.local_addr().unwrap());
         let health_stop = CancellationToken::new();
@@ -110,6 +115,10 @@ impl Pipeline {
             ("REDRIVE_METRICS_PUBLIC", "true"),
         ];
         let app = TestApp::serve(db_url, store, dir, &env).await;
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let ledger = Ledger::open(&demo.config.database_url)
             .await
             .expect("the demo's ledger");
@@ -118,6 +127,7 @@ impl Pipeline {
             app,
             ledger,
             health_stop,
+            env,
             _config_dir: config_dir,
         }
     }
@@ -204,16 +214,23 @@ impl Pipeline {
 }
 
 fn gated_rule(dlq: &str, health: &str) -> String {
-    format!(
-        r#"
+    gated_rule_at(100)(dlq, health)
+}
+
+/// A rule over the demo's DLQ behind its `/health`, replaying at `rate` msgs/s.
+fn gated_rule_at(rate: u32) -> impl Fn(&str, &str) -> String {
+    move |dlq, health| {
+        format!(
+            r#"
 [[rule]]
 name = "{RULE}"
 tier = "transient"
 match.dlq_topics = ["{dlq}"]
-schedule = {{ every = "1s", backoff = "0s", jitter = 0.0, max_attempts = 3, pause_min_replayed = 1000 }}
+schedule = {{ every = "1s", backoff = "0s", jitter = 0.0, max_attempts = 3, pause_min_replayed = 1000, rate_per_sec = {rate} }}
 gate.http = {{ url = "{health}", timeout = "2s" }}
 "#
-    )
+        )
+    }
 }
 
 async fn gate_holds_rounds_until_the_outage_ends(backend: Backend) {
@@ -468,4 +485,134 @@ async fn sqlite_a_rule_that_refails_pauses_itself() {
 #[tokio::test]
 async fn postgres_a_rule_that_refails_pauses_itself() {
     a_rule_that_refails_pauses_itself(Backend::Postgres).await;
+}
+
+/// `redrive_leader` from `/metrics` (public in these tests).
+async fn is_leader(app: &TestApp) -> Option<bool> {
+    let text = reqwest::get(app.url("/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("redrive_leader "))
+        .map(|v| v.trim() == "1")
+}
+
+/// Two instances on one PostgreSQL; the leader is SIGKILLed while its round's job publishes
+/// (1 msg/s, so it takes several seconds). The other takes over; every dead letter was queued once (one outbox row, one
+/// idempotency key), and the demo processes each request exactly once — a record the dead
+/// relay had claimed is published again by the survivor's relay with the same key, and the
+/// demo drops it as a duplicate of that key.
+#[tokio::test]
+async fn postgres_leader_killed_mid_round_replays_nothing_twice() {
+    const N: usize = 12;
+    let mut p = Pipeline::start(Backend::Postgres, N as u64, 0.0, gated_rule_at(1)).await;
+    let env: Vec<(&str, &str)> = p
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut second = p.app.another_instance(&env).await;
+    eventually("one of the two to lead", DEADLINE, || async {
+        is_leader(&p.app).await == Some(true) || is_leader(&second).await == Some(true)
+    })
+    .await;
+    let (valid, _) = p.produced_after(N).await;
+    assert_eq!(valid.len(), N);
+    p.wait_sorted(N).await;
+    eventually("a round skipped at the closed gate", DEADLINE, || async {
+        p.round_state().await.last_round_outcome.as_deref() == Some("gate_closed")
+    })
+    .await;
+
+    let first_is_leader = is_leader(&p.app).await == Some(true);
+    p.demo.set_outage(false);
+    eventually("the round's job to start publishing", DEADLINE, || async {
+        p.rule_jobs().await.iter().any(|j| j.published > 0)
+    })
+    .await;
+    let survivor_leads = if first_is_leader {
+        p.app.kill().await;
+        &second
+    } else {
+        second.kill().await;
+        &p.app
+    };
+    let jobs_at_kill = p.rule_jobs().await;
+    assert!(
+        jobs_at_kill.iter().any(|j| j.published < j.total),
+        "killed mid-publish: {jobs_at_kill:?}"
+    );
+    eventually("the survivor to take over", DEADLINE, || async {
+        is_leader(survivor_leads).await == Some(true)
+    })
+    .await;
+    eventually("every request processed", DEADLINE, || async {
+        let done: Vec<(String,)> = sqlx::query_as("SELECT message_id FROM processed")
+            .fetch_all(p.ledger.pool())
+            .await
+            .unwrap();
+        valid.is_subset(&done.into_iter().map(|r| r.0).collect())
+    })
+    .await;
+    eventually("every round's job published", DEADLINE, || async {
+        p.rule_jobs()
+            .await
+            .iter()
+            .all(|j| j.published + j.failed + j.cancelled == j.total)
+    })
+    .await;
+    // Each dead letter in at most one round's job, and every original one in one.
+    let jobs = p.rule_jobs().await;
+    let mut queued: Vec<i64> = Vec::new();
+    for j in &jobs {
+        let sel: serde_json::Value = serde_json::from_str(&j.selection).unwrap();
+        queued.extend(
+            sel["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap()),
+        );
+    }
+    let distinct: BTreeSet<i64> = queued.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        queued.len(),
+        "a dead letter queued twice: {jobs:?}"
+    );
+    assert!((1..=N as i64).all(|id| distinct.contains(&id)), "{jobs:?}");
+    let processed: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT message_id, idempotency_key FROM processed")
+            .fetch_all(p.ledger.pool())
+            .await
+            .unwrap();
+    assert_eq!(processed.len(), N, "each processed once: {processed:?}");
+    let key_of: BTreeMap<String, Option<String>> = processed.into_iter().collect();
+    let dups: Vec<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT message_id, idempotency_key FROM duplicates")
+            .fetch_all(p.ledger.pool())
+            .await
+            .unwrap();
+    for (message, key) in &dups {
+        let m = message.clone().unwrap_or_default();
+        assert_eq!(
+            key_of.get(&m),
+            Some(key),
+            "a record published again carries the key it was processed under: {dups:?}"
+        );
+    }
+    if first_is_leader {
+        let Pipeline {
+            demo, health_stop, ..
+        } = p;
+        health_stop.cancel();
+        let _ = second.terminate(Duration::from_secs(30)).await;
+        demo.stop().await;
+    } else {
+        drop(second);
+        p.stop().await;
+    }
 }
