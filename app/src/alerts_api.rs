@@ -156,6 +156,11 @@ mod seam {
                  dlq_topic; resolves after {} s",
                 r.window() / 1000
             ),
+            RuleKind::RulePaused => {
+                "an automatic replay rule paused itself (most of what it replayed came back); \
+                 resolves when it is resumed"
+                    .to_string()
+            }
             RuleKind::Quarantined => {
                 format!(
                     "records in quarantine > {} per dlq_topic",

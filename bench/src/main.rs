@@ -13,7 +13,10 @@
 //!    throttled at 1,000 msgs/s of `BENCH_THROTTLED` (default 10,000), its measured rate.
 //!    Beside plain replay (issue 9): `unordered: true`, per-key order over 1,000 shared keys
 //!    and over one key, and a trivial transform ([`replay_rows`] lists the sizes);
-//!    `BENCH_REPLAY_ONLY=1` runs only the replay rows.
+//!    `BENCH_REPLAY_ONLY=1` runs only the replay rows. Beside them (issue 13): one scheduled
+//!    round over `BENCH_ROUNDS` (default 100,000) due transient dead letters — the round's
+//!    own transaction, its job's publish rate, the gate overhead ([`rounds`]);
+//!    `BENCH_ROUNDS_ONLY=1` runs only those rows.
 //! 3. List-page latency (p50/p99 of `Store::list`, i.e. server side, without HTTP) over
 //!    `BENCH_ROWS` (default 1,000,000) stored dead letters for four filters.
 //! 4. Detail-page render time and the server's peak RSS for pathological dead letters (8 MiB
@@ -47,6 +50,7 @@ mod overview_page;
 mod purge;
 mod replay;
 mod replay_rows;
+mod rounds;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -76,6 +80,14 @@ async fn main() -> Result<()> {
         println!("| measure | SQLite | PostgreSQL |");
         println!("|---|---|---|");
         return purge::print_purge_figures(purge_rows).await;
+    }
+    if std::env::var("BENCH_ROUNDS_ONLY").unwrap_or_default() == "1" {
+        let figures = rounds::measure().await?;
+        println!();
+        println!("| measure | SQLite | PostgreSQL |");
+        println!("|---|---|---|");
+        rounds::print(&figures);
+        return Ok(());
     }
     if std::env::var("BENCH_REPLAY_ONLY").unwrap_or_default() == "1" {
         let replays = replay_rows::measure().await?;
@@ -119,6 +131,7 @@ async fn main() -> Result<()> {
 
     let mut latencies = Vec::new();
     let replays = replay_rows::measure().await?;
+    let round_figures = rounds::measure().await?;
 
     // BENCH_ROWS=0 measures ingest only.
     if rows > 0 {
@@ -176,6 +189,7 @@ async fn main() -> Result<()> {
         pr / r(Backend::Postgres)
     );
     replay_rows::print(&replays);
+    rounds::print(&round_figures);
     let names = [
         "no filter",
         "one error group",

@@ -1,7 +1,10 @@
 //! The demo's live state (outage switch, circuit breaker, counters) and its tiny control
-//! endpoint, a raw HTTP/1.1 listener on tokio (no web framework for three routes):
+//! endpoint, a raw HTTP/1.1 listener on tokio (no web framework for five routes):
 //!
 //! - `GET /status` — JSON: outage mode and whether the LLM is down now, breaker state, counters;
+//! - `GET /health` — the LLM's health: `200 OK` `{"llm":"up"}` while it is up, `503 Service
+//!   Unavailable` `{"llm":"down"}` during an outage (scheduled or switched on). The natural
+//!   target of an automatic-replay rule's health gate (`gate.http`, `docs/automation.md`);
 //! - `POST /outage/on` — the LLM goes down until switched back;
 //! - `POST /outage/off` — the LLM is up, scheduled outages suspended (use this before a replay);
 //! - `POST /outage/auto` — back to the schedule (`--outage-up-ms` / `--outage-down-ms`).
@@ -242,16 +245,24 @@ fn route(method: &str, path: &str, control: &Control) -> (&'static str, String) 
     };
     match (method, path) {
         ("GET", "/status") => ("200 OK", status_json(control)),
+        ("GET", "/health") => {
+            if control.outage_active(Instant::now()) {
+                ("503 Service Unavailable", r#"{"llm":"down"}"#.into())
+            } else {
+                ("200 OK", r#"{"llm":"up"}"#.into())
+            }
+        }
         ("POST", "/outage/on") => ("200 OK", set(OutageMode::On)),
         ("POST", "/outage/off") => ("200 OK", set(OutageMode::Off)),
         ("POST", "/outage/auto") => ("200 OK", set(OutageMode::Auto)),
-        (_, "/status" | "/outage/on" | "/outage/off" | "/outage/auto") => (
+        (_, "/status" | "/health" | "/outage/on" | "/outage/off" | "/outage/auto") => (
             "405 Method Not Allowed",
-            r#"{"error":"use GET /status or POST /outage/on|off|auto"}"#.into(),
+            r#"{"error":"use GET /status, GET /health or POST /outage/on|off|auto"}"#.into(),
         ),
         _ => (
             "404 Not Found",
-            r#"{"error":"routes: GET /status, POST /outage/on, /outage/off, /outage/auto"}"#.into(),
+            r#"{"error":"routes: GET /status, GET /health, POST /outage/on, /outage/off, /outage/auto"}"#
+                .into(),
         ),
     }
 }
@@ -289,8 +300,15 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
         assert!(r.contains(r#""outage_active":true"#), "{r}");
         assert!(control.outage_active(Instant::now()));
+        let r = call(addr, "GET /health HTTP/1.1\r\n\r\n").await;
+        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
 
         call(addr, "POST /outage/off HTTP/1.1\r\n\r\n").await;
+        let r = call(addr, "GET /health HTTP/1.1\r\n\r\n").await;
+        assert!(
+            r.starts_with("HTTP/1.1 200") && r.contains(r#""llm":"up""#),
+            "{r}"
+        );
         assert_eq!(control.outage_mode(), OutageMode::Off);
         let r = call(addr, "GET /status HTTP/1.1\r\n\r\n").await;
         assert!(r.contains(r#""outage_mode":"off""#), "{r}");

@@ -21,6 +21,7 @@ mod api_versions;
 mod archive_cli;
 mod audit_csv;
 mod auth;
+mod automation_rounds;
 mod client;
 mod config;
 mod export;

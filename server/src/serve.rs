@@ -240,8 +240,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         )),
         status: Arc::default(),
     };
+    let rounds_status = Arc::new(redrive_core::automation::rounds::RoundsStatus::default());
     let telemetry = Arc::new(
         Telemetry::new(config.ingest_enabled.then(|| status.clone()))
+            .with_rounds(rounds_status.clone())
             .with_relay(relay_health.status.clone())
             .with_leader(leader.clone())
             .with_alerts(alert_status.clone())
@@ -283,6 +285,19 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         },
         sorter_status.clone(),
         |_| {},
+        shutdown.child_token(),
+    ));
+    // ... and runs the transient rules' scheduled rounds behind their health gates.
+    tokio::spawn(redrive_core::automation::rounds::run(
+        store.clone(),
+        {
+            let leader = leader.clone();
+            move || leader.is_leader()
+        },
+        Arc::new(crate::automation_rounds::ServerProbe::new(
+            config.relay_config(),
+        )),
+        rounds_status,
         shutdown.child_token(),
     ));
     crate::auth::cli::bootstrap_admin(&store, &config)

@@ -74,6 +74,8 @@ struct Shared {
     /// The SQLite write gate's figures, read from the store at each scrape (`None` on
     /// PostgreSQL).
     write_gate: Mutex<Option<redrive_core::store::WriteGateStats>>,
+    /// The scheduler of automatic replays, once [`Telemetry::with_rounds`] named it.
+    rounds: std::sync::OnceLock<Arc<redrive_core::automation::rounds::RoundsStatus>>,
 }
 
 impl Telemetry {
@@ -90,6 +92,7 @@ impl Telemetry {
             retention: std::sync::OnceLock::new(),
             sorter: std::sync::OnceLock::new(),
             write_gate: Mutex::new(None),
+            rounds: std::sync::OnceLock::new(),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -132,6 +135,15 @@ impl Telemetry {
     /// Reads the sorter's counters at each scrape (`redrive_tier_*`, `crate::telemetry_tiers`).
     pub fn set_sorter(&self, sorter: Arc<redrive_core::automation::sort_loop::SorterStatus>) {
         let _ = self.shared.sorter.set(sorter);
+    }
+
+    /// Reads the scheduler's per-rule figures at each scrape (`redrive_automation_*`).
+    pub fn with_rounds(
+        self,
+        rounds: Arc<redrive_core::automation::rounds::RoundsStatus>,
+    ) -> Telemetry {
+        let _ = self.shared.rounds.set(rounds);
+        self
     }
 
     /// Event: a store operation failed while serving a request, a probe or a scrape. Logs
@@ -400,6 +412,7 @@ impl Collector for Exposition {
         crate::telemetry_retention::encode(&mut enc, self.0.retention.get())?;
         crate::telemetry_tiers::encode(&mut enc, self.0.sorter.get().map(|s| s.as_ref()))?;
         crate::telemetry_write_gate::encode(&mut enc, *lock(&self.0.write_gate))?;
+        crate::automation_rounds::encode(&mut enc, self.0.rounds.get())?;
 
         {
             let c = ConstCounter::new(0u64);

@@ -323,6 +323,11 @@ pub async fn evaluate_once(
                     }
                 }
             }
+            RuleKind::RulePaused => {
+                for (name, _) in store.self_paused_rules().await? {
+                    readings.insert(scope_of("rule", Some(&name)), level(true, 1));
+                }
+            }
             RuleKind::IngestStalled => {
                 if let Some(ingest) = &inputs.ingest {
                     let ready = ingest.is_ready();
@@ -562,6 +567,10 @@ fn describe(rule: &RuleConfig, scope: &str, value: i64) -> String {
         RuleKind::Escalated => format!(
             "{value} dead letter(s) in {scope} came back after their automatic attempts and \
              were escalated to the manual tier"
+        ),
+        RuleKind::RulePaused => format!(
+            "automatic replay rule {scope} paused itself: most of what it replayed came back \
+             as dead letters; resume it once the cause is fixed"
         ),
         RuleKind::IngestLag => format!(
             "ingest is {value} record(s) behind in {scope} (threshold {})",

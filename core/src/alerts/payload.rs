@@ -90,7 +90,7 @@ pub fn unit_and_threshold(rule: &RuleConfig) -> (&'static str, Option<f64>) {
         NewArrival | NewErrorGroup | ReplayFailed | CanaryFailed | PoisonArrived | Escalated => {
             ("records", None)
         }
-        IngestStalled => ("bool", None),
+        IngestStalled | RulePaused => ("bool", None),
     }
 }
 

@@ -168,10 +168,14 @@ pub enum RuleKind {
     /// Dead letters came back after their automatic attempts were used up and were escalated
     /// to the manual tier (`docs/automation.md`): per DLQ topic; resolves after `window_ms`.
     Escalated,
+    /// A transient rule of automatic reprocessing paused itself because most of what it
+    /// replayed came back (`docs/automation.md`, "Rule self-pause"); one scope per rule
+    /// (`rule=<name>`), resolves when the rule is resumed.
+    RulePaused,
 }
 
 impl RuleKind {
-    pub const ALL: [RuleKind; 12] = [
+    pub const ALL: [RuleKind; 13] = [
         RuleKind::DlqSize,
         RuleKind::DeadLetterRate,
         RuleKind::NewArrival,
@@ -184,6 +188,7 @@ impl RuleKind {
         RuleKind::CanaryFailed,
         RuleKind::PoisonArrived,
         RuleKind::Escalated,
+        RuleKind::RulePaused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -200,6 +205,7 @@ impl RuleKind {
             RuleKind::CanaryFailed => "canary_failed",
             RuleKind::PoisonArrived => "poison_arrived",
             RuleKind::Escalated => "escalated",
+            RuleKind::RulePaused => "rule_paused",
         }
     }
 
@@ -451,7 +457,10 @@ impl RuleConfig {
                 ));
             }
             let applies = match self.kind {
-                RuleKind::IngestStalled | RuleKind::ReplayFailed | RuleKind::CanaryFailed => false,
+                RuleKind::IngestStalled
+                | RuleKind::ReplayFailed
+                | RuleKind::CanaryFailed
+                | RuleKind::RulePaused => false,
                 RuleKind::Quarantined
                 | RuleKind::IngestLag
                 | RuleKind::PoisonArrived

@@ -21,6 +21,8 @@
 //! most what the committed outbox rows say, with their idempotency keys.
 
 pub mod dry_run;
+#[cfg(feature = "server")]
+pub mod rounds;
 pub mod rules;
 #[cfg(feature = "server")]
 pub mod sort_loop;

@@ -351,6 +351,19 @@ fn consumer_config(config: &RelayConfig, group: &str) -> ClientConfig {
     cfg
 }
 
+/// One reading of consumer group `group`'s lag on `topics`, records, with a client of its
+/// own (created and closed here): the scheduler's lag gate (`docs/automation.md`, "Health
+/// gates"), by the same rule as a job's lag gate (module docs). Blocking: call it on the
+/// blocking pool.
+///
+/// Errors: the client cannot be created, or what could not be read (as a job's gate).
+pub fn read_group_lag(config: &RelayConfig, group: &str, topics: &[String]) -> Result<i64, String> {
+    let c: GroupConsumer = consumer_config(config, group)
+        .create()
+        .map_err(|e| format!("cannot create a client for consumer group `{group}`: {e}"))?;
+    read_lag(&c, group, topics)
+}
+
 /// Reads `group`'s lag on `topics` (blocking; see the module docs for the rule).
 ///
 /// Errors: a message naming what could not be read (a topic's metadata, a partition's

@@ -73,6 +73,7 @@ use self::kafka::{create_producer, ProducerSlot};
 use self::worker::Relay;
 
 pub use self::config::*;
+pub use self::lag_gate::read_group_lag;
 pub(crate) use self::record::application_headers;
 pub use self::record::{
     HEADER_DEAD_LETTER_ID, HEADER_EDIT_VERSION, HEADER_IDEMPOTENCY_KEY, HEADER_REPLAYED_BY,

@@ -160,7 +160,7 @@ pub(super) struct DryRow {
     n: i64,
 }
 
-fn dry_run_query<'a, DB: Dialect>(
+pub(super) fn dry_run_query<'a, DB: Dialect>(
     sel: &'a Selection,
     target: Option<&'a str>,
 ) -> QueryBuilder<'a, DB> {
@@ -207,7 +207,7 @@ fn count_query<'a, DB: Dialect>(
 }
 
 /// `UPDATE dead_letters SET <set>` over the selection under `condition`, `RETURNING id`.
-fn update_returning_ids<'a, DB: Dialect>(
+pub(super) fn update_returning_ids<'a, DB: Dialect>(
     set: &str,
     sel: &'a Selection,
     condition: impl FnOnce(&mut QueryBuilder<'a, DB>),
@@ -390,6 +390,163 @@ pub(super) fn check_replay(
     Ok((target, check_reason(req.reason.as_deref())?))
 }
 
+/// A replay job as first written for `req` by `actor` (status `running`, counts 0; the
+/// replay fills them): a fresh UUID v4 id, the checked `target` override and `reason`.
+pub(super) fn new_replay_job(
+    actor: &Actor,
+    req: &ReplayRequest,
+    target: Option<String>,
+    reason: Option<String>,
+    now: i64,
+    selection_json: String,
+) -> ReplayJob {
+    ReplayJob {
+        id: uuid::Uuid::new_v4().to_string(),
+        status: crate::actions::JobStatus::Running,
+        created_by: clean_text(&actor.user),
+        created_at_ms: now,
+        started_at_ms: None,
+        finished_at_ms: None,
+        target_topic: target,
+        rate_per_sec: req.rate_per_sec,
+        reason,
+        total: 0,
+        published: 0,
+        failed: 0,
+        cancelled: 0,
+        skipped: 0,
+        skipped_without_target: 0,
+        last_error: None,
+        selection: selection_json,
+        options: req.options.clone(),
+        transform: Default::default(),
+        refailed: 0,
+        canary: req
+            .options
+            .canary
+            .as_ref()
+            .map(|_| crate::canary::CanaryStatus::starting()),
+        lag: Default::default(),
+    }
+}
+
+/// The explicit-ids part of a replay, inside the caller's write transaction `$tx` (a
+/// `WriteTx` of the `DB` in scope, as `on_pool!` names it): the dry run of `$sel`, the
+/// replayable ones set `replay_pending`, the job row (`$job`, updated with its counts and,
+/// when nothing was queued, `finished`), its outbox rows (a fresh UUID v4 idempotency key
+/// each), their per-key order, the `replay_requested` history events and the audit row.
+/// Shared by [`Store::request_replay`] and the scheduler's rounds (`rounds.rs`), which run it
+/// in their own transaction so the round's own writes commit with it or not at all.
+/// Evaluates to the ids queued (sorted). A `?` in it returns the enclosing fn's `StoreError`.
+macro_rules! replay_ids_in_tx {
+    ($tx:ident, $job:ident, $actor:expr, $sel:expr, $target:expr, $reason:expr, $approval:expr, $now:expr) => {{
+        let dry: Vec<$crate::store::actions::DryRow> =
+            $crate::store::actions::dry_run_query::<DB>($sel, $target)
+                .build_query_as()
+                .fetch_all(&mut *$tx)
+                .await
+                .map_err($crate::store::dialect::store_error)?;
+        let dry = $crate::store::actions::dry_run_from(dry);
+        let mut ids: Vec<i64> = $crate::store::actions::update_returning_ids::<DB>(
+            "status_before = status, status = 'replay_pending'",
+            $sel,
+            |qb| $crate::store::actions::push_replayable(qb, $target),
+        )
+        .build_query_scalar()
+        .fetch_all(&mut *$tx)
+        .await
+        .map_err($crate::store::dialect::store_error)?;
+        ids.sort_unstable();
+        $job.total = ids.len() as i64;
+        $job.skipped = (dry.total - $job.total).max(0);
+        $job.skipped_without_target = dry.without_target.min($job.skipped);
+        if ids.is_empty() {
+            $job.status = crate::actions::JobStatus::Finished;
+            $job.finished_at_ms = Some($now);
+        }
+        $crate::store::actions::insert_job::<DB>(&$job)
+            .build()
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+        if !ids.is_empty() {
+            let inserted: Vec<(i64, i64)> =
+                $crate::store::actions::insert_outbox::<DB>(&$job.id, &ids, $target, $now)
+                    .build_query_as()
+                    .fetch_all(&mut *$tx)
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
+            // Per-key order (`order.rs`): each row's key group and place, heads unheld.
+            if !$job.options.unordered {
+                let inserted = $crate::store::order::inserted_rows(inserted);
+                let keys: Vec<$crate::store::order::KeyRow> =
+                    $crate::store::order::read_keys::<DB>(&ids)
+                        .build_query_as()
+                        .persistent(false)
+                        .fetch_all(&mut *$tx)
+                        .await
+                        .map_err($crate::store::dialect::store_error)?;
+                for mut qb in $crate::store::order::order_statements::<DB>(
+                    &$job.id, $target, &keys, &inserted,
+                ) {
+                    qb.build()
+                        .persistent(false)
+                        .execute(&mut *$tx)
+                        .await
+                        .map_err($crate::store::dialect::store_error)?;
+                }
+            }
+            $crate::store::actions::insert_events_for_ids::<DB>(
+                &ids,
+                $now,
+                "replay_requested",
+                &$job.created_by,
+                |qb| {
+                    qb.push("'to ' || COALESCE(");
+                    <DB as $crate::store::dialect::Dialect>::bind(
+                        qb,
+                        $crate::store::dialect::Val::Text($target),
+                    );
+                    qb.push(", source_topic)");
+                },
+                $crate::store::actions::reason_suffix($reason.as_deref()),
+                Some(&$job.id),
+            )
+            .build()
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+        }
+        let outcome = format!(
+            "ok: {} queued, {} skipped ({} without a target topic)",
+            $job.total, $job.skipped, $job.skipped_without_target
+        );
+        let base = $crate::store::actions::action_audit(
+            $actor,
+            "replay",
+            $sel,
+            $job.total,
+            $reason.as_deref(),
+            outcome,
+        );
+        let audit = $crate::actions::NewAuditEntry {
+            job_id: Some($job.id.clone()),
+            detail: $crate::store::approvals::approval_detail(
+                $crate::store::actions::replay_detail(base.detail.clone(), Some(&$job.options)),
+                $approval,
+            ),
+            ..base
+        };
+        $crate::store::audit::insert_audit::<DB>(&audit, $now)
+            .build()
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+        ids
+    }};
+}
+pub(super) use replay_ids_in_tx;
+
 impl Store {
     /// What a replay of `selection` (to `target_topic`, `None` = each record's source topic)
     /// would do: how many are selected, how many it would queue per target topic, how many
@@ -458,34 +615,14 @@ impl Store {
         let now = now_ms();
         let selection_json = serde_json::to_string(&req.selection)
             .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?;
-        let mut job = ReplayJob {
-            id: uuid::Uuid::new_v4().to_string(),
-            status: crate::actions::JobStatus::Running,
-            created_by: clean_text(&actor.user),
-            created_at_ms: now,
-            started_at_ms: None,
-            finished_at_ms: None,
-            target_topic: target.clone(),
-            rate_per_sec: req.rate_per_sec,
-            reason: reason.clone(),
-            total: 0,
-            published: 0,
-            failed: 0,
-            cancelled: 0,
-            skipped: 0,
-            skipped_without_target: 0,
-            last_error: None,
-            selection: selection_json,
-            options: req.options.clone(),
-            transform: Default::default(),
-            refailed: 0,
-            canary: req
-                .options
-                .canary
-                .as_ref()
-                .map(|_| crate::canary::CanaryStatus::starting()),
-            lag: Default::default(),
-        };
+        let mut job = new_replay_job(
+            actor,
+            req,
+            target.clone(),
+            reason.clone(),
+            now,
+            selection_json,
+        );
         if let Selection::Filter(filter) = &req.selection {
             // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
             let max_id = match approval.and_then(|a| a.max_id) {
@@ -534,95 +671,7 @@ impl Store {
                     .await
                     .map_err(store_error)?;
             }
-            let dry: Vec<DryRow> = dry_run_query::<DB>(sel, target)
-                .build_query_as()
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            let dry = dry_run_from(dry);
-            let mut ids: Vec<i64> = update_returning_ids::<DB>(
-                "status_before = status, status = 'replay_pending'",
-                sel,
-                |qb| push_replayable(qb, target),
-            )
-            .build_query_scalar()
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            ids.sort_unstable();
-            job.total = ids.len() as i64;
-            job.skipped = (dry.total - job.total).max(0);
-            job.skipped_without_target = dry.without_target.min(job.skipped);
-            if ids.is_empty() {
-                job.status = crate::actions::JobStatus::Finished;
-                job.finished_at_ms = Some(now);
-            }
-            insert_job::<DB>(&job)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            if !ids.is_empty() {
-                let inserted: Vec<(i64, i64)> = insert_outbox::<DB>(&job.id, &ids, target, now)
-                    .build_query_as()
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                // Per-key order (`order.rs`): each row's key group and place, heads unheld.
-                if !job.options.unordered {
-                    let inserted = super::order::inserted_rows(inserted);
-                    let keys: Vec<super::order::KeyRow> = super::order::read_keys::<DB>(&ids)
-                        .build_query_as()
-                        .persistent(false)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                    for mut qb in
-                        super::order::order_statements::<DB>(&job.id, target, &keys, &inserted)
-                    {
-                        qb.build()
-                            .persistent(false)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                    }
-                }
-                insert_events_for_ids::<DB>(
-                    &ids,
-                    now,
-                    "replay_requested",
-                    &job.created_by,
-                    |qb| {
-                        qb.push("'to ' || COALESCE(");
-                        DB::bind(qb, Val::Text(target));
-                        qb.push(", source_topic)");
-                    },
-                    reason_suffix(reason.as_deref()),
-                    Some(&job.id),
-                )
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            }
-            let outcome = format!(
-                "ok: {} queued, {} skipped ({} without a target topic)",
-                job.total, job.skipped, job.skipped_without_target
-            );
-            let base = action_audit(actor, "replay", sel, job.total, reason.as_deref(), outcome);
-            let audit = NewAuditEntry {
-                job_id: Some(job.id.clone()),
-                detail: approval_detail(
-                    replay_detail(base.detail.clone(), Some(&job.options)),
-                    approval,
-                ),
-                ..base
-            };
-            super::audit::insert_audit::<DB>(&audit, now)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
+            replay_ids_in_tx!(tx, job, actor, sel, target, reason, approval, now);
             tx.commit().await.map_err(store_error)?;
             Ok::<(), StoreError>(())
         })?;

@@ -186,6 +186,7 @@ pub(crate) mod outcome;
 mod quarantine;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
+mod rounds;
 mod rule_dry_run;
 mod rule_sets;
 mod rule_states;
@@ -216,6 +217,9 @@ pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
+};
+pub use self::rounds::{
+    rule_actor, DueSummary, RefailTally, RoundResult, RoundState, RULE_ACTOR_PREFIX,
 };
 pub use self::rule_dry_run::DRY_RUN_CHUNK;
 pub use self::rule_sets::{RuleSetOrigin, RuleSetVersion, CONFIG_ACTOR};

@@ -23,6 +23,7 @@ mod approvals;
 mod archive_cli;
 mod auth;
 mod authz_matrix;
+mod automation_rounds;
 mod automation_rules;
 mod backpressure_rebalance;
 mod bulk_label_resume;

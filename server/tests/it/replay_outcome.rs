@@ -38,6 +38,16 @@ impl Demo {
     /// outage `outage` on or off (while on, every valid request fails its attempts and is
     /// dead-lettered after `max_retries` fast retries).
     pub(crate) fn start(count: u64, poison_ratio: f64, outage: bool) -> Demo {
+        Demo::start_with(count, poison_ratio, outage, |_| {})
+    }
+
+    /// [`Demo::start`] with `tweak` applied to the configuration first.
+    pub(crate) fn start_with(
+        count: u64,
+        poison_ratio: f64,
+        outage: bool,
+        tweak: impl FnOnce(&mut DemoConfig),
+    ) -> Demo {
         let dir = tempfile::tempdir().expect("a temp dir");
         let source = unique("outcome_requests");
         let config = DemoConfig {
@@ -68,6 +78,8 @@ impl Demo {
             seed: Some(9),
             ..DemoConfig::default()
         };
+        let mut config = config;
+        tweak(&mut config);
         let control = Control::new(&config);
         let stop = CancellationToken::new();
         let task = tokio::spawn(redrive_demo::run_with(
