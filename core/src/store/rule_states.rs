@@ -128,10 +128,13 @@ impl Store {
                 "INSERT INTO rule_states (rule_name, paused, paused_reason, paused_by, \
                  paused_at_ms) VALUES (",
             );
+            // On resume `paused_at_ms` becomes the resume time (not NULL): the scheduler's
+            // self-pause judges only the rule's jobs made after it, so the replays that made
+            // the rule pause itself do not pause it again at once.
             let (p, r, b, at) = if paused {
                 (1, reason.as_deref(), Some(by.as_str()), Some(now))
             } else {
-                (0, None, None, None)
+                (0, None, None, Some(now))
             };
             let values = [
                 Val::Text(Some(rule)),

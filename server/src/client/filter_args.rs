@@ -61,6 +61,10 @@ pub struct FilterArgs {
     /// Came back as a dead letter after a replay.
     #[arg(long, help_heading = "Filter")]
     pub came_back: bool,
+    /// In this automation tier: transient, manual, poison, archive, or unsorted (default:
+    /// every tier but archive; docs/automation.md).
+    #[arg(long, value_name = "TIER", help_heading = "Filter")]
+    pub tier: Option<String>,
 }
 
 impl FilterArgs {
@@ -87,6 +91,9 @@ impl FilterArgs {
         }
         if self.came_back {
             out.push(("came_back", "true".to_string()));
+        }
+        if let Some(t) = &self.tier {
+            out.push(("tier", t.clone()));
         }
         out
     }
@@ -222,6 +229,7 @@ mod tests {
             label: Some("needs-fix".into()),
             unlabelled: false,
             came_back: true,
+            tier: Some("transient".into()),
         }
     }
 
@@ -242,6 +250,7 @@ mod tests {
             label: Some("l".into()),
             unlabelled: true,
             came_back: true,
+            tier: Some(redrive_core::filter::TierFilter::Transient),
             dlq_topic_in: None,
         };
         let core: Vec<&str> = full.to_pairs().into_iter().map(|(k, _)| k).collect();
