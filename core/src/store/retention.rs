@@ -185,8 +185,11 @@ impl Store {
                          WHERE d.dlq_topic = ",
                     );
                     DB::bind(&mut qb, Val::Text(Some(dlq_topic)));
+                    // `t.tier` only (the same value as `d.tier`, written together): a `d.tier`
+                    // predicate lets stale PostgreSQL statistics nest a tier-index range scan
+                    // per row (see `rounds.rs`, `push_due`).
                     qb.push(
-                        " AND d.tier = 'archive' AND t.tier = 'archive' \
+                        " AND t.tier = 'archive' \
                          AND d.status <> 'replay_pending' AND t.tier_at_ms < ",
                     );
                     DB::bind(&mut qb, Val::I64(Some(before_ms)));
