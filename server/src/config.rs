@@ -1434,9 +1434,10 @@ groups_header = "X-Forwarded-Groups"
                 .unwrap_err()
                 .to_string()
         };
-        let e = refused("[approval]\nmin_records = 10\ndlq_topics = [\"payments.*\"]\n");
+        // The role-scope syntax: a glob is a pattern; a name with a space is neither.
+        let e = refused("[approval]\nmin_records = 10\ndlq_topics = [\"pay ments.*\"]\n");
         assert!(
-            e.contains("[approval] dlq_topics") && e.contains("payments.*"),
+            e.contains("[approval] dlq_topics") && e.contains("pay ments.*"),
             "{e}"
         );
         let e = refused("[approval]\nmin_records = 10\nexpire_after_ms = 0\n");

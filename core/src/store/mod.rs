@@ -491,6 +491,11 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers or status that do not parse).
     pub async fn get(&self, id: i64) -> Result<Option<DeadLetter>, StoreError> {
+        // Its tiering before the row (two reads, no snapshot between them): the sorter writes
+        // both in one transaction and never unsorts, so a dead letter is never shown with a
+        // tiering but without a tier (read the other way round, a sort committed between the
+        // reads showed exactly that).
+        let tiering = self.tier_info(id).await?;
         let row: Option<FullRow> = on_pool!(self, |pool, DB| {
             let mut qb = sql::get::<DB>(id);
             qb.build_query_as().fetch_optional(pool).await
@@ -502,7 +507,7 @@ impl Store {
         self.attach_labels(std::slice::from_mut(&mut d.summary))
             .await?;
         d.link = self.replay_link(id).await?;
-        d.tiering = self.tier_info(id).await?;
+        d.tiering = tiering;
         Ok(Some(d))
     }
 

@@ -539,6 +539,9 @@ async fn matrix(backend: Backend) {
         ],
     )
     .await;
+    // The requester of the cells' approval requests (`new_cell`): approval acts with the
+    // requester's role as it is when approved, so the requester must exist.
+    app.add_user("setup", "admin", "setup password").await;
     app.add_user("viewer", "viewer", "viewer password").await;
     app.add_user("operator", "operator", "operator password")
         .await;
