@@ -9,18 +9,16 @@
 //! wall time of one GET (request to last byte, loopback, no compression), so it includes
 //! reading the record from the store.
 
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use redrive_core::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
 use redrive_core::store::Store;
 use redrive_testkit::{self as kit, Backend};
-use tokio::process::Command;
+
+use crate::release_server::ReleaseServer;
 
 const DETAIL_RUNS: usize = 5;
-const USER: &str = "bench";
-const PASSWORD: &str = "bench-password-1";
 
 /// One measured shape.
 pub struct Figure {
@@ -104,80 +102,15 @@ fn stored_bytes(d: &NewDeadLetter) -> usize {
             .sum::<usize>()
 }
 
-fn vm_hwm_kib(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmHWM in /proc/PID/status")
-}
-
-fn reset_peak(pid: u32) -> Result<()> {
-    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").context("reset the peak RSS")
-}
-
 /// Measures every shape; `Err` when the release binary is missing or the server fails.
 pub async fn figures() -> Result<Vec<Figure>> {
-    let bin = std::env::current_exe()?
-        .parent()
-        .context("no directory")?
-        .join("redrive");
-    if !bin.exists() {
-        bail!(
-            "{} is missing: `cargo build --release -p redrive` first",
-            bin.display()
-        );
-    }
     let (db_url, _dir) = kit::fresh_database(Backend::Sqlite).await?;
     let store = Store::connect(&db_url).await?;
     store.migrate().await?;
     let shapes = shapes();
     let records: Vec<NewDeadLetter> = shapes.iter().map(|(_, d)| d.clone()).collect();
     store.insert_batch(&records).await?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let site = tempfile::tempdir()?;
-    let mut child = Command::new(&bin)
-        .arg("serve")
-        .env("REDRIVE_DATABASE_URL", &db_url)
-        .env("REDRIVE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("REDRIVE_INGEST_ENABLED", "false")
-        .env("REDRIVE_KAFKA_BROKERS", "127.0.0.1:9")
-        .env("REDRIVE_SITE_ROOT", site.path())
-        .env("REDRIVE_ADMIN_USER", USER)
-        .env("REDRIVE_ADMIN_PASSWORD", PASSWORD)
-        .env("REDRIVE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().context("no pid")?;
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.get(format!("{base}/healthz")).send().await.is_err() {
-        if Instant::now() > deadline {
-            bail!("redrive did not answer /healthz within 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let res = client
-        .post(format!("{base}/auth/sign-in"))
-        .header("Accept", "application/json")
-        .form(&[("user", USER), ("password", PASSWORD)])
-        .send()
-        .await?;
-    let cookie = res
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .context("sign-in gave no session cookie")?
-        .to_string();
+    let server = ReleaseServer::start(&db_url, &[], Duration::from_secs(60)).await?;
     let ids: Vec<i64> = {
         let q = redrive_core::filter::ListQuery::from_pairs([("limit", "100")])?;
         let mut items = store.list(&q).await?.items;
@@ -186,21 +119,12 @@ pub async fn figures() -> Result<Vec<Figure>> {
     };
     let mut out = Vec::new();
     for ((shape, d), id) in shapes.iter().zip(ids) {
-        let url = format!("{base}/dead-letters/{id}");
-        let get = || async {
-            let res = client.get(&url).header("Cookie", &cookie).send().await?;
-            if !res.status().is_success() {
-                bail!("GET {url}: {}", res.status());
-            }
-            Ok::<usize, anyhow::Error>(res.bytes().await?.len())
-        };
-        reset_peak(pid)?;
-        let page_bytes = get().await?;
+        let url = format!("/dead-letters/{id}");
+        server.reset_peak()?;
+        let (_, page_bytes) = server.get(&url).await?;
         let mut times = Vec::new();
         for _ in 0..DETAIL_RUNS {
-            let t = Instant::now();
-            get().await?;
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            times.push(server.get(&url).await?.0);
         }
         times.sort_by(f64::total_cmp);
         let figure = Figure {
@@ -208,7 +132,7 @@ pub async fn figures() -> Result<Vec<Figure>> {
             stored_bytes: stored_bytes(d),
             page_bytes,
             median_ms: times[times.len() / 2],
-            peak_rss_kib: vm_hwm_kib(pid)?,
+            peak_rss_kib: server.peak_rss_kib()?,
         };
         eprintln!(
             "detail page, {shape}: {} bytes, {:.1} ms, peak RSS {} KiB",
@@ -216,6 +140,6 @@ pub async fn figures() -> Result<Vec<Figure>> {
         );
         out.push(figure);
     }
-    let _ = child.kill().await;
+    server.stop().await;
     Ok(out)
 }

@@ -47,7 +47,9 @@ use tokio_util::sync::CancellationToken;
 mod bulk_load;
 mod detail_page;
 mod overview_page;
+mod pages_load;
 mod purge;
+mod release_server;
 mod replay;
 mod replay_rows;
 mod rounds;
@@ -74,6 +76,10 @@ async fn main() -> Result<()> {
     let queries = env_usize("BENCH_QUERIES", 200);
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() == "only" {
         return print_overview_figures(records, rows).await;
+    }
+    let load = std::env::var("BENCH_LOAD").unwrap_or_default();
+    if load == "only" {
+        return print_load_figures(rows).await;
     }
     let purge_rows = env_usize("BENCH_PURGE", rows);
     if std::env::var("BENCH_PURGE_ONLY").unwrap_or_default() == "1" {
@@ -224,6 +230,27 @@ async fn main() -> Result<()> {
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() != "0" {
         print_overview_figures(records, rows).await?;
     }
+    if load != "0" {
+        print_load_figures(rows).await?;
+    }
+    Ok(())
+}
+
+/// Full HTML pages under load while ingest runs, both databases ([`pages_load`]):
+/// `BENCH_LOAD_USERS` (20) users for `BENCH_LOAD_SECS` (30) s, ingest at `BENCH_LOAD_INGEST`
+/// (1,000) msgs/s, over `rows` stored dead letters. `BENCH_LOAD=only` runs just this; `0`
+/// skips it.
+async fn print_load_figures(rows: usize) -> Result<()> {
+    let users = env_usize("BENCH_LOAD_USERS", 20);
+    let secs = env_usize("BENCH_LOAD_SECS", 30) as u64;
+    let ingest = env_usize("BENCH_LOAD_INGEST", 1_000);
+    let mut figs = Vec::new();
+    for backend in Backend::ALL {
+        figs.push(
+            pages_load::figures(backend, rows, users, secs, ingest, 1_796_104_800_000).await?,
+        );
+    }
+    pages_load::print(rows, &figs);
     Ok(())
 }
 

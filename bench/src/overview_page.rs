@@ -9,17 +9,15 @@
 //! first GET (reported apart) is the uncached one; `Store::stats` is also timed in process
 //! (what one refresh costs).
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use redrive_core::store::Store;
 use redrive_testkit::{self as kit, Backend};
-use tokio::process::Command;
+
+use crate::release_server::{p50_p99, ReleaseServer};
 
 const OVERVIEW_RUNS: usize = 50;
-const USER: &str = "bench";
-const PASSWORD: &str = "bench-password-1";
 
 /// One backend's figures, ms.
 pub struct Figures {
@@ -32,25 +30,9 @@ pub struct Figures {
     pub fill_s: f64,
 }
 
-fn p50_p99(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.5), at(0.99))
-}
-
 /// Fills a store of `backend` with `rows`, serves it with the release binary, times the
 /// pages. Errors: the binary is missing, the fill or the server fails.
 pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures> {
-    let bin = std::env::current_exe()?
-        .parent()
-        .context("no directory")?
-        .join("redrive");
-    if !bin.exists() {
-        bail!(
-            "{} is missing: `cargo build --release -p redrive` first",
-            bin.display()
-        );
-    }
     let (db_url, _dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&db_url).await?;
     store.migrate().await?;
@@ -66,61 +48,10 @@ pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures>
         store.arrival_totals(400).await?;
         stats_times.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let site = tempfile::tempdir()?;
-    let mut child = Command::new(&bin)
-        .arg("serve")
-        .env("REDRIVE_DATABASE_URL", &db_url)
-        .env("REDRIVE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("REDRIVE_INGEST_ENABLED", "false")
-        .env("REDRIVE_KAFKA_BROKERS", "127.0.0.1:9")
-        .env("REDRIVE_SITE_ROOT", site.path())
-        .env("REDRIVE_ADMIN_USER", USER)
-        .env("REDRIVE_ADMIN_PASSWORD", PASSWORD)
-        .env("REDRIVE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while client.get(format!("{base}/healthz")).send().await.is_err() {
-        if Instant::now() > deadline {
-            bail!("redrive did not answer /healthz within 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let res = client
-        .post(format!("{base}/auth/sign-in"))
-        .header("Accept", "application/json")
-        .form(&[("user", USER), ("password", PASSWORD)])
-        .send()
-        .await?;
-    let cookie = res
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .context("sign-in gave no session cookie")?
-        .to_string();
+    let server = ReleaseServer::start(&db_url, &[], Duration::from_secs(120)).await?;
     let time = |path: &'static str| {
-        let client = client.clone();
-        let cookie = cookie.clone();
-        let url = format!("{base}{path}");
-        async move {
-            let t = Instant::now();
-            let res = client.get(&url).header("Cookie", &cookie).send().await?;
-            if !res.status().is_success() {
-                bail!("GET {url}: {}", res.status());
-            }
-            res.bytes().await?;
-            Ok::<f64, anyhow::Error>(t.elapsed().as_secs_f64() * 1000.0)
-        }
+        let server = &server;
+        async move { Ok::<f64, anyhow::Error>(server.get(path).await?.0) }
     };
     let metrics_first = time("/metrics").await?;
     let mut overview = Vec::new();
@@ -129,7 +60,7 @@ pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures>
         overview.push(time("/overview").await?);
         metrics.push(time("/metrics").await?);
     }
-    let _ = child.kill().await;
+    server.stop().await;
     let mut s = stats_times;
     s.sort_by(f64::total_cmp);
     Ok(Figures {

@@ -21,6 +21,8 @@
 //! most what the committed outbox rows say, with their idempotency keys.
 
 pub mod dry_run;
+mod matcher;
+mod poison;
 #[cfg(feature = "server")]
 pub mod rounds;
 pub mod rules;

@@ -31,6 +31,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::matcher::{Matcher, TopicLikePattern};
+pub use super::poison::poison_signal;
 use super::tier::Tier;
 use crate::actions::LagGate;
 use crate::model::{Convention, Header};
@@ -55,7 +57,7 @@ pub const MAX_MATCH_ENTRIES: usize = 100;
 #[error("{0}")]
 pub struct RuleSetError(pub String);
 
-fn err<T>(msg: impl Into<String>) -> Result<T, RuleSetError> {
+pub(super) fn err<T>(msg: impl Into<String>) -> Result<T, RuleSetError> {
     Err(RuleSetError(msg.into()))
 }
 
@@ -386,56 +388,6 @@ pub struct HttpGate {
 pub struct AgeMove {
     pub after_ms: u64,
     pub to: Tier,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Matcher {
-    dlq_topics: Vec<TopicPattern>,
-    source_topics: Vec<TopicPattern>,
-    consumer_groups: Vec<String>,
-    error_classes: Vec<TopicLikePattern>,
-    error_messages: Vec<String>,
-    fingerprints: Vec<String>,
-    conventions: Vec<Convention>,
-    headers: Vec<(String, Option<String>)>,
-    labels: Vec<String>,
-    min_age_ms: Option<u64>,
-    max_age_ms: Option<u64>,
-}
-
-/// An error class pattern: exact, or a `*` glob.
-#[derive(Debug, Clone)]
-enum TopicLikePattern {
-    Exact(String),
-    Glob(regex::Regex),
-}
-
-impl TopicLikePattern {
-    fn parse(s: &str) -> Result<TopicLikePattern, RuleSetError> {
-        let s = s.trim();
-        if s.is_empty() {
-            return err("an error class pattern is empty");
-        }
-        if !s.contains('*') {
-            return Ok(TopicLikePattern::Exact(s.to_string()));
-        }
-        let re = format!(
-            "^{}$",
-            s.split('*')
-                .map(regex::escape)
-                .collect::<Vec<_>>()
-                .join(".*")
-        );
-        regex::Regex::new(&re)
-            .map(TopicLikePattern::Glob)
-            .map_err(|e| RuleSetError(format!("`{s}` is not a valid pattern: {e}")))
-    }
-    fn matches(&self, v: &str) -> bool {
-        match self {
-            TopicLikePattern::Exact(e) => e == v,
-            TopicLikePattern::Glob(re) => re.is_match(v),
-        }
-    }
 }
 
 /// What a rule is matched against: one dead letter's fields as stored.
@@ -848,136 +800,6 @@ fn compile_gate(name: &str, g: &GateSpec) -> Result<Gate, RuleSetError> {
         lag: g.lag.clone(),
         quiet_for_ms,
     })
-}
-
-/// The last header named `name`, as UTF-8 text.
-fn header_text<'a>(headers: &'a [Header], name: &str) -> Option<&'a str> {
-    let h = headers.iter().rev().find(|h| h.name == name)?;
-    std::str::from_utf8(h.value.as_deref()?).ok()
-}
-
-impl Matcher {
-    /// `Some(why)` when every condition holds: the conditions that narrowed it, joined
-    /// (`"any dead letter"` when the rule has none).
-    fn explain(&self, d: &MatchInput<'_>) -> Option<String> {
-        let mut why: Vec<String> = Vec::new();
-        if !self.dlq_topics.is_empty() {
-            if !self.dlq_topics.iter().any(|p| p.matches(d.dlq_topic)) {
-                return None;
-            }
-            why.push(format!("DLQ topic {}", d.dlq_topic));
-        }
-        if !self.source_topics.is_empty() {
-            let t = d.source_topic?;
-            if !self.source_topics.iter().any(|p| p.matches(t)) {
-                return None;
-            }
-            why.push(format!("source topic {t}"));
-        }
-        if !self.consumer_groups.is_empty() {
-            let g = d.consumer_group?;
-            if !self.consumer_groups.iter().any(|x| x == g) {
-                return None;
-            }
-            why.push(format!("consumer group {g}"));
-        }
-        if !self.error_classes.is_empty() {
-            let c = d.error_class?;
-            if !self.error_classes.iter().any(|p| p.matches(c)) {
-                return None;
-            }
-            why.push(format!("error class {c}"));
-        }
-        if !self.error_messages.is_empty() {
-            let m = d.error_message?.to_lowercase();
-            let hit = self
-                .error_messages
-                .iter()
-                .find(|s| m.contains(s.as_str()))?;
-            why.push(format!("error message contains \"{hit}\""));
-        }
-        if !self.fingerprints.is_empty() {
-            if !self.fingerprints.iter().any(|f| f == d.fingerprint) {
-                return None;
-            }
-            why.push(format!("error group {}", d.fingerprint));
-        }
-        if !self.conventions.is_empty() {
-            if !self.conventions.contains(&d.convention) {
-                return None;
-            }
-            why.push(format!("convention {}", d.convention.as_str()));
-        }
-        for (name, want) in &self.headers {
-            let got = header_text(d.headers, name)?;
-            match want {
-                Some(v) if v != got => return None,
-                Some(v) => why.push(format!("header {name}={v}")),
-                None => why.push(format!("header {name} present")),
-            }
-        }
-        if !self.labels.is_empty() {
-            let l = self.labels.iter().find(|l| d.labels.contains(l))?;
-            why.push(format!("label {l}"));
-        }
-        if let Some(min) = self.min_age_ms {
-            if d.age_ms < min as i64 {
-                return None;
-            }
-            why.push(format!(
-                "older than {}",
-                humantime::format_duration(std::time::Duration::from_millis(min))
-            ));
-        }
-        if let Some(max) = self.max_age_ms {
-            if d.age_ms > max as i64 {
-                return None;
-            }
-            why.push(format!(
-                "younger than {}",
-                humantime::format_duration(std::time::Duration::from_millis(max))
-            ));
-        }
-        Some(if why.is_empty() {
-            "any dead letter".to_string()
-        } else {
-            why.join(", ")
-        })
-    }
-}
-
-/// Whether the record's own metadata says it can never succeed as it is, and which signal
-/// (`docs/automation.md`, "Poison routing"; conventions from `docs/conventions.md`):
-/// - the seed/demo convention's `retryable: false` header;
-/// - a deserialization failure: an error class ending in `DeserializationException` or
-///   `SerializationException` (Spring's `ErrorHandlingDeserializer`, Kafka's
-///   deserializers, Connect's converters), or SmallRye's `deserialization-failure-reason`
-///   header;
-/// - Kafka Connect's `__connect.errors.stage` of a converter (`KEY_CONVERTER`,
-///   `VALUE_CONVERTER`, `HEADER_CONVERTER`).
-pub fn poison_signal(d: &MatchInput<'_>) -> Option<String> {
-    if let Some(v) = header_text(d.headers, "retryable") {
-        if v.trim().eq_ignore_ascii_case("false") {
-            return Some("header retryable=false".into());
-        }
-    }
-    if let Some(c) = d.error_class {
-        let simple = c.rsplit(['.', '$']).next().unwrap_or(c);
-        if simple.ends_with("DeserializationException")
-            || simple.ends_with("SerializationException")
-        {
-            return Some(format!("deserialization failure ({c})"));
-        }
-    }
-    if header_text(d.headers, "deserialization-failure-reason").is_some() {
-        return Some("deserialization failure (SmallRye deserialization-failure-reason)".into());
-    }
-    if let Some(stage) = header_text(d.headers, "__connect.errors.stage") {
-        if stage.ends_with("_CONVERTER") {
-            return Some(format!("Kafka Connect converter failure ({stage})"));
-        }
-    }
-    None
 }
 
 #[cfg(test)]

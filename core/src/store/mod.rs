@@ -193,6 +193,8 @@ mod rule_states;
 mod scope;
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).
+mod tier_candidates;
+mod tier_moves;
 mod tiers;
 mod transform_marks;
 mod versions;
@@ -230,10 +232,9 @@ pub use self::stats::{
     Resolution, StatsSnapshot, TopicStats, ARRIVALS_CAP, GROUP_HOURS_KEPT_MS, HOURS_KEPT_MS,
     HOUR_MS, MINUTES_KEPT_MS, MINUTE_MS, OTHER_SOURCES, STATS_ROW_CAP,
 };
-pub use self::tiers::{
-    check_loop_guard, decide, Decision, MoveReport, SortReport, TierCandidate, MOVE_BATCH,
-    SORTER_ACTOR, SORT_BATCH,
-};
+pub use self::tier_candidates::{CandidateScan, TierCandidate};
+pub use self::tier_moves::{MoveReport, MOVE_BATCH};
+pub use self::tiers::{check_loop_guard, decide, Decision, SortReport, SORTER_ACTOR, SORT_BATCH};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
 pub use self::versions::MAX_VERSIONS_LISTED;
 pub use crate::automation::view::{RuleState, TierTotal};

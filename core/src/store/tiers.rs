@@ -17,97 +17,21 @@
 //! 3. Otherwise a `transient` dead letter is due at `now + delay(attempts + 1)` (the rule's
 //!    backoff with jitter), its attempts carried over.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use sqlx::QueryBuilder;
 
 use super::actions::{ids_json, now_ms};
-use super::codec::decode_headers;
 use super::dialect::{store_error, Dialect, Val};
+use super::tier_candidates::{CandidateScan, TierCandidate};
 use super::{Pool, Store, StoreError};
-use crate::automation::{Assignment, MatchInput, RuleSet, Tier};
-use crate::model::{Convention, Header};
+use crate::automation::{Assignment, RuleSet, Tier};
 
 /// Actor of the sorter's history events (and of age moves).
 pub const SORTER_ACTOR: &str = "(rules)";
 
 /// Most dead letters one sort batch takes.
 pub const SORT_BATCH: u32 = 500;
-
-/// Most dead letters one age move takes per rule and pass.
-pub const MOVE_BATCH: u32 = 500;
-
-/// One dead letter as a rule reads it, plus what its earlier self (if it came back after a
-/// replay) left for the loop guard and escalation.
-#[derive(Debug, Clone)]
-pub struct TierCandidate {
-    pub id: i64,
-    pub dlq_topic: String,
-    pub source_topic: Option<String>,
-    pub consumer_group: Option<String>,
-    pub error_class: Option<String>,
-    pub error_message: Option<String>,
-    pub fingerprint: String,
-    pub convention: Convention,
-    /// Raw headers (empty when the stored list cannot be read).
-    pub headers: Vec<Header>,
-    /// Own labels and its error group's, sorted, deduplicated.
-    pub labels: Vec<String>,
-    /// Epoch ms.
-    pub dead_lettered_at_ms: i64,
-    /// Its current tier (`None`: unsorted).
-    pub tier: Option<Tier>,
-    /// How many times it has come back after replays (0: it did not come from a replay).
-    pub repeat_failures: i32,
-    /// Its earlier self's automatic attempts (0 when none or not linked).
-    pub earlier_auto_attempts: i32,
-    /// Whether its earlier self was loop-guarded.
-    pub earlier_loop_guarded: bool,
-}
-
-impl TierCandidate {
-    /// The rule-matching view of it at `now_ms`.
-    pub fn input(&self, now_ms: i64) -> MatchInput<'_> {
-        MatchInput {
-            dlq_topic: &self.dlq_topic,
-            source_topic: self.source_topic.as_deref(),
-            consumer_group: self.consumer_group.as_deref(),
-            error_class: self.error_class.as_deref(),
-            error_message: self.error_message.as_deref(),
-            fingerprint: &self.fingerprint,
-            convention: self.convention,
-            headers: &self.headers,
-            labels: &self.labels,
-            age_ms: now_ms.saturating_sub(self.dead_lettered_at_ms),
-        }
-    }
-}
-
-#[derive(Debug, sqlx::FromRow)]
-struct CandidateRow {
-    id: i64,
-    dlq_topic: String,
-    source_topic: Option<String>,
-    consumer_group: Option<String>,
-    error_class: Option<String>,
-    error_message: Option<String>,
-    fingerprint: String,
-    convention: String,
-    headers: String,
-    dead_lettered_at_ms: i64,
-    tier: Option<String>,
-    repeat_failures: Option<i32>,
-    earlier_auto_attempts: Option<i32>,
-    earlier_loop_guarded: Option<i32>,
-}
-
-const CANDIDATE_SELECT: &str = "SELECT d.id, d.dlq_topic, d.source_topic, d.consumer_group, \
-     d.error_class, d.error_message, d.fingerprint, d.convention, d.headers, \
-     d.dead_lettered_at_ms, d.tier, l.repeat_failures, \
-     e.auto_attempts AS earlier_auto_attempts, e.loop_guarded AS earlier_loop_guarded \
-     FROM dead_letters d \
-     LEFT JOIN dead_letter_links l ON l.dead_letter_id = d.id \
-     LEFT JOIN dead_letter_tiers e ON e.dead_letter_id = l.earlier_id ";
 
 /// What the rule set decided for one dead letter, with its automation state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,115 +124,6 @@ pub fn decide(rules: &RuleSet, c: &TierCandidate, now_ms: i64, unit_random: f64)
 }
 
 impl Store {
-    /// Dead letters as rules read them: unsorted ones (`unsorted_only`) or all, with id
-    /// greater than `after_id`, oldest first, at most `limit` (≤ 5,000). Used by the sorter
-    /// and by a rule set's dry run.
-    ///
-    /// Errors: `Unavailable`, `Database`.
-    pub async fn tier_candidates(
-        &self,
-        unsorted_only: bool,
-        after_id: i64,
-        limit: u32,
-    ) -> Result<Vec<TierCandidate>, StoreError> {
-        let limit = i64::from(limit.clamp(1, 5_000));
-        let rows: Vec<CandidateRow> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(CANDIDATE_SELECT);
-            qb.push(if unsorted_only {
-                "WHERE d.tier IS NULL AND d.id > "
-            } else {
-                "WHERE d.id > "
-            });
-            DB::bind(&mut qb, Val::I64(Some(after_id)));
-            qb.push(" ORDER BY d.id LIMIT ");
-            DB::bind(&mut qb, Val::I64(Some(limit)));
-            qb.build_query_as::<CandidateRow>()
-                .fetch_all(pool)
-                .await
-                .map_err(store_error)
-        })?;
-        let labels = self.labels_for_candidates(&rows).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                let mut l: Vec<String> = labels
-                    .0
-                    .get(&r.id)
-                    .into_iter()
-                    .chain(labels.1.get(&r.fingerprint))
-                    .flatten()
-                    .cloned()
-                    .collect();
-                l.sort();
-                l.dedup();
-                TierCandidate {
-                    id: r.id,
-                    headers: decode_headers(&r.headers).unwrap_or_default(),
-                    labels: l,
-                    dlq_topic: r.dlq_topic,
-                    source_topic: r.source_topic,
-                    consumer_group: r.consumer_group,
-                    error_class: r.error_class,
-                    error_message: r.error_message,
-                    convention: Convention::parse(&r.convention),
-                    fingerprint: r.fingerprint,
-                    dead_lettered_at_ms: r.dead_lettered_at_ms,
-                    tier: r.tier.as_deref().and_then(Tier::parse),
-                    repeat_failures: r.repeat_failures.unwrap_or(0),
-                    earlier_auto_attempts: r.earlier_auto_attempts.unwrap_or(0),
-                    earlier_loop_guarded: r.earlier_loop_guarded.unwrap_or(0) != 0,
-                }
-            })
-            .collect())
-    }
-
-    /// Own labels by dead-letter id and group labels by fingerprint, for a batch.
-    #[allow(clippy::type_complexity)]
-    async fn labels_for_candidates(
-        &self,
-        rows: &[CandidateRow],
-    ) -> Result<(HashMap<i64, Vec<String>>, HashMap<String, Vec<String>>), StoreError> {
-        if rows.is_empty() {
-            return Ok(Default::default());
-        }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let mut fps: Vec<&str> = rows.iter().map(|r| r.fingerprint.as_str()).collect();
-        fps.sort_unstable();
-        fps.dedup();
-        let fps_json = serde_json::to_string(&fps).unwrap_or_else(|_| "[]".into());
-        let (own, group): (Vec<(i64, String)>, Vec<(String, String)>) =
-            on_pool!(self, |pool, DB| {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT dead_letter_id, label FROM dead_letter_labels WHERE dead_letter_id IN ",
-                );
-                DB::push_json_ids(&mut qb, ids_json(&ids));
-                let own = qb
-                    .build_query_as::<(i64, String)>()
-                    .fetch_all(pool)
-                    .await
-                    .map_err(store_error)?;
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT fingerprint, label FROM group_labels WHERE fingerprint IN ",
-                );
-                super::stats::push_json_texts(&mut qb, fps_json);
-                let group = qb
-                    .build_query_as::<(String, String)>()
-                    .fetch_all(pool)
-                    .await
-                    .map_err(store_error)?;
-                Ok::<_, StoreError>((own, group))
-            })?;
-        let mut a: HashMap<i64, Vec<String>> = HashMap::new();
-        for (id, l) in own {
-            a.entry(id).or_default().push(l);
-        }
-        let mut b: HashMap<String, Vec<String>> = HashMap::new();
-        for (f, l) in group {
-            b.entry(f).or_default().push(l);
-        }
-        Ok((a, b))
-    }
-
     /// Sorts up to `limit` unsorted dead letters with `rules` (active version `version`,
     /// `None` when no version is stored yet) in ONE write transaction (module docs).
     ///
@@ -319,7 +134,9 @@ impl Store {
         version: Option<i64>,
         limit: u32,
     ) -> Result<SortReport, StoreError> {
-        let candidates = self.tier_candidates(true, 0, limit).await?;
+        let candidates = self
+            .tier_candidates(&CandidateScan::unsorted(limit))
+            .await?;
         let now = now_ms();
         let decisions: Vec<Decision> = candidates
             .iter()
@@ -414,17 +231,6 @@ impl Store {
     }
 }
 
-/// What one age-move pass did (`docs/automation.md`, "Age-based movement").
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MoveReport {
-    /// Dead letters moved, all rules.
-    pub moved: u64,
-    /// (rule, from, to, how many) per rule that moved any.
-    pub per_rule: Vec<(String, Tier, Tier, u64)>,
-    /// Some rule filled its batch: more may be due now.
-    pub more: bool,
-}
-
 #[derive(Debug, sqlx::FromRow)]
 struct TierInfoRow {
     tier: String,
@@ -512,138 +318,6 @@ impl Store {
                 .await
                 .map_err(store_error)
         })
-    }
-
-    /// Moves the dead letters each enabled rule with a `move_after` sorted, and that have
-    /// been in the rule's tier for at least `after`, to `to`: at most `limit` per rule, one
-    /// write transaction per rule that sets `dead_letters.tier` and the `dead_letter_tiers`
-    /// row (tier, `tier_at_ms` = now, reason, no automatic attempt due), writes a
-    /// `tier_moved` history event each and ONE audit row (`tier_move`, actor `(rules)`,
-    /// the ids, detail `{"rule","from","to","after_ms"}`). The `tier = <from>` guards make
-    /// a pass run twice around a failover harmless.
-    ///
-    /// Errors: `Unavailable`, `Database`.
-    pub async fn move_aged(
-        &self,
-        rules: &RuleSet,
-        now: i64,
-        limit: u32,
-    ) -> Result<MoveReport, StoreError> {
-        let limit = i64::from(limit.clamp(1, 5_000));
-        let mut report = MoveReport::default();
-        for rule in rules.rules.iter().filter(|r| !r.disabled) {
-            let Some(mv) = rule.move_after else { continue };
-            let from = rule.tier;
-            let cutoff = now.saturating_sub(mv.after_ms.min(i64::MAX as u64) as i64);
-            let due: Vec<i64> = on_pool!(self, |pool, DB| {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT dead_letter_id FROM dead_letter_tiers WHERE rule_name = ",
-                );
-                DB::bind(&mut qb, Val::Text(Some(rule.name.as_str())));
-                qb.push(" AND tier = ");
-                DB::bind(&mut qb, Val::Text(Some(from.as_str())));
-                qb.push(" AND tier_at_ms <= ");
-                DB::bind(&mut qb, Val::I64(Some(cutoff)));
-                qb.push(" ORDER BY tier_at_ms LIMIT ");
-                DB::bind(&mut qb, Val::I64(Some(limit)));
-                qb.build_query_scalar::<i64>()
-                    .fetch_all(pool)
-                    .await
-                    .map_err(store_error)
-            })?;
-            if due.is_empty() {
-                continue;
-            }
-            report.more |= due.len() as i64 >= limit;
-            let after_text =
-                humantime::format_duration(std::time::Duration::from_millis(mv.after_ms))
-                    .to_string();
-            let reason = format!(
-                "moved by rule `{}` (#{}): {after_text} in {from} (move_after.to = {})",
-                rule.name, rule.position, mv.to
-            );
-            let moved: Vec<i64> = on_pool!(self, |pool, DB| {
-                let mut tx = self.begin_write(pool).await?;
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("UPDATE dead_letters SET tier = ");
-                DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
-                qb.push(" WHERE tier = ");
-                DB::bind(&mut qb, Val::Text(Some(from.as_str())));
-                qb.push(" AND id IN ");
-                DB::push_json_ids(&mut qb, ids_json(&due));
-                qb.push(" RETURNING id");
-                let mut moved: Vec<i64> = qb
-                    .build_query_scalar()
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                moved.sort_unstable();
-                if !moved.is_empty() {
-                    let mut qb: QueryBuilder<'_, DB> =
-                        QueryBuilder::new("UPDATE dead_letter_tiers SET tier = ");
-                    DB::bind(&mut qb, Val::Text(Some(mv.to.as_str())));
-                    qb.push(", tier_at_ms = ");
-                    DB::bind(&mut qb, Val::I64(Some(now)));
-                    qb.push(", next_attempt_at_ms = NULL, reason = ");
-                    DB::bind(&mut qb, Val::OwnedText(Some(reason.clone())));
-                    qb.push(" WHERE dead_letter_id IN ");
-                    DB::push_json_ids(&mut qb, ids_json(&moved));
-                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                    let detail = format!("{from} → {}: ", mv.to);
-                    super::actions::insert_events_for_ids::<DB>(
-                        &moved,
-                        now,
-                        "tier_moved",
-                        SORTER_ACTOR,
-                        |qb| {
-                            DB::bind(qb, Val::OwnedText(Some(detail)));
-                        },
-                        reason.clone(),
-                        None,
-                    )
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                    let audit = crate::actions::NewAuditEntry {
-                        actor: SORTER_ACTOR.to_string(),
-                        action: "tier_move".to_string(),
-                        outcome: format!("ok: {} moved from {from} to {}", moved.len(), mv.to),
-                        count: moved.len() as i64,
-                        ids: Some(ids_json(&moved)),
-                        filter: None,
-                        reason: Some(reason.clone()),
-                        client_ip: None,
-                        user_agent: None,
-                        job_id: None,
-                        via_token: None,
-                        detail: Some(
-                            serde_json::json!({
-                                "rule": rule.name,
-                                "from": from.as_str(),
-                                "to": mv.to.as_str(),
-                                "after_ms": mv.after_ms,
-                            })
-                            .to_string(),
-                        ),
-                    };
-                    super::audit::insert_audit::<DB>(&audit, now)
-                        .build()
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                }
-                tx.commit().await.map_err(store_error)?;
-                Ok::<_, StoreError>(moved)
-            })?;
-            if !moved.is_empty() {
-                report.moved += moved.len() as u64;
-                report
-                    .per_rule
-                    .push((rule.name.clone(), from, mv.to, moved.len() as u64));
-            }
-        }
-        Ok(report)
     }
 
     /// Counts one automatic replay of each of `ids` (a scheduled round queued them): their
@@ -744,6 +418,7 @@ pub fn check_loop_guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Convention;
 
     fn candidate(repeat: i32, attempts: i32) -> TierCandidate {
         TierCandidate {

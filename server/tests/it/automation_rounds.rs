@@ -156,7 +156,14 @@ impl Pipeline {
         let mut out = BTreeMap::new();
         for c in self
             .store()
-            .tier_candidates(false, 0, 5_000)
+            .tier_candidates(&redrive_core::store::CandidateScan {
+                unsorted_only: false,
+                live_only: false,
+                newest_first: false,
+                from_id: None,
+                limit: 5_000,
+                with_labels: true,
+            })
             .await
             .expect("candidates")
         {

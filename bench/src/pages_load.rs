@@ -1,0 +1,225 @@
+//! Full HTML pages under load (issue 12 item 7): `BENCH_LOAD_USERS` (default 20) concurrent
+//! signed-in users GET the list, a filtered list, a text search, the error groups and random
+//! detail pages for `BENCH_LOAD_SECS` (default 30) s, over HTTP against the release binary
+//! serving a store of `BENCH_ROWS` rows, while that same server ingests Spring records from
+//! the real broker at `BENCH_LOAD_INGEST` (default 1,000) msgs/s.
+//!
+//! How it is measured: the store is filled by the database itself (`bulk_load`), the release
+//! server ([`ReleaseServer`]) consumes a fresh 4-partition DLQ topic that a producer task
+//! feeds in 100 ms ticks, and each user loops over the five page kinds in turn (each user
+//! starting at a different kind), timing each GET from request to last byte. Latencies are
+//! per kind (p50, p99, count); the server's peak RSS (`VmHWM`) covers the whole run; the
+//! ingest achieved is the rows the store gained during the run. A non-2xx answer is counted
+//! as an error, never timed.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use redrive_core::store::{MatchCount, Store};
+use redrive_core::Filter;
+use redrive_testkit::{self as kit, Backend, TestRecord};
+
+use crate::release_server::{p50_p99, ReleaseServer};
+
+/// The page kinds, in the order a user visits them.
+pub const KINDS: [&str; 5] = ["list", "filtered list", "search", "groups", "detail"];
+
+/// One backend's figures.
+pub struct Figures {
+    /// (kind, p50 ms, p99 ms, requests).
+    pub pages: Vec<(&'static str, f64, f64, usize)>,
+    /// Non-2xx answers and transport errors.
+    pub errors: usize,
+    /// Records the store gained during the run, per second.
+    pub ingest_rate: f64,
+    /// The server's peak RSS over the run, KiB.
+    pub peak_rss_kib: u64,
+    /// Users, seconds.
+    pub users: usize,
+    pub secs: u64,
+}
+
+fn path(kind: &str, i: usize, rows: usize) -> String {
+    match kind {
+        "list" => "/".into(),
+        "filtered list" => format!("/?source_topic=service{}.events&status=new", i % 20),
+        // Group 7's message ("Connection reset while calling payments ...") is 1 in 50 rows.
+        "search" => "/?q=calling%20payments".into(),
+        "groups" => "/groups".into(),
+        _ => {
+            // Spread over the whole store; ids are 1..=rows after a bulk load.
+            let id = 1 + (i.wrapping_mul(2_654_435_761) % rows.max(1));
+            format!("/dead-letters/{id}")
+        }
+    }
+}
+
+/// Dead letters stored from `topic` (exact, from the aggregates).
+async fn ingested(store: &Store, topic: &str) -> Result<i64> {
+    let filter = Filter {
+        dlq_topic: Some(topic.to_string()),
+        ..Filter::default()
+    };
+    Ok(match store.count_matching(&filter, i64::MAX).await? {
+        MatchCount::Exact(n) | MatchCount::MoreThan(n) => n,
+    })
+}
+
+/// Fills a fresh store of `backend` with `rows`, serves it with the release binary while
+/// ingest runs, and loads it with `users` users for `secs` s.
+///
+/// Errors: the binary is missing, the fill, the broker or the server fails.
+pub async fn figures(
+    backend: Backend,
+    rows: usize,
+    users: usize,
+    secs: u64,
+    ingest_per_s: usize,
+    now: i64,
+) -> Result<Figures> {
+    let (db_url, _dir) = kit::fresh_database(backend).await?;
+    let store = Store::connect(&db_url).await?;
+    store.migrate().await?;
+    let fill = crate::bulk_load::bulk_load(&db_url, rows, now).await?;
+    eprintln!(
+        "pages under load: filled {rows} rows on {backend:?} in {:.1} s",
+        fill.as_secs_f64()
+    );
+    let topic = kit::unique("bench_load.DLT");
+    kit::create_topic(&topic, 4, &[]).await?;
+    let server = Arc::new(
+        ReleaseServer::start(
+            &db_url,
+            &[
+                ("REDRIVE_INGEST_ENABLED", "true".into()),
+                ("REDRIVE_KAFKA_BROKERS", kit::kafka_brokers()),
+                ("REDRIVE_DLQ_TOPICS", topic.clone()),
+                ("REDRIVE_GROUP_ID", kit::unique("bench_load")),
+            ],
+            Duration::from_secs(120),
+        )
+        .await?,
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let stop = stop.clone();
+        let topic = topic.clone();
+        tokio::spawn(async move {
+            let p = kit::producer(&[("linger.ms", "5")])?;
+            let per_tick = (ingest_per_s / 10).max(1);
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut j = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let batch: Vec<TestRecord> = (j..j + per_tick)
+                    .map(|k| TestRecord {
+                        key: Some(format!("order-{k}").into_bytes()),
+                        value: Some(vec![b'x'; 1024]),
+                        headers: crate::spring_headers(k),
+                        partition: Some((k % 4) as i32),
+                        timestamp_ms: None,
+                    })
+                    .collect();
+                kit::produce_with(&p, &topic, &batch).await?;
+                j += per_tick;
+            }
+            Ok::<usize, anyhow::Error>(j)
+        })
+    };
+    // Let ingest reach its pace before timing pages.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.reset_peak()?;
+    let before = ingested(&store, &topic).await?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for u in 0..users {
+        let server = server.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut times: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+            let mut errors = 0usize;
+            let mut i = u;
+            while Instant::now() < deadline {
+                let kind = KINDS[i % KINDS.len()];
+                match server
+                    .get(&path(kind, i / KINDS.len() + u * 7919, rows))
+                    .await
+                {
+                    Ok((ms, _)) => times.entry(kind).or_default().push(ms),
+                    Err(e) => {
+                        if errors == 0 {
+                            eprintln!("pages under load: {e:#}");
+                        }
+                        errors += 1;
+                    }
+                }
+                i += 1;
+            }
+            (times, errors)
+        }));
+    }
+    let mut all: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (times, e) = t.await?;
+        errors += e;
+        for (k, v) in times {
+            all.entry(k).or_default().extend(v);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let peak_rss_kib = server.peak_rss_kib()?;
+    stop.store(true, Ordering::Relaxed);
+    let produced = producer.await??;
+    let stored = ingested(&store, &topic).await? - before;
+    eprintln!("pages under load on {backend:?}: produced {produced}, stored {stored} meanwhile");
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.stop().await;
+    }
+    Ok(Figures {
+        pages: KINDS
+            .iter()
+            .map(|k| {
+                let v = all.remove(k).unwrap_or_default();
+                let n = v.len();
+                let (p50, p99) = p50_p99(v);
+                (*k, p50, p99, n)
+            })
+            .collect(),
+        errors,
+        ingest_rate: stored as f64 / elapsed,
+        peak_rss_kib,
+        users,
+        secs,
+    })
+}
+
+/// Prints the table for both databases side by side.
+pub fn print(rows: usize, figs: &[Figures]) {
+    let (s, p) = (&figs[0], &figs[1]);
+    println!();
+    println!(
+        "| pages under load: {} users for {} s at {rows} rows, ingest running | SQLite | PostgreSQL |",
+        s.users, s.secs
+    );
+    println!("|---|---|---|");
+    for (a, b) in s.pages.iter().zip(&p.pages) {
+        println!(
+            "| `{}` p50 / p99 (requests) | {:.1} / {:.1} ms ({}) | {:.1} / {:.1} ms ({}) |",
+            a.0, a.1, a.2, a.3, b.1, b.2, b.3
+        );
+    }
+    println!("| errors (non-2xx) | {} | {} |", s.errors, p.errors);
+    println!(
+        "| ingest achieved meanwhile | {:.0} msgs/s | {:.0} msgs/s |",
+        s.ingest_rate, p.ingest_rate
+    );
+    println!(
+        "| server peak RSS over the run | {:.0} MiB | {:.0} MiB |",
+        s.peak_rss_kib as f64 / 1024.0,
+        p.peak_rss_kib as f64 / 1024.0
+    );
+}
