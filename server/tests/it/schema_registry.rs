@@ -256,7 +256,6 @@ async fn decoded_through_the_binary(backend: Backend) {
     .expect("config");
     let config_path = config.to_str().unwrap().to_string();
     let app = app.restart(&[("REDRIVE_CONFIG", &config_path)]).await;
-    let token = app.admin_token().await;
     let got = app
         .get(
             &format!("/api/v1/dead-letters/{}", ids[3]),
