@@ -7,7 +7,7 @@ help:
 	@echo "make build  release build: target/release/redrive serving target/site"
 	@echo "make bench  benchmarks (ingest rate, list-page latency at 1M dead letters)"
 	@echo "make lint   cargo fmt --check + clippy -D warnings"
-	@echo "make stop   stop the development Kafka broker and PostgreSQL"
+	@echo "make stop   stop the development Kafka broker, PostgreSQL and the Schema Registry"
 
 setup:
 	scripts/setup
@@ -36,3 +36,4 @@ fmt:
 stop:
 	scripts/kafka stop
 	scripts/postgres stop
+	scripts/registry stop

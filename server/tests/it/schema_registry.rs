@@ -1,16 +1,14 @@
 //! Schema-aware payloads (`docs/payloads.md`), through the real binary on SQLite and
-//! PostgreSQL: record values serialized by Confluent's own serializers (PyPI confluent-kafka:
-//! AvroSerializer, ProtobufSerializer, JSONSerializer; `scripts/schema-serdes.py`) are
-//! produced to the real broker, ingested, and shown on the detail page and by
-//! `GET /api/v1/dead-letters/{id}` decoded with their schemas (local schema files written by
-//! the same script); a record whose schema cannot be fetched (the registry accepts the
-//! connection and never answers) is shown as hex with its schema id and why, and the registry
-//! is not asked again for it while the failure is remembered. The stored bytes are unchanged.
-//!
-//! No Schema Registry server can be installed from the package registries here (Apicurio
-//! Registry's Maven Central artifacts miss a module; Karapace is not on PyPI: see
-//! `docs/payloads.md`, "Testing"), so the registry client's HTTP path is tested for its
-//! failures only.
+//! PostgreSQL, against a real Schema Registry server: Apicurio Registry (Maven Central, built
+//! and run by `scripts/registry`; its Confluent Schema Registry API). Record values serialized by
+//! Confluent's own serializers (PyPI confluent-kafka: AvroSerializer, ProtobufSerializer,
+//! JSONSerializer; `scripts/schema-serdes.py`), which register their schemas in that registry
+//! (the Protobuf one with a reference to an imported file), are produced to the real broker,
+//! ingested, and shown on the detail page and by `GET /api/v1/dead-letters/{id}` decoded with
+//! the schemas redrive fetched from the registry over HTTP (no local schema files). A value
+//! whose schema id the registry does not have is shown as hex with its schema id and why; with
+//! a registry that accepts the connection and never answers, the same, and the registry is not
+//! asked again while the failure is remembered. The stored bytes are unchanged.
 
 use std::time::Duration;
 
@@ -24,9 +22,28 @@ use serde_json::Value;
 use crate::support::receiver::Hanging;
 use crate::support::{Auth, TestApp};
 
-/// Runs the real serializers: schema files into `dir`, the serialized values and what each
-/// must decode to on stdout.
-fn serialized(dir: &std::path::Path) -> Value {
+/// The Confluent Schema Registry API of the real registry: `REDRIVE_TEST_SCHEMA_REGISTRY_URL`
+/// (`scripts/test` starts one), else the development one `scripts/registry start` builds and
+/// starts (idempotent; left running, like the development broker).
+fn registry_url() -> String {
+    if let Ok(url) = std::env::var("REDRIVE_TEST_SCHEMA_REGISTRY_URL") {
+        return url;
+    }
+    let out = std::process::Command::new(repo_root().join("scripts/registry"))
+        .arg("start")
+        .output()
+        .expect("scripts/registry start");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Runs the real serializers against the registry at `url` (subjects `<prefix>payments-value`,
+/// ...): the serialized values and what each must decode to.
+fn serialized(url: &str, prefix: &str) -> Value {
     let setup = std::process::Command::new(repo_root().join("scripts/setup-schema-serdes"))
         .output()
         .expect("scripts/setup-schema-serdes");
@@ -38,7 +55,8 @@ fn serialized(dir: &std::path::Path) -> Value {
     let python = String::from_utf8(setup.stdout).unwrap().trim().to_string();
     let out = std::process::Command::new(python)
         .arg(repo_root().join("scripts/schema-serdes.py"))
-        .arg(dir)
+        .arg(url)
+        .arg(prefix)
         .output()
         .expect("scripts/schema-serdes.py");
     assert!(
@@ -56,9 +74,9 @@ fn b64(s: &Value) -> Vec<u8> {
 }
 
 async fn decoded_through_the_binary(backend: Backend) {
-    let schemas = tempfile::tempdir().expect("tempdir");
-    let truth = serialized(schemas.path());
-    // A value in the wire format whose schema id no file and no registry has.
+    let registry_url = registry_url();
+    let truth = serialized(&registry_url, &unique("sr"));
+    // A value in the wire format whose schema id the registry does not have.
     let mut unknown = vec![0u8, 0, 0, 0x30, 0x39]; // schema id 12345
     unknown.extend_from_slice(&[0x02, 0xde, 0xad, 0xbe, 0xef]);
     let values: Vec<Vec<u8>> = vec![
@@ -91,16 +109,13 @@ async fn decoded_through_the_binary(backend: Backend) {
         .expect("ingested");
     ingest.stop().await.expect("ingest stops");
 
-    // The registry: accepts connections, never answers (a registry that hangs).
-    let registry = Hanging::start().await;
-    let config = schemas.path().join("redrive.toml");
+    // redrive reads schemas from the real registry only (no schema_dirs). The timeout is
+    // generous: the registry's first answers come from a JVM that is still warming up.
+    let configs = tempfile::tempdir().expect("tempdir");
+    let config = configs.path().join("real.toml");
     std::fs::write(
         &config,
-        format!(
-            "[schema_registry]\nurl = {:?}\ntimeout_ms = 500\nschema_dirs = [{:?}]\n",
-            registry.url,
-            schemas.path()
-        ),
+        format!("[schema_registry]\nurl = {registry_url:?}\ntimeout_ms = 15000\n"),
     )
     .expect("config");
     let config_path = config.to_str().unwrap().to_string();
@@ -124,8 +139,9 @@ async fn decoded_through_the_binary(backend: Backend) {
         }
     };
 
-    // Avro and Protobuf (a nested message: indexes [1, 0]) and JSON Schema, each decoded as
-    // the serializer's input; the stored value is the serializer's bytes, exactly.
+    // Avro and Protobuf (a nested message: indexes [1, 0]; an imported file: a reference the
+    // registry resolves by subject and version) and JSON Schema, each decoded as the
+    // serializer's input; the stored value is the serializer's bytes, exactly.
     for (i, kind, t) in [
         (0, "avro", "AVRO"),
         (1, "protobuf", "PROTOBUF"),
@@ -149,29 +165,17 @@ async fn decoded_through_the_binary(backend: Backend) {
         truth["protobuf"]["message"]
     );
 
-    // The unknown schema id: its id and why, no decoded value; the registry was asked once.
+    // The unknown schema id: its id and why (the registry's 404), no decoded value.
     let got = api(ids[3]).await;
     let vs = &got["value_schema"];
     assert_eq!(vs["schema_id"], 12345, "{got}");
+    assert_eq!(vs["schema_type"], Value::Null, "{got}");
     assert_eq!(vs["decoded"], Value::Null, "{got}");
-    let why = vs["error"].as_str().expect("a reason");
-    assert!(
-        why.starts_with("could not fetch (") && why.contains("did not answer in time"),
-        "{why}"
+    assert_eq!(
+        vs["error"], "could not fetch (the schema registry has no schemas/ids/12345)",
+        "{got}"
     );
     assert_eq!(b64(&got["value"]), unknown);
-    assert_eq!(
-        registry.accepted(),
-        1,
-        "one request to the hanging registry"
-    );
-    let again = api(ids[3]).await;
-    assert_eq!(again["value_schema"]["error"], vs["error"]);
-    assert_eq!(
-        registry.accepted(),
-        1,
-        "the failure is remembered: the registry is not asked again"
-    );
 
     // The detail pages, as a signed-in viewer sees them.
     app.add_user("reader", "viewer", "viewer-password-1").await;
@@ -211,23 +215,22 @@ async fn decoded_through_the_binary(backend: Backend) {
         "9000000001",
         "DIGITAL",
         "2026-12-01T06:00:00Z",
+        "unitPrice",
+        "EUR",
     ] {
         assert!(proto.contains(part), "Protobuf page lacks {part}");
     }
     let unknown_page = page(ids[3]).await;
     assert!(
-        unknown_page.contains("schema id 12345: could not fetch ("),
+        unknown_page.contains(
+            "schema id 12345: could not fetch (the schema registry has no schemas/ids/12345)"
+        ),
         "{unknown_page}"
     );
     assert!(unknown_page.contains("class=\"hexdump\""));
     assert!(
         unknown_page.contains("00 00 00 30 39 02 de ad be ef"),
         "the hex dump of the stored bytes"
-    );
-    assert_eq!(
-        registry.accepted(),
-        1,
-        "the page used the remembered failure"
     );
 
     // The raw download is the stored bytes.
@@ -239,6 +242,59 @@ async fn decoded_through_the_binary(backend: Backend) {
         .await;
     assert_eq!(raw.status(), 200);
     assert_eq!(raw.bytes().await.expect("bytes").as_ref(), &values[1][..]);
+
+    // A registry that accepts connections and never answers: the same app restarted with it.
+    let hanging = Hanging::start().await;
+    let config = configs.path().join("hanging.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[schema_registry]\nurl = {:?}\ntimeout_ms = 500\n",
+            hanging.url
+        ),
+    )
+    .expect("config");
+    let config_path = config.to_str().unwrap().to_string();
+    let app = app.restart(&[("REDRIVE_CONFIG", &config_path)]).await;
+    let got = app
+        .get(
+            &format!("/api/v1/dead-letters/{}", ids[3]),
+            Auth::Bearer(&token),
+        )
+        .await;
+    assert_eq!(got.status(), 200, "{}", app.log());
+    let got: Value = got.json().await.expect("JSON");
+    let vs = &got["value_schema"];
+    assert_eq!(vs["schema_id"], 12345, "{got}");
+    assert_eq!(vs["decoded"], Value::Null, "{got}");
+    let why = vs["error"].as_str().expect("a reason");
+    assert!(
+        why.starts_with("could not fetch (") && why.contains("did not answer in time"),
+        "{why}"
+    );
+    assert_eq!(b64(&got["value"]), unknown);
+    assert_eq!(hanging.accepted(), 1, "one request to the hanging registry");
+    let session = app.sign_in("reader", "viewer-password-1").await;
+    let res = app
+        .get(
+            &format!("/dead-letters/{}", ids[3]),
+            Auth::Session(&session),
+        )
+        .await;
+    assert_eq!(res.status(), 200, "{}", app.log());
+    let hanging_page = res.text().await.expect("page");
+    assert!(
+        hanging_page.contains(
+            "schema id 12345: could not fetch (the schema registry did not answer in time)"
+        ),
+        "{hanging_page}"
+    );
+    assert!(hanging_page.contains("00 00 00 30 39 02 de ad be ef"));
+    assert_eq!(
+        hanging.accepted(),
+        1,
+        "the failure is remembered: the page did not ask the registry again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
