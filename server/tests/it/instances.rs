@@ -40,7 +40,12 @@ const PARTITIONS: i32 = 6;
 
 /// `redrive_leader` from `/metrics` (public in these tests).
 async fn is_leader(app: &TestApp) -> Option<bool> {
-    let text = reqwest::get(app.url("/metrics")).await.ok()?.text().await.ok()?;
+    let text = reqwest::get(app.url("/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("redrive_leader "))
         .map(|v| v.trim() == "1")
@@ -245,15 +250,14 @@ async fn three_instances_ingest_once_through_a_sigkill_and_a_rejoin() {
         || async { split(&survivors, &token, &topic).await.is_some() },
     )
     .await;
-    eventually(
-        "a survivor to lead",
-        Duration::from_secs(30),
-        || async {
-            let a = is_leader(survivors[0]).await;
-            let b = is_leader(survivors[1]).await;
-            matches!((a, b), (Some(true), Some(false)) | (Some(false), Some(true)))
-        },
-    )
+    eventually("a survivor to lead", Duration::from_secs(30), || async {
+        let a = is_leader(survivors[0]).await;
+        let b = is_leader(survivors[1]).await;
+        matches!(
+            (a, b),
+            (Some(true), Some(false)) | (Some(false), Some(true))
+        )
+    })
     .await;
     let store = apps[0].store.clone();
     let count = || async {
@@ -282,11 +286,9 @@ async fn three_instances_ingest_once_through_a_sigkill_and_a_rejoin() {
     produce_ids(&topic, BEFORE + AFTER..TOTAL)
         .await
         .expect("produce");
-    eventually(
-        "every record stored",
-        Duration::from_secs(120),
-        || async { count().await >= TOTAL as i64 },
-    )
+    eventually("every record stored", Duration::from_secs(120), || async {
+        count().await >= TOTAL as i64
+    })
     .await;
     let end = end_offsets(&topic).await.expect("end offsets");
     assert_eq!(end.values().sum::<i64>(), TOTAL as i64);
@@ -428,6 +430,17 @@ async fn three_instances_finish_a_replay_when_one_dies_holding_claims() {
         .expect("replay");
     assert_eq!(job.total, RECORDS);
 
+    // Mid-job: a quarter published.
+    wait_for(
+        "a quarter of the job published",
+        Duration::from_secs(120),
+        || async {
+            let j = store.job(&job.id).await.ok().flatten()?;
+            (j.published >= RECORDS / 4).then_some(())
+        },
+    )
+    .await
+    .expect("progress");
     // Freeze each instance in turn until one is caught holding claimed rows; kill it then.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (v, held) = 'found: loop {
@@ -506,7 +519,11 @@ async fn three_instances_finish_a_replay_when_one_dies_holding_claims() {
     .fetch_all(&pool)
     .await
     .expect("replay counts");
-    assert_eq!(counts, vec![(1, RECORDS)], "replay_count of the dead letters");
+    assert_eq!(
+        counts,
+        vec![(1, RECORDS)],
+        "replay_count of the dead letters"
+    );
 
     // On the target topic: every record at least once, each copy with its row's key.
     let on_topic = record_count(&target, 3);
@@ -519,7 +536,11 @@ async fn three_instances_finish_a_replay_when_one_dies_holding_claims() {
             .or_default()
             .push(header(m, HEADER_IDEMPOTENCY_KEY));
     }
-    assert_eq!(copies.len() as i64, RECORDS, "distinct dead letters on the topic");
+    assert_eq!(
+        copies.len() as i64,
+        RECORDS,
+        "distinct dead letters on the topic"
+    );
     let mut republished = 0;
     for (dead_letter, keys) in &copies {
         let want = key_of
