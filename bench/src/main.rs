@@ -27,6 +27,11 @@
 //! 5. Retention purge throughput (rows/s) without and with the archive, at `BENCH_PURGE`
 //!    (default `BENCH_ROWS`) rows ([`purge`]); `BENCH_PURGE_ONLY=1` runs only it.
 //!
+//! 6. Several instances on one PostgreSQL (issue 12): ingest and replay rates of
+//!    `BENCH_INSTANCES` (default 3; 0 skips) release `redrive serve` processes beside one
+//!    ([`instances`]), over `BENCH_INSTANCES_RECORDS` (60,000) records and
+//!    `BENCH_INSTANCES_REPLAY` (30,000) dead letters; `BENCH_INSTANCES_ONLY=1` runs only them.
+//!
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
 //! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
 
@@ -46,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 mod bulk_load;
 mod detail_page;
+mod instances;
 mod overview_page;
 mod pages_load;
 mod purge;
@@ -93,6 +99,17 @@ async fn main() -> Result<()> {
         println!("| measure | SQLite | PostgreSQL |");
         println!("|---|---|---|");
         rounds::print(&figures);
+        return Ok(());
+    }
+    // Several instances on one PostgreSQL ([`instances`]): 0 skips the rows.
+    let instance_count = env_usize("BENCH_INSTANCES", 3);
+    let instance_records = env_usize("BENCH_INSTANCES_RECORDS", 60_000);
+    let instance_replays = env_usize("BENCH_INSTANCES_REPLAY", 30_000);
+    if std::env::var("BENCH_INSTANCES_ONLY").unwrap_or_default() == "1" {
+        let figures =
+            instances::measure(instance_count.max(1), instance_records, instance_replays).await?;
+        println!();
+        instances::print(&figures, instance_records, instance_replays);
         return Ok(());
     }
     if std::env::var("BENCH_REPLAY_ONLY").unwrap_or_default() == "1" {
@@ -226,6 +243,12 @@ async fn main() -> Result<()> {
     }
     if detail != "0" {
         print_detail_figures().await?;
+    }
+    if instance_count > 0 {
+        let figures =
+            instances::measure(instance_count, instance_records, instance_replays).await?;
+        println!();
+        instances::print(&figures, instance_records, instance_replays);
     }
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() != "0" {
         print_overview_figures(records, rows).await?;

@@ -122,6 +122,9 @@ impl Relay {
             cursor = Some(last_id);
             let claim_ms = claimed_at.elapsed().as_millis() as u64;
             let rows = claim.rows.len();
+            // The claim token names this instance's rows in the outbox (`claim_token`): an
+            // operator (or the several-instances test) can tell who holds what.
+            tracing::debug!(target: "redrive::replay", rows, claim = %claim.token, "rows claimed");
             self.lag.claimed(&job.id, rows);
             let mut batch = self
                 .publish(&job, claim, limiter.as_ref(), &transform)

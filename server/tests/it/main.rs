@@ -41,6 +41,7 @@ mod ingest_conventions;
 mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
+mod instances;
 mod labels;
 mod lag_gate;
 mod leader;

@@ -197,6 +197,24 @@ impl TestApp {
         self.child.kill().await.expect("SIGKILL redrive");
     }
 
+    /// The process id of the running binary.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running child")
+    }
+
+    /// Sends `signal` (a name `kill -s` takes: `STOP`, `CONT`, ...) to the binary. SIGSTOP
+    /// freezes it where it is, so a test can read the state it would leave behind if it died
+    /// at that instant, then SIGKILL it (or SIGCONT it to go on).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().to_string();
+        let ok = std::process::Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -s {signal} {pid} failed");
+    }
+
     /// A second `redrive serve` over this app's database, with its own `env` (for tests of
     /// several instances sharing one PostgreSQL).
     pub async fn another_instance(&self, env: &[(&str, &str)]) -> TestApp {
