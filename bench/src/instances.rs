@@ -18,15 +18,15 @@
 //! Every process runs at `REDRIVE_LOG=warn`; the database and the broker run on the same
 //! machine, so the figures say what sharing costs or gains there, not on separate hosts.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use redrive_core::actions::{Actor, JobStatus, ReplayOptions, ReplayRequest, Role, Selection};
 use redrive_core::store::Store;
 use redrive_core::Filter;
 use redrive_testkit::{self as kit, Backend, TestRecord};
-use tokio::process::{Child, Command};
+
+use crate::release_server::ReleaseServer;
 
 const PARTITIONS: i32 = 6;
 
@@ -40,59 +40,16 @@ pub struct Figures {
     pub replay: f64,
 }
 
-/// One `redrive serve` of the release binary, killed when dropped.
-struct Instance {
-    base: String,
-    _child: Child,
-}
-
-fn binary() -> Result<std::path::PathBuf> {
-    let bin = std::env::current_exe()?
-        .parent()
-        .context("no directory")?
-        .join("redrive");
-    if !bin.exists() {
-        bail!(
-            "{} is missing: `cargo build --release -p redrive` first",
-            bin.display()
-        );
-    }
-    Ok(bin)
-}
-
-async fn start(db_url: &str, env: &[(&str, &str)]) -> Result<Instance> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let site = std::env::temp_dir();
-    let mut cmd = Command::new(binary()?);
-    cmd.arg("serve")
-        .env("REDRIVE_DATABASE_URL", db_url)
-        .env("REDRIVE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("REDRIVE_SITE_ROOT", site)
-        .env("REDRIVE_METRICS_PUBLIC", "true")
-        .env("REDRIVE_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let child = cmd.spawn()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        if Instant::now() > deadline {
-            bail!("redrive did not answer /healthz within 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(Instance {
-        base,
-        _child: child,
-    })
+/// One `redrive serve` of the release binary ([`ReleaseServer`], killed when dropped), with
+/// its `/metrics` public and `env` on top.
+async fn start(db_url: &str, env: &[(&str, &str)]) -> Result<ReleaseServer> {
+    let mut all: Vec<(&str, String)> = vec![("REDRIVE_METRICS_PUBLIC", "true".into())];
+    all.extend(env.iter().map(|(k, v)| (*k, v.to_string())));
+    ReleaseServer::start(db_url, &all, Duration::from_secs(60)).await
 }
 
 /// `redrive_ingest_assigned_partitions` of one instance (0 when it does not answer).
-async fn assigned(i: &Instance) -> i64 {
+async fn assigned(i: &ReleaseServer) -> i64 {
     let Ok(res) = reqwest::get(format!("{}/metrics", i.base)).await else {
         return 0;
     };
