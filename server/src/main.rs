@@ -9,6 +9,8 @@
 
 mod alerts_metrics;
 mod api;
+mod api_error;
+mod openapi;
 mod api_actions;
 mod api_approvals;
 mod api_archive;
