@@ -104,6 +104,7 @@ impl AppState {
 pub struct ReplayBody {
     pub ids: Option<Vec<i64>>,
     /// The list's query parameters as an object: `{"fingerprint": "...", "status": "new"}`.
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, Value>>,
     /// Override; absent or empty = each record's own source topic.
     pub target_topic: Option<String>,
@@ -127,6 +128,7 @@ pub struct ReplayBody {
 #[serde(deny_unknown_fields)]
 pub struct ChangeBody {
     pub ids: Option<Vec<i64>>,
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, Value>>,
     pub reason: Option<String>,
     /// With an empty filter: the number of dead letters it matches now (see the module doc).

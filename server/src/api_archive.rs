@@ -82,10 +82,12 @@ pub async fn overview(
     }))
 }
 
+/// `POST /api/v1/archives` body: the list's filter parameters as an object.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
-    filter: serde_json::Map<String, serde_json::Value>,
+pub struct ArchiveBody {
+    #[schema(value_type = Object)]
+    pub filter: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `POST /api/v1/archives` (operator): archives every dead letter matching the filter.
@@ -95,7 +97,7 @@ pub async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::Delete, "archive").await?;
-    let b: CreateBody = serde_json::from_slice(&body).map_err(|e| {
+    let b: ArchiveBody = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"filter\": {{\"dlq_topic\": \"orders.DLT\"}}}}"
         ))
@@ -127,11 +129,7 @@ pub async fn create(
         }
         Err(e) => {
             tracing::warn!(error = %e, "on-demand archive failed");
-            Ok((
-                StatusCode::BAD_GATEWAY,
-                Json(serde_json::json!({ "error": format!("archiving failed: {e}") })),
-            )
-                .into_response())
+            Err(ApiError::BadGateway(format!("archiving failed: {e}")))
         }
     }
 }

@@ -74,6 +74,9 @@ pub enum ApiError {
     /// The request took longer than `request_timeout`: 503 with `Retry-After`.
     #[error("the request took too long and was stopped; try again in a moment, or narrow it")]
     Timeout,
+    /// A service redrive relies on (the archive's object store) failed: 502.
+    #[error("{0}")]
+    BadGateway(String),
     /// Anything else the server could not do: 500 (a bug; logged).
     #[error("{0}")]
     Internal(String),
@@ -87,7 +90,7 @@ pub struct ErrorBody {
     /// Stable machine name of the refusal: `bad_request`, `unauthenticated`, `forbidden`,
     /// `csrf`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`,
     /// `unsupported_media_type`, `unprocessable`, `too_many_requests`, `unavailable`,
-    /// `timeout`, `internal`.
+    /// `timeout`, `bad_gateway`, `internal`.
     pub code: String,
     /// The HTTP status code of the answer.
     pub status: u16,
@@ -112,6 +115,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable | ApiError::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -132,6 +136,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => "too_many_requests",
             ApiError::Unavailable => "unavailable",
             ApiError::Timeout => "timeout",
+            ApiError::BadGateway(_) => "bad_gateway",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -179,6 +184,7 @@ impl ApiError {
                 message,
                 retry_after_s: RETRY_AFTER_UNAVAILABLE_S,
             },
+            502 => ApiError::BadGateway(message),
             503 => ApiError::Timeout,
             _ => ApiError::Internal(message),
         }
@@ -324,6 +330,7 @@ mod tests {
             },
             ApiError::Unavailable,
             ApiError::Timeout,
+            ApiError::BadGateway("g".into()),
             ApiError::Internal("i".into()),
         ];
         for e in all {

@@ -159,6 +159,7 @@ pub struct NoteBody {
 #[serde(deny_unknown_fields)]
 pub struct BulkLabelBody {
     pub ids: Option<Vec<i64>>,
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, serde_json::Value>>,
     /// The label to add.
     pub add: Option<String>,

@@ -11,6 +11,7 @@ mod alerts_metrics;
 mod api;
 mod api_error;
 mod openapi;
+mod openapi_page;
 mod api_actions;
 mod api_approvals;
 mod api_archive;

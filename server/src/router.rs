@@ -68,6 +68,7 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::api_versions::router(state.clone()))
         .merge(crate::api_users::router(state.clone()))
         .merge(crate::token_form::router(state.clone()))
+        .merge(crate::openapi::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)
         // Inside authentication (it reads the session): a page shows a form error only when
