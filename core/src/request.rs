@@ -130,7 +130,7 @@ pub fn rate_text(text: &str) -> Result<Option<u32>, RequestError> {
     }
     let r = t.parse::<u32>().map_err(|_| {
         RequestError(format!(
-            "the rate must be a whole number of messages per second from 1 to \
+            "the rate limit must be a whole number of messages per second from 1 to \
              {MAX_RATE_PER_SEC}, or empty for no limit"
         ))
     })?;

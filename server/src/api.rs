@@ -19,7 +19,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use redrive_core::ingest::{IngestSnapshot, IngestStatus};
 use redrive_core::replay::{RelaySnapshot, RelayStatus};
 use redrive_core::store::{Store, StoreError};
-use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, FilterError, Header, ListQuery};
+use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, Header, ListQuery};
 use serde::Serialize;
 
 use crate::auth::Caller;
@@ -96,7 +96,7 @@ impl RelayHealth {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-pub use crate::api_error::{error_response, ApiError, ErrorBody};
+pub use crate::api_error::ApiError;
 
 impl AppState {
     /// Logs and counts a store failure, and turns it into the 503 the client sees.

@@ -43,17 +43,14 @@ use redrive_core::actions::{
 };
 use redrive_core::approval::ActionKind;
 use redrive_core::store::StoreError;
-use redrive_core::ListQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{error_response, rfc3339, AppState};
+use crate::api::{rfc3339, AppState};
 use redrive_core::permission::Permission;
 
 use crate::auth::{require_permission, ApiError, Caller};
 
-/// Most ids one request may name (the domain's limit, the UI's too).
-pub const MAX_IDS: usize = redrive_core::request::MAX_SELECTION_IDS;
 /// Most jobs `GET /api/v1/replays` lists.
 pub const MAX_JOBS: u32 = 500;
 /// Jobs listed when no `limit` is given.
@@ -963,10 +960,7 @@ mod tests {
         ] {
             let obj = serde_json::from_str(bad).unwrap();
             assert!(
-                matches!(
-                    selection(None, Some(obj)),
-                    Err(ApiError::Unprocessable(_))
-                ),
+                matches!(selection(None, Some(obj)), Err(ApiError::Unprocessable(_))),
                 "{bad}"
             );
         }

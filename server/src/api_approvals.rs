@@ -264,9 +264,7 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<RequestList>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
-        .map_err(|_| {
-            ApiError::BadRequest("the query string is not valid URL encoding".into())
-        })?;
+        .map_err(|_| ApiError::BadRequest("the query string is not valid URL encoding".into()))?;
     let (mut status, mut limit) = (None, DEFAULT_REQUESTS);
     for (k, v) in pairs {
         match k.as_str() {

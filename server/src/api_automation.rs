@@ -155,9 +155,7 @@ pub async fn list_versions(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
-        .map_err(|_| {
-            ApiError::BadRequest("the query string is not valid URL encoding".into())
-        })?;
+        .map_err(|_| ApiError::BadRequest("the query string is not valid URL encoding".into()))?;
     let mut limit = DEFAULT_VERSIONS;
     for (k, v) in pairs {
         match k.as_str() {
@@ -168,9 +166,7 @@ pub async fn list_versions(
                     .ok()
                     .filter(|n| (1..=500).contains(n))
                     .ok_or_else(|| {
-                        ApiError::BadRequest(
-                            "`limit` must be a whole number from 1 to 500".into(),
-                        )
+                        ApiError::BadRequest("`limit` must be a whole number from 1 to 500".into())
                     })?
             }
             other => {

@@ -224,12 +224,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The JSON refusal with `status` and `message` (for the few places that pick a status
-/// themselves).
-pub fn error_response(status: StatusCode, message: String) -> Response {
-    ApiError::from_status(status, message).into_response()
-}
-
 /// True for the paths whose refusals are [`ErrorBody`]: the versioned API.
 pub fn is_api_path(path: &str) -> bool {
     path == "/api/v1" || path.starts_with("/api/v1/")
@@ -279,14 +273,9 @@ pub async fn normalize(req: Request, next: Next) -> Response {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     let message = match status {
+        // axum adds `Allow` after this layer has run (it lists the methods the route takes).
         StatusCode::METHOD_NOT_ALLOWED => {
-            let allow = parts
-                .headers
-                .get(header::ALLOW)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            format!("{path} does not take {method}; it takes {allow}")
+            format!("{path} does not take {method}; the `Allow` header lists the methods it takes")
         }
         StatusCode::PAYLOAD_TOO_LARGE => format!(
             "the body is too large{}; send less per request (ids by filter, or in parts)",
@@ -300,7 +289,6 @@ pub async fn normalize(req: Request, next: Next) -> Response {
         }),
     };
     let mut out = ApiError::from_status(status, message).into_response();
-    // Keep what the inner answer said about the resource (Allow on a 405).
     if let Some(allow) = parts.headers.get(header::ALLOW) {
         out.headers_mut().insert(header::ALLOW, allow.clone());
     }

@@ -44,9 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{rfc3339, AppState};
 use crate::api_actions::parse_body;
 use crate::api_error::ApiError;
-use crate::auth::{
-    now_ms, require_not_read_only, require_permission, Caller, SessionHandle,
-};
+use crate::auth::{now_ms, require_not_read_only, require_permission, Caller, SessionHandle};
 
 /// The routes of this module, state applied.
 pub fn router(state: AppState) -> Router {
@@ -243,9 +241,7 @@ fn failed(state: &AppState, e: AccountError) -> ApiError {
         AccountError::Invalid(m) => ApiError::Unprocessable(m),
         AccountError::NotFound(m) => ApiError::NotFound(m),
         AccountError::Conflict(m) => ApiError::Conflict(m),
-        AccountError::WrongPassword => {
-            ApiError::Forbidden("the current password is wrong".into())
-        }
+        AccountError::WrongPassword => ApiError::Forbidden("the current password is wrong".into()),
         AccountError::Store(e) => state.action_failed("accounts", e),
     }
 }

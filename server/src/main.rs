@@ -9,13 +9,11 @@
 
 mod alerts_metrics;
 mod api;
-mod api_error;
-mod openapi;
-mod openapi_page;
 mod api_actions;
 mod api_approvals;
 mod api_archive;
 mod api_automation;
+mod api_error;
 mod api_labels;
 mod api_outcome;
 mod api_quarantine;
@@ -31,6 +29,8 @@ mod export;
 mod form_errors;
 mod http_server;
 mod notify;
+mod openapi;
+mod openapi_page;
 use redrive_core::password_work;
 mod quarantine_cli;
 mod raw;

@@ -21,8 +21,8 @@ use utoipa::openapi::path::{
 };
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{
-    ArrayBuilder, ComponentsBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat,
-    SchemaType, Type,
+    ArrayBuilder, ComponentsBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType,
+    Type,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
@@ -86,12 +86,6 @@ impl Schemas {
         T::schemas(&mut self.0);
         self.0.push((T::name().into_owned(), T::schema()));
         Ref::from_schema_name(T::name()).into()
-    }
-
-    /// `T` inline (for generic wrappers), registering what it refers to.
-    fn inline<T: ToSchema>(&mut self) -> RefOr<Schema> {
-        T::schemas(&mut self.0);
-        T::schema()
     }
 }
 
@@ -217,14 +211,27 @@ fn path(name: &str, schema: Schema, description: &str) -> Parameter {
         .build()
 }
 
+/// An id in the path, with an example the seeded test store holds (schemathesis starts
+/// from it).
 fn id_path(name: &str, what: &str) -> Parameter {
-    path(name, integer(None, None), what)
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .schema(Some(integer(None, None)))
+        .description(Some(what))
+        .example(Some(serde_json::json!(1)))
+        .build()
 }
 
 /// The dead-letter list's filter parameters (`core/src/filter.rs`; `docs/triage.md`).
 fn filter_params() -> Vec<Parameter> {
     vec![
-        query("fingerprint", string(), "Error group: 16 lowercase hex characters."),
+        query(
+            "fingerprint",
+            string(),
+            "Error group: 16 lowercase hex characters.",
+        ),
         query("error_class", string(), "Exact error class."),
         query("q", string(), "Words searched in the error message."),
         query("source_topic", string(), "Exact source topic."),
@@ -247,8 +254,16 @@ fn filter_params() -> Vec<Parameter> {
             string(),
             "Dead-lettered at or after: epoch ms, RFC 3339, or `YYYY-MM-DD[THH:MM[:SS]]` (UTC).",
         ),
-        query("to", string(), "Dead-lettered before (the forms of `from`)."),
-        query("label", string(), "Has this triage label (own or its group's)."),
+        query(
+            "to",
+            string(),
+            "Dead-lettered before (the forms of `from`).",
+        ),
+        query(
+            "label",
+            string(),
+            "Has this triage label (own or its group's).",
+        ),
         query("unlabelled", boolean_text(), "Without any label."),
         query("came_back", boolean_text(), "Came back after a replay."),
         query(
@@ -267,9 +282,8 @@ fn limit(max: i64) -> Parameter {
     )
 }
 
-/// `{"items": [T]}`.
-fn items_of(s: &mut Schemas, item: RefOr<Schema>) -> RefOr<Schema> {
-    let _ = s;
+/// `{"items": [item]}` (`api_users::Items`).
+fn items_of(item: RefOr<Schema>) -> RefOr<Schema> {
     ObjectBuilder::new()
         .property("items", ArrayBuilder::new().items(item))
         .required("items")
@@ -319,349 +333,737 @@ fn operations(s: &mut Schemas) -> Vec<Op> {
 
     vec![
         // Dead letters
-        op(Get, "/api/v1/dead-letters", "listDeadLetters", "dead letters",
-            "Dead letters, newest first, keyset-paginated", Viewer)
-            .params(filter_params())
-            .params([limit(500), query("cursor", string(), "A previous page's `next_cursor`.")])
-            .ok(200, Body::Json(s.of::<api::DeadLetterPage>())),
-        op(Get, "/api/v1/dead-letters/{id}", "getDeadLetter", "dead letters",
-            "One dead letter: the record (base64), its metadata, replay outcome and tier", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Json(s.of::<api::DeadLetterRecord>()))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/{id}/raw/value", "rawValue", "dead letters",
-            "The stored value, byte for byte, as a download", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Bytes("application/octet-stream"))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/{id}/raw/key", "rawKey", "dead letters",
-            "The stored key, byte for byte, as a download", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Bytes("application/octet-stream"))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/{id}/raw/headers", "rawHeaders", "dead letters",
-            "Every header in record order (values base64), as a JSON download", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Json(ArrayBuilder::new().items(s.of::<api::HeaderItem>()).into()))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/{id}/history", "deadLetterHistory", "dead letters",
-            "One dead letter's history, oldest first", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Json(s.of::<act::HistoryList>()))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/export", "exportDeadLetters", "dead letters",
-            "Every dead letter the filter matches, as JSON Lines (streamed)", Viewer)
-            .params(filter_params())
-            .ok(200, Body::Bytes("application/jsonl"))
-            .errors(&[400]),
-        op(Get, "/api/v1/error-groups", "listErrorGroups", "dead letters",
-            "Error groups (by fingerprint), largest first", Viewer)
-            .params(filter_params())
-            .params([limit(500)])
-            .ok(200, Body::Json(s.of::<api::ErrorGroupList>())),
+        op(
+            Get,
+            "/api/v1/dead-letters",
+            "listDeadLetters",
+            "dead letters",
+            "Dead letters, newest first, keyset-paginated",
+            Viewer,
+        )
+        .params(filter_params())
+        .params([
+            limit(500),
+            query("cursor", string(), "A previous page's `next_cursor`."),
+        ])
+        .ok(200, Body::Json(s.of::<api::DeadLetterPage>())),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}",
+            "getDeadLetter",
+            "dead letters",
+            "One dead letter: the record (base64), its metadata, replay outcome and tier",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Json(s.of::<api::DeadLetterRecord>()))
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/raw/value",
+            "rawValue",
+            "dead letters",
+            "The stored value, byte for byte, as a download",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Bytes("application/octet-stream"))
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/raw/key",
+            "rawKey",
+            "dead letters",
+            "The stored key, byte for byte, as a download",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Bytes("application/octet-stream"))
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/raw/headers",
+            "rawHeaders",
+            "dead letters",
+            "Every header in record order (values base64), as a JSON download",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(
+            200,
+            Body::Json(ArrayBuilder::new().items(s.of::<api::HeaderItem>()).into()),
+        )
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/history",
+            "deadLetterHistory",
+            "dead letters",
+            "One dead letter's history, oldest first",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Json(s.of::<act::HistoryList>()))
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/export",
+            "exportDeadLetters",
+            "dead letters",
+            "Every dead letter the filter matches, as JSON Lines (streamed)",
+            Viewer,
+        )
+        .params(filter_params())
+        .ok(200, Body::Bytes("application/jsonl"))
+        .errors(&[400]),
+        op(
+            Get,
+            "/api/v1/error-groups",
+            "listErrorGroups",
+            "dead letters",
+            "Error groups (by fingerprint), largest first",
+            Viewer,
+        )
+        .params(filter_params())
+        .params([limit(500)])
+        .ok(200, Body::Json(s.of::<api::ErrorGroupList>())),
         // Actions
-        op(Post, "/api/v1/replays", "createReplay", "replays",
+        op(
+            Post,
+            "/api/v1/replays",
+            "createReplay",
+            "replays",
             "Replay the selected dead letters (a job; 202), or ask for approval (202 pending)",
-            Permission("replay"))
-            .body(s.of::<act::ReplayBody>(), true)
-            .ok(202, Body::Json(one_of(s.of::<act::ReplayAccepted>(), pending.clone())))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/replays/dry-run", "dryRunReplay", "replays",
-            "What a replay of the same body would do, with samples; nothing changes", Viewer)
-            .body(s.of::<act::ReplayBody>(), true)
-            .ok(200, Body::Json(s.of::<act::DryRunResult>()))
-            .errors(&[400, 404, 413, 422]),
-        op(Get, "/api/v1/replays", "listReplays", "replays", "Replay jobs, newest first", Viewer)
-            .params([limit(act::MAX_JOBS as i64)])
-            .ok(200, Body::Json(s.of::<act::JobList>())),
-        op(Get, "/api/v1/replays/{job_id}", "getReplay", "replays", "One replay job", Viewer)
-            .params([job_id()])
-            .ok(200, Body::Json(job.clone()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/replays/{job_id}/cancel", "cancelReplay", "replays",
-            "Cancel a running, waiting or paused job", Permission("replay"))
-            .params([job_id()])
-            .ok(200, Body::Json(job.clone()))
-            .errors(&[400, 404, 409]),
-        op(Post, "/api/v1/replays/{job_id}/pause", "pauseReplay", "replays",
-            "Pause a running or waiting job", Permission("replay"))
-            .params([job_id()])
-            .body(job_state.clone(), false)
-            .ok(200, Body::Json(job.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/replays/{job_id}/resume", "resumeReplay", "replays",
-            "Resume a paused job", Permission("replay"))
-            .params([job_id()])
-            .body(job_state, false)
-            .ok(200, Body::Json(job))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/dead-letters/delete", "deleteDeadLetters", "dead letters",
-            "Delete (soft, restorable) the selected dead letters", Permission("delete"))
-            .body(s.of::<act::ChangeBody>(), true)
-            .ok(200, Body::Json(s.of::<act::Affected>()))
-            .ok(202, Body::Json(pending.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/dead-letters/restore", "restoreDeadLetters", "dead letters",
-            "Restore deleted dead letters", Permission("delete"))
-            .body(s.of::<act::ChangeBody>(), true)
-            .ok(200, Body::Json(s.of::<act::Affected>()))
-            .ok(202, Body::Json(pending))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Get, "/api/v1/audit", "listAudit", "audit", "The audit trail, newest first", Viewer)
-            .params([
-                query("actor", string(), "Exact user."),
-                query("action", string(), "Exact action."),
-                query("from", string(), "At or after (the list's time forms)."),
-                query("to", string(), "Before."),
-                limit(redrive_core::actions::AUDIT_MAX_LIMIT as i64),
-                query("cursor", string(), "A previous page's `next_cursor`."),
-            ])
-            .ok(200, Body::Json(s.of::<act::AuditPage>())),
-        op(Get, "/api/v1/audit.csv", "exportAudit", "audit",
-            "The whole (filtered) audit trail as CSV", Viewer)
-            .params([
-                query("actor", string(), "Exact user."),
-                query("action", string(), "Exact action."),
-                query("from", string(), "At or after."),
-                query("to", string(), "Before."),
-                limit(redrive_core::actions::AUDIT_MAX_LIMIT as i64),
-                query("cursor", string(), "Start below this audit id."),
-            ])
-            .ok(200, Body::Bytes("text/csv")),
+            Permission("replay"),
+        )
+        .body(s.of::<act::ReplayBody>(), true)
+        .ok(
+            202,
+            Body::Json(one_of(s.of::<act::ReplayAccepted>(), pending.clone())),
+        )
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/replays/dry-run",
+            "dryRunReplay",
+            "replays",
+            "What a replay of the same body would do, with samples; nothing changes",
+            Viewer,
+        )
+        .body(s.of::<act::ReplayBody>(), true)
+        .ok(200, Body::Json(s.of::<act::DryRunResult>()))
+        .errors(&[400, 404, 413, 422]),
+        op(
+            Get,
+            "/api/v1/replays",
+            "listReplays",
+            "replays",
+            "Replay jobs, newest first",
+            Viewer,
+        )
+        .params([limit(act::MAX_JOBS as i64)])
+        .ok(200, Body::Json(s.of::<act::JobList>())),
+        op(
+            Get,
+            "/api/v1/replays/{job_id}",
+            "getReplay",
+            "replays",
+            "One replay job",
+            Viewer,
+        )
+        .params([job_id()])
+        .ok(200, Body::Json(job.clone()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/replays/{job_id}/cancel",
+            "cancelReplay",
+            "replays",
+            "Cancel a running, waiting or paused job",
+            Permission("replay"),
+        )
+        .params([job_id()])
+        .ok(200, Body::Json(job.clone()))
+        .errors(&[400, 404, 409]),
+        op(
+            Post,
+            "/api/v1/replays/{job_id}/pause",
+            "pauseReplay",
+            "replays",
+            "Pause a running or waiting job",
+            Permission("replay"),
+        )
+        .params([job_id()])
+        .body(job_state.clone(), false)
+        .ok(200, Body::Json(job.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/replays/{job_id}/resume",
+            "resumeReplay",
+            "replays",
+            "Resume a paused job",
+            Permission("replay"),
+        )
+        .params([job_id()])
+        .body(job_state, false)
+        .ok(200, Body::Json(job))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/dead-letters/delete",
+            "deleteDeadLetters",
+            "dead letters",
+            "Delete (soft, restorable) the selected dead letters",
+            Permission("delete"),
+        )
+        .body(s.of::<act::ChangeBody>(), true)
+        .ok(200, Body::Json(s.of::<act::Affected>()))
+        .ok(202, Body::Json(pending.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/dead-letters/restore",
+            "restoreDeadLetters",
+            "dead letters",
+            "Restore deleted dead letters",
+            Permission("delete"),
+        )
+        .body(s.of::<act::ChangeBody>(), true)
+        .ok(200, Body::Json(s.of::<act::Affected>()))
+        .ok(202, Body::Json(pending))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/audit",
+            "listAudit",
+            "audit",
+            "The audit trail, newest first",
+            Viewer,
+        )
+        .params([
+            query("actor", string(), "Exact user."),
+            query("action", string(), "Exact action."),
+            query("from", string(), "At or after (the list's time forms)."),
+            query("to", string(), "Before."),
+            limit(redrive_core::actions::AUDIT_MAX_LIMIT as i64),
+            query("cursor", string(), "A previous page's `next_cursor`."),
+        ])
+        .ok(200, Body::Json(s.of::<act::AuditPage>())),
+        op(
+            Get,
+            "/api/v1/audit.csv",
+            "exportAudit",
+            "audit",
+            "The whole (filtered) audit trail as CSV",
+            Viewer,
+        )
+        .params([
+            query("actor", string(), "Exact user."),
+            query("action", string(), "Exact action."),
+            query("from", string(), "At or after."),
+            query("to", string(), "Before."),
+            limit(redrive_core::actions::AUDIT_MAX_LIMIT as i64),
+            query("cursor", string(), "Start below this audit id."),
+        ])
+        .ok(200, Body::Bytes("text/csv")),
         // Labels and notes
-        op(Get, "/api/v1/dead-letters/{id}/labels", "getDeadLetterLabels", "triage",
-            "A dead letter's labels and note, and its group's", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Json(s.of::<lab::TriageItem>()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/dead-letters/{id}/labels", "addDeadLetterLabel", "triage",
-            "Add a label to a dead letter", Permission("annotate"))
-            .params([dl_id()])
-            .body(label_body.clone(), true)
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/dead-letters/{id}/labels/remove", "removeDeadLetterLabel", "triage",
-            "Remove a label from a dead letter", Permission("annotate"))
-            .params([dl_id()])
-            .body(label_body.clone(), true)
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Put, "/api/v1/dead-letters/{id}/note", "setDeadLetterNote", "triage",
-            "Set (`\"\"` clears) a dead letter's note", Permission("annotate"))
-            .params([dl_id()])
-            .body(note_body.clone(), true)
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Get, "/api/v1/error-groups/{fingerprint}/labels", "getGroupLabels", "triage",
-            "An error group's labels and note", Viewer)
-            .params([fp()])
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/error-groups/{fingerprint}/labels", "addGroupLabel", "triage",
-            "Add a label to an error group", Permission("annotate"))
-            .params([fp()])
-            .body(label_body.clone(), true)
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/error-groups/{fingerprint}/labels/remove", "removeGroupLabel",
-            "triage", "Remove a label from an error group", Permission("annotate"))
-            .params([fp()])
-            .body(label_body, true)
-            .ok(200, Body::Json(annotations.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Put, "/api/v1/error-groups/{fingerprint}/note", "setGroupNote", "triage",
-            "Set (`\"\"` clears) an error group's note", Permission("annotate"))
-            .params([fp()])
-            .body(note_body, true)
-            .ok(200, Body::Json(annotations))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/dead-letters/labels", "bulkLabel", "triage",
-            "Add or remove one label on the selected dead letters", Permission("annotate"))
-            .body(s.of::<lab::BulkLabelBody>(), true)
-            .ok(200, Body::Json(s.of::<lab::LabelOutcomeItem>()))
-            .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/labels",
+            "getDeadLetterLabels",
+            "triage",
+            "A dead letter's labels and note, and its group's",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Json(s.of::<lab::TriageItem>()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/dead-letters/{id}/labels",
+            "addDeadLetterLabel",
+            "triage",
+            "Add a label to a dead letter",
+            Permission("annotate"),
+        )
+        .params([dl_id()])
+        .body(label_body.clone(), true)
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/dead-letters/{id}/labels/remove",
+            "removeDeadLetterLabel",
+            "triage",
+            "Remove a label from a dead letter",
+            Permission("annotate"),
+        )
+        .params([dl_id()])
+        .body(label_body.clone(), true)
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Put,
+            "/api/v1/dead-letters/{id}/note",
+            "setDeadLetterNote",
+            "triage",
+            "Set (`\"\"` clears) a dead letter's note",
+            Permission("annotate"),
+        )
+        .params([dl_id()])
+        .body(note_body.clone(), true)
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/error-groups/{fingerprint}/labels",
+            "getGroupLabels",
+            "triage",
+            "An error group's labels and note",
+            Viewer,
+        )
+        .params([fp()])
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/error-groups/{fingerprint}/labels",
+            "addGroupLabel",
+            "triage",
+            "Add a label to an error group",
+            Permission("annotate"),
+        )
+        .params([fp()])
+        .body(label_body.clone(), true)
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/error-groups/{fingerprint}/labels/remove",
+            "removeGroupLabel",
+            "triage",
+            "Remove a label from an error group",
+            Permission("annotate"),
+        )
+        .params([fp()])
+        .body(label_body, true)
+        .ok(200, Body::Json(annotations.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Put,
+            "/api/v1/error-groups/{fingerprint}/note",
+            "setGroupNote",
+            "triage",
+            "Set (`\"\"` clears) an error group's note",
+            Permission("annotate"),
+        )
+        .params([fp()])
+        .body(note_body, true)
+        .ok(200, Body::Json(annotations))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/dead-letters/labels",
+            "bulkLabel",
+            "triage",
+            "Add or remove one label on the selected dead letters",
+            Permission("annotate"),
+        )
+        .body(s.of::<lab::BulkLabelBody>(), true)
+        .ok(200, Body::Json(s.of::<lab::LabelOutcomeItem>()))
+        .errors(&[400, 404, 409, 413, 422]),
         // Edited versions
-        op(Post, "/api/v1/dead-letters/{id}/versions", "createVersion", "dead letters",
-            "Save an edited version (and replay it with `\"replay\": true`)", Permission("edit"))
-            .params([dl_id()])
-            .body(s.of::<ver::EditBody>(), true)
-            .ok(201, Body::Json(s.of::<ver::Created>()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Get, "/api/v1/dead-letters/{id}/versions", "listVersions", "dead letters",
-            "A dead letter's saved versions, newest first", Viewer)
-            .params([dl_id()])
-            .ok(200, Body::Json(s.of::<ver::VersionList>()))
-            .errors(&[400, 404]),
-        op(Get, "/api/v1/dead-letters/{id}/versions/{version}", "getVersion", "dead letters",
-            "One version's record (0 = the original)", Viewer)
-            .params([dl_id(), path("version", integer(Some(0.0), None), "Version number.")])
-            .ok(200, Body::Json(s.of::<ver::VersionRecord>()))
-            .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/dead-letters/{id}/versions",
+            "createVersion",
+            "dead letters",
+            "Save an edited version (and replay it with `\"replay\": true`)",
+            Permission("edit"),
+        )
+        .params([dl_id()])
+        .body(s.of::<ver::EditBody>(), true)
+        .ok(201, Body::Json(s.of::<ver::Created>()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/versions",
+            "listVersions",
+            "dead letters",
+            "A dead letter's saved versions, newest first",
+            Viewer,
+        )
+        .params([dl_id()])
+        .ok(200, Body::Json(s.of::<ver::VersionList>()))
+        .errors(&[400, 404]),
+        op(
+            Get,
+            "/api/v1/dead-letters/{id}/versions/{version}",
+            "getVersion",
+            "dead letters",
+            "One version's record (0 = the original)",
+            Viewer,
+        )
+        .params([
+            dl_id(),
+            path("version", integer(Some(0.0), None), "Version number."),
+        ])
+        .ok(200, Body::Json(s.of::<ver::VersionRecord>()))
+        .errors(&[400, 404]),
         // Approvals
-        op(Get, "/api/v1/requests", "listApprovalRequests", "approvals",
-            "Four-eyes approval requests, newest first", Viewer)
-            .params([
-                query(
-                    "status",
-                    enumeration(&["pending", "approved", "declined", "cancelled", "expired"]),
-                    "Only requests in this state.",
-                ),
-                limit(500),
-            ])
-            .ok(200, Body::Json(s.of::<appr::RequestList>())),
-        op(Get, "/api/v1/requests/{id}", "getApprovalRequest", "approvals",
-            "One approval request", Viewer)
-            .params([req_id()])
-            .ok(200, Body::Json(request.clone()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/requests/{id}/approve", "approveRequest", "approvals",
-            "Approve another user's request: it is carried out now", Permission("approve"))
-            .params([req_id()])
-            .body(decision.clone(), false)
-            .ok(200, Body::Json(s.of::<appr::Approved>()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/requests/{id}/decline", "declineRequest", "approvals",
-            "Decline another user's request (a reason is required)", Permission("approve"))
-            .params([req_id()])
-            .body(decision.clone(), true)
-            .ok(200, Body::Json(request.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/requests/{id}/cancel", "cancelRequest", "approvals",
-            "Cancel one's own request", Own)
-            .params([req_id()])
-            .body(decision, false)
-            .ok(200, Body::Json(request))
-            .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/requests",
+            "listApprovalRequests",
+            "approvals",
+            "Four-eyes approval requests, newest first",
+            Viewer,
+        )
+        .params([
+            query(
+                "status",
+                enumeration(&["pending", "approved", "declined", "cancelled", "expired"]),
+                "Only requests in this state.",
+            ),
+            limit(500),
+        ])
+        .ok(200, Body::Json(s.of::<appr::RequestList>())),
+        op(
+            Get,
+            "/api/v1/requests/{id}",
+            "getApprovalRequest",
+            "approvals",
+            "One approval request",
+            Viewer,
+        )
+        .params([req_id()])
+        .ok(200, Body::Json(request.clone()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/requests/{id}/approve",
+            "approveRequest",
+            "approvals",
+            "Approve another user's request: it is carried out now",
+            Permission("approve"),
+        )
+        .params([req_id()])
+        .body(decision.clone(), false)
+        .ok(200, Body::Json(s.of::<appr::Approved>()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/requests/{id}/decline",
+            "declineRequest",
+            "approvals",
+            "Decline another user's request (a reason is required)",
+            Permission("approve"),
+        )
+        .params([req_id()])
+        .body(decision.clone(), true)
+        .ok(200, Body::Json(request.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/requests/{id}/cancel",
+            "cancelRequest",
+            "approvals",
+            "Cancel one's own request",
+            Own,
+        )
+        .params([req_id()])
+        .body(decision, false)
+        .ok(200, Body::Json(request))
+        .errors(&[400, 404, 409, 413, 422]),
         // Retention and quarantine
-        op(Get, "/api/v1/retention", "retentionOverview", "retention",
-            "Paused DLQ topics and the last purge and archive runs", Viewer)
-            .ok(200, Body::Json(s.of::<arch::RetentionOverview>())),
-        op(Post, "/api/v1/archives", "createArchive", "retention",
-            "Archive the dead letters a filter matches now", Permission("delete"))
-            .body(s.of::<arch::ArchiveBody>(), true)
-            .ok(201, Body::Json(any_object()))
-            .errors(&[400, 409, 413, 422, 502]),
-        op(Get, "/api/v1/quarantine", "listQuarantine", "quarantine",
-            "Records the store refused even in reduced form, newest first", Viewer)
-            .params([
-                limit(redrive_core::quarantine::MAX_LIST_LIMIT as i64),
-                query("before", integer(None, None), "Below this quarantine id."),
-            ])
-            .ok(200, Body::Json(s.of::<quar::QuarantinePage>())),
-        op(Get, "/api/v1/quarantine/{id}", "getQuarantined", "quarantine",
-            "One quarantined record, with its bytes when kept", Viewer)
-            .params([id_path("id", "Quarantine id.")])
-            .ok(200, Body::Json(s.of::<quar::QuarantineDetail>()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/quarantine/retry", "retryQuarantine", "quarantine",
-            "Try to store quarantined records again", Permission("delete"))
-            .body(s.of::<quar::RetryBody>(), true)
-            .ok(200, Body::Json(any_object()))
-            .errors(&[400, 404, 413, 422]),
+        op(
+            Get,
+            "/api/v1/retention",
+            "retentionOverview",
+            "retention",
+            "Paused DLQ topics and the last purge and archive runs",
+            Viewer,
+        )
+        .ok(200, Body::Json(s.of::<arch::RetentionOverview>())),
+        op(
+            Post,
+            "/api/v1/archives",
+            "createArchive",
+            "retention",
+            "Archive the dead letters a filter matches now",
+            Permission("delete"),
+        )
+        .body(s.of::<arch::ArchiveBody>(), true)
+        .ok(201, Body::Json(any_object()))
+        .errors(&[400, 409, 413, 422, 502]),
+        op(
+            Get,
+            "/api/v1/quarantine",
+            "listQuarantine",
+            "quarantine",
+            "Records the store refused even in reduced form, newest first",
+            Viewer,
+        )
+        .params([
+            limit(redrive_core::quarantine::MAX_LIST_LIMIT as i64),
+            query("before", integer(None, None), "Below this quarantine id."),
+        ])
+        .ok(200, Body::Json(s.of::<quar::QuarantinePage>())),
+        op(
+            Get,
+            "/api/v1/quarantine/{id}",
+            "getQuarantined",
+            "quarantine",
+            "One quarantined record, with its bytes when kept",
+            Viewer,
+        )
+        .params([id_path("id", "Quarantine id.")])
+        .ok(200, Body::Json(s.of::<quar::QuarantineDetail>()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/quarantine/retry",
+            "retryQuarantine",
+            "quarantine",
+            "Try to store quarantined records again",
+            Permission("delete"),
+        )
+        .body(s.of::<quar::RetryBody>(), true)
+        .ok(200, Body::Json(any_object()))
+        .errors(&[400, 404, 413, 422]),
         // Automation
-        op(Get, "/api/v1/automation/rules", "getRules", "automation",
-            "The active rule set, each rule's state, dead letters per tier", Viewer)
-            .ok(200, Body::Json(s.of::<auto::RulesAnswer>())),
-        op(Put, "/api/v1/automation/rules", "saveRules", "automation",
-            "Save a new rule set version (TOML)", Permission("manage_rules"))
-            .body(s.of::<auto::SaveBody>(), true)
-            .ok(201, Body::Json(any_object()))
-            .errors(&[400, 409, 413, 422]),
-        op(Get, "/api/v1/automation/versions", "listRuleVersions", "automation",
-            "Rule set versions, newest first", Viewer)
-            .params([limit(500)])
-            .ok(200, Body::Json(any_object())),
-        op(Get, "/api/v1/automation/versions/{n}", "getRuleVersion", "automation",
-            "One rule set version with its source and diff", Viewer)
-            .params([path("n", integer(Some(1.0), None), "Version number.")])
-            .ok(200, Body::Json(any_object()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/automation/dry-run", "dryRunRules", "automation",
+        op(
+            Get,
+            "/api/v1/automation/rules",
+            "getRules",
+            "automation",
+            "The active rule set, each rule's state, dead letters per tier",
+            Viewer,
+        )
+        .ok(200, Body::Json(s.of::<auto::RulesAnswer>())),
+        op(
+            Put,
+            "/api/v1/automation/rules",
+            "saveRules",
+            "automation",
+            "Save a new rule set version (TOML)",
+            Permission("manage_rules"),
+        )
+        .body(s.of::<auto::SaveBody>(), true)
+        .ok(201, Body::Json(any_object()))
+        .errors(&[400, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/automation/versions",
+            "listRuleVersions",
+            "automation",
+            "Rule set versions, newest first",
+            Viewer,
+        )
+        .params([limit(500)])
+        .ok(200, Body::Json(any_object())),
+        op(
+            Get,
+            "/api/v1/automation/versions/{n}",
+            "getRuleVersion",
+            "automation",
+            "One rule set version with its source and diff",
+            Viewer,
+        )
+        .params([path("n", integer(Some(1.0), None), "Version number.")])
+        .ok(200, Body::Json(any_object()))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/automation/dry-run",
+            "dryRunRules",
+            "automation",
             "What a rule set would do to the stored dead letters (nothing written)",
-            Permission("manage_rules"))
-            .body(s.of::<auto::DryRunBody>(), true)
-            .ok(200, Body::Json(any_object()))
-            .errors(&[400, 413, 422]),
-        op(Post, "/api/v1/automation/rules/{name}/pause", "pauseRule", "automation",
-            "Pause a transient rule", Permission("manage_rules"))
-            .params([rule()])
-            .body(pause_body.clone(), false)
-            .ok(200, Body::Json(any_object()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/automation/rules/{name}/resume", "resumeRule", "automation",
-            "Resume a paused transient rule", Permission("manage_rules"))
-            .params([rule()])
-            .body(pause_body, false)
-            .ok(200, Body::Json(any_object()))
-            .errors(&[400, 404, 409, 413, 422]),
+            Permission("manage_rules"),
+        )
+        .body(s.of::<auto::DryRunBody>(), true)
+        .ok(200, Body::Json(any_object()))
+        .errors(&[400, 413, 422]),
+        op(
+            Post,
+            "/api/v1/automation/rules/{name}/pause",
+            "pauseRule",
+            "automation",
+            "Pause a transient rule",
+            Permission("manage_rules"),
+        )
+        .params([rule()])
+        .body(pause_body.clone(), false)
+        .ok(200, Body::Json(any_object()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/automation/rules/{name}/resume",
+            "resumeRule",
+            "automation",
+            "Resume a paused transient rule",
+            Permission("manage_rules"),
+        )
+        .params([rule()])
+        .body(pause_body, false)
+        .ok(200, Body::Json(any_object()))
+        .errors(&[400, 404, 409, 413, 422]),
         // Users, sessions, tokens
-        op(Get, "/api/v1/users", "listUsers", "users", "Users, by name", Permission("manage_users"))
-            .ok(200, Body::Json(s.inline::<usr::Items<usr::UserItem>>())),
-        op(Post, "/api/v1/users", "createUser", "users", "Add a user", Permission("manage_users"))
-            .body(s.of::<usr::NewUserBody>(), true)
-            .ok(201, Body::Json(user_item.clone()))
-            .errors(&[400, 409, 413, 422]),
-        op(Post, "/api/v1/users/{name}/disable", "disableUser", "users",
-            "Disable a user (ends their sessions and tokens)", Permission("manage_users"))
-            .params([user()])
-            .ok(200, Body::Json(user_item.clone()))
-            .errors(&[400, 404, 409, 422]),
-        op(Post, "/api/v1/users/{name}/enable", "enableUser", "users", "Enable a user",
-            Permission("manage_users"))
-            .params([user()])
-            .ok(200, Body::Json(user_item.clone()))
-            .errors(&[400, 404, 409, 422]),
-        op(Post, "/api/v1/users/{name}/role", "setUserRole", "users", "Change a user's role",
-            Permission("manage_users"))
-            .params([user()])
-            .body(s.of::<usr::RoleBody>(), true)
-            .ok(200, Body::Json(user_item))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/users/{name}/password", "resetPassword", "users",
-            "Reset a user's password (ends their sessions)", Permission("manage_users"))
-            .params([user()])
-            .body(s.of::<usr::PasswordBody>(), true)
-            .ok(200, Body::Json(s.of::<usr::PasswordSet>()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/account/password", "changeOwnPassword", "account",
-            "Change one's own password (ends one's other sessions)", Own)
-            .body(s.of::<usr::ChangePasswordBody>(), true)
-            .ok(200, Body::Json(s.of::<usr::PasswordSet>()))
-            .errors(&[400, 409, 413, 422]),
-        op(Get, "/api/v1/sessions", "listSessions", "account", "One's own sessions", Own)
-            .ok(200, Body::Json(s.inline::<usr::Items<usr::SessionItem>>())),
-        op(Post, "/api/v1/sessions/{handle}/end", "endSession", "account",
-            "End one of one's own sessions", Own)
-            .params([path("handle", string(), "Session handle (from the list).")])
-            .ok(200, Body::Json(s.of::<usr::Ended>()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/sessions/end-others", "endOtherSessions", "account",
-            "End every other session of one's own", Own)
-            .ok(200, Body::Json(s.of::<usr::Ended>()))
-            .errors(&[400]),
-        op(Get, "/api/v1/tokens", "listTokens", "account",
-            "API tokens: one's own; `user` or `all=true` needs `manage_users`", Own)
-            .params([
-                query("user", string(), "Another user's tokens."),
-                query("all", boolean_text(), "Every user's tokens."),
-            ])
-            .ok(200, Body::Json(s.inline::<usr::Items<usr::TokenItem>>()))
-            .errors(&[400, 404]),
-        op(Post, "/api/v1/tokens", "createToken", "account",
-            "Create an API token (shown once in `token`)", Own)
-            .body(s.of::<usr::NewTokenBody>(), false)
-            .ok(201, Body::Json(token.clone()))
-            .errors(&[400, 404, 409, 413, 422]),
-        op(Post, "/api/v1/tokens/{id}/revoke", "revokeToken", "account", "Revoke an API token",
-            Own)
-            .params([id_path("id", "Token id.")])
-            .ok(200, Body::Json(token.clone()))
-            .errors(&[400, 404, 409]),
-        op(Delete, "/api/v1/tokens/{id}", "deleteToken", "account",
-            "Revoke an API token (the same as `POST .../revoke`)", Own)
-            .params([id_path("id", "Token id.")])
-            .ok(200, Body::Json(token))
-            .errors(&[400, 404, 409]),
+        op(
+            Get,
+            "/api/v1/users",
+            "listUsers",
+            "users",
+            "Users, by name",
+            Permission("manage_users"),
+        )
+        .ok(200, Body::Json(items_of(user_item.clone()))),
+        op(
+            Post,
+            "/api/v1/users",
+            "createUser",
+            "users",
+            "Add a user",
+            Permission("manage_users"),
+        )
+        .body(s.of::<usr::NewUserBody>(), true)
+        .ok(201, Body::Json(user_item.clone()))
+        .errors(&[400, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/users/{name}/disable",
+            "disableUser",
+            "users",
+            "Disable a user (ends their sessions and tokens)",
+            Permission("manage_users"),
+        )
+        .params([user()])
+        .ok(200, Body::Json(user_item.clone()))
+        .errors(&[400, 404, 409, 422]),
+        op(
+            Post,
+            "/api/v1/users/{name}/enable",
+            "enableUser",
+            "users",
+            "Enable a user",
+            Permission("manage_users"),
+        )
+        .params([user()])
+        .ok(200, Body::Json(user_item.clone()))
+        .errors(&[400, 404, 409, 422]),
+        op(
+            Post,
+            "/api/v1/users/{name}/role",
+            "setUserRole",
+            "users",
+            "Change a user's role",
+            Permission("manage_users"),
+        )
+        .params([user()])
+        .body(s.of::<usr::RoleBody>(), true)
+        .ok(200, Body::Json(user_item))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/users/{name}/password",
+            "resetPassword",
+            "users",
+            "Reset a user's password (ends their sessions)",
+            Permission("manage_users"),
+        )
+        .params([user()])
+        .body(s.of::<usr::PasswordBody>(), true)
+        .ok(200, Body::Json(s.of::<usr::PasswordSet>()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/account/password",
+            "changeOwnPassword",
+            "account",
+            "Change one's own password (ends one's other sessions)",
+            Own,
+        )
+        .body(s.of::<usr::ChangePasswordBody>(), true)
+        .ok(200, Body::Json(s.of::<usr::PasswordSet>()))
+        .errors(&[400, 409, 413, 422]),
+        op(
+            Get,
+            "/api/v1/sessions",
+            "listSessions",
+            "account",
+            "One's own sessions",
+            Own,
+        )
+        .ok(200, Body::Json(items_of(s.of::<usr::SessionItem>()))),
+        op(
+            Post,
+            "/api/v1/sessions/{handle}/end",
+            "endSession",
+            "account",
+            "End one of one's own sessions",
+            Own,
+        )
+        .params([path("handle", string(), "Session handle (from the list).")])
+        .ok(200, Body::Json(s.of::<usr::Ended>()))
+        .errors(&[400, 404, 422]),
+        op(
+            Post,
+            "/api/v1/sessions/end-others",
+            "endOtherSessions",
+            "account",
+            "End every other session of one's own",
+            Own,
+        )
+        .ok(200, Body::Json(s.of::<usr::Ended>()))
+        .errors(&[400]),
+        op(
+            Get,
+            "/api/v1/tokens",
+            "listTokens",
+            "account",
+            "API tokens: one's own; `user` or `all=true` needs `manage_users`",
+            Own,
+        )
+        .params([
+            query("user", string(), "Another user's tokens."),
+            query("all", boolean_text(), "Every user's tokens."),
+        ])
+        .ok(200, Body::Json(items_of(token.clone())))
+        .errors(&[400, 404]),
+        op(
+            Post,
+            "/api/v1/tokens",
+            "createToken",
+            "account",
+            "Create an API token (shown once in `token`)",
+            Own,
+        )
+        .body(s.of::<usr::NewTokenBody>(), false)
+        .ok(201, Body::Json(token.clone()))
+        .errors(&[400, 404, 409, 413, 422]),
+        op(
+            Post,
+            "/api/v1/tokens/{id}/revoke",
+            "revokeToken",
+            "account",
+            "Revoke an API token",
+            Own,
+        )
+        .params([id_path("id", "Token id.")])
+        .ok(200, Body::Json(token.clone()))
+        .errors(&[400, 404, 409]),
+        op(
+            Delete,
+            "/api/v1/tokens/{id}",
+            "deleteToken",
+            "account",
+            "Revoke an API token (the same as `POST .../revoke`)",
+            Own,
+        )
+        .params([id_path("id", "Token id.")])
+        .ok(200, Body::Json(token))
+        .errors(&[400, 404, 409]),
     ]
 }
 
@@ -856,7 +1258,10 @@ mod tests {
                     continue;
                 }
                 n += 1;
-                assert!(doc.paths.paths.contains_key(p), "{p} is not in the document");
+                assert!(
+                    doc.paths.paths.contains_key(p),
+                    "{p} is not in the document"
+                );
             }
         }
         assert!(n > 50, "found only {n} routes");

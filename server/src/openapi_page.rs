@@ -44,11 +44,21 @@ pub fn render(doc: &OpenApi) -> String {
         .unwrap_or_default();
     out.push_str("<nav><h2>Operations</h2><ul>");
     for tag in &tags {
-        let _ = write!(out, "<li><a href=\"#tag-{id}\">{t}</a></li>", id = anchor(tag), t = esc(tag));
+        let _ = write!(
+            out,
+            "<li><a href=\"#tag-{id}\">{t}</a></li>",
+            id = anchor(tag),
+            t = esc(tag)
+        );
     }
     out.push_str("<li><a href=\"#schemas\">Schemas</a></li></ul></nav>");
     for tag in &tags {
-        let _ = write!(out, "<section id=\"tag-{}\"><h2>{}</h2>", anchor(tag), esc(tag));
+        let _ = write!(
+            out,
+            "<section id=\"tag-{}\"><h2>{}</h2>",
+            anchor(tag),
+            esc(tag)
+        );
         for (path, item) in paths {
             for method in METHODS {
                 let Some(op) = item.get(method) else { continue };
@@ -65,12 +75,7 @@ pub fn render(doc: &OpenApi) -> String {
     out.push_str("<section id=\"schemas\"><h2>Schemas</h2>");
     if let Some(schemas) = v["components"]["schemas"].as_object() {
         for (name, schema) in schemas {
-            let _ = write!(
-                out,
-                "<h3 id=\"schema-{}\">{}</h3>",
-                anchor(name),
-                esc(name)
-            );
+            let _ = write!(out, "<h3 id=\"schema-{}\">{}</h3>", anchor(name), esc(name));
             schema_block(&mut out, schema);
         }
     }
@@ -155,11 +160,7 @@ fn operation(out: &mut String, method: &str, path: &str, op: &Value) {
 fn type_of(schema: &Value) -> String {
     if let Some(r) = schema["$ref"].as_str() {
         let name = r.rsplit('/').next().unwrap_or(r);
-        return format!(
-            "<a href=\"#schema-{}\">{}</a>",
-            anchor(name),
-            esc(name)
-        );
+        return format!("<a href=\"#schema-{}\">{}</a>", anchor(name), esc(name));
     }
     for key in ["oneOf", "anyOf", "allOf"] {
         if let Some(items) = schema[key].as_array() {

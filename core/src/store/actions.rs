@@ -26,8 +26,7 @@ use super::dialect::{store_error, Dialect, Val};
 use super::sql;
 use super::{Pool, Store, StoreError};
 use crate::actions::{
-    Actor, DryRun, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest,
-    Selection,
+    Actor, DryRun, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest, Selection,
 };
 use crate::filter::Filter;
 

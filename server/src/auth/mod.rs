@@ -28,15 +28,12 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::http::{header, HeaderMap};
 use redrive_core::actions::{Actor, NewAuditEntry, Role};
 use redrive_core::auth::SessionInfo;
 use redrive_core::permission::Permission;
-use redrive_core::store::{SessionLimits, Store, StoreError};
+use redrive_core::store::{SessionLimits, Store};
 
-use crate::api::ErrorBody;
 use crate::config::Config;
 
 pub use self::handlers::router;
