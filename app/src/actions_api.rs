@@ -342,7 +342,8 @@ mod seam {
     /// The target-topic field: empty = each record's source topic, else a Kafka topic name
     /// ([`redrive_core::request::target_topic`]).
     pub fn target_topic(v: &str) -> Result<Option<String>, ServerFnError> {
-        redrive_core::request::target_topic(Some(v)).map_err(|e| refused(INVALID, sentence(&e.0)))
+        redrive_core::request::target_topic(Some(v))
+            .map_err(|e| refused(INVALID, format!("Could not start the replay: {}.", e.0)))
     }
 
     /// The reason field: trimmed, empty = none, within the domain's limit
