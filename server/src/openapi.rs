@@ -100,7 +100,8 @@ enum Who {
     Own,
 }
 
-/// What a successful answer carries.
+/// What a successful answer carries. (A few dozen live while the document is built, once.)
+#[allow(clippy::large_enum_variant)]
 enum Body {
     Json(RefOr<Schema>),
     /// Bytes of the given media type (downloads, CSV, JSON Lines).
