@@ -276,8 +276,8 @@ mod seam {
     use crate::http_status::HttpStatus;
     use crate::refusal::{refused, INVALID};
 
-    /// Most ids one form may name (a page shows at most 500).
-    const MAX_IDS: usize = 10_000;
+    /// Most ids one form may name: the domain's limit, the API's too.
+    const MAX_IDS: usize = redrive_core::request::MAX_SELECTION_IDS;
 
     /// The store the site router provides.
     pub fn store() -> Result<Store, ServerFnError> {
@@ -333,18 +333,34 @@ mod seam {
         (!t.is_empty()).then(|| t.to_string())
     }
 
-    /// The rate-limit field: empty = unthrottled.
+    /// The rate-limit field: empty = unthrottled, else 1 to the domain's limit
+    /// ([`redrive_core::request::rate_text`], the API's rule too).
     pub fn rate(v: &str) -> Result<Option<u32>, ServerFnError> {
-        match text(v) {
-            None => Ok(None),
-            Some(t) => t.parse::<u32>().map(Some).map_err(|_| {
-                refused(
-                    INVALID,
-                    "The rate limit must be a whole number of messages per second (1 or more), \
-                     or empty for no limit.",
-                )
-            }),
+        redrive_core::request::rate_text(v).map_err(|e| refused(INVALID, sentence(&e.0)))
+    }
+
+    /// The target-topic field: empty = each record's source topic, else a Kafka topic name
+    /// ([`redrive_core::request::target_topic`]).
+    pub fn target_topic(v: &str) -> Result<Option<String>, ServerFnError> {
+        redrive_core::request::target_topic(Some(v))
+            .map_err(|e| refused(INVALID, format!("Could not start the replay: {}.", e.0)))
+    }
+
+    /// The reason field: trimmed, empty = none, within the domain's limit
+    /// ([`redrive_core::request::reason`]).
+    pub fn reason(v: &str) -> Result<Option<String>, ServerFnError> {
+        redrive_core::request::reason(Some(v)).map_err(|e| refused(INVALID, sentence(&e.0)))
+    }
+
+    /// The domain's message as a sentence for the page: capitalised, with a full stop.
+    fn sentence(m: &str) -> String {
+        let mut c = m.chars();
+        let first = c.next().map(|f| f.to_uppercase().collect::<String>());
+        let mut out = first.unwrap_or_default() + c.as_str();
+        if !out.ends_with('.') {
+            out.push('.');
         }
+        out
     }
 
     /// The confirmation page's lag gate fields (`docs/replay.md`, "Lag-aware replay"): both
@@ -472,7 +488,8 @@ mod seam {
                 ),
             ));
         }
-        Ok(Selection::Ids(ids))
+        // Sorted and de-duplicated by the domain's one parser (the API's too).
+        redrive_core::request::ids(ids).map_err(|e| refused(INVALID, sentence(&e.0)))
     }
 
     /// Runs `op` on `selection` and redirects: to the job after a replay, else to `back` with
@@ -490,7 +507,7 @@ mod seam {
     ) -> Result<ActionDone, ServerFnError> {
         let store = store()?;
         let actor = permitted(op.permission(), op.as_str()).await?;
-        let reason = text(reason);
+        let reason = self::reason(reason)?;
         match op {
             Op::LabelAdd | Op::LabelRemove => {
                 let label_op = if op == Op::LabelAdd {
@@ -520,7 +537,7 @@ mod seam {
             Op::Replay => {
                 let req = redrive_core::actions::ReplayRequest {
                     selection,
-                    target_topic: text(target_topic),
+                    target_topic: self::target_topic(target_topic)?,
                     rate_per_sec: rate(rate_per_sec)?,
                     reason,
                     options,

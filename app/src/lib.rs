@@ -87,6 +87,8 @@ pub fn App() -> impl IntoView {
                     <a href="/quarantine">"Quarantine"</a>
                     <a href="/alerts">"Alerts"</a>
                     <a href="/automation">"Automation"</a>
+                    // Served by the server, not the router (`docs/api.md`): a full navigation.
+                    <a href="/api/docs" rel="external">"API"</a>
                     <UsersNavLink />
                     <SignOutForm />
                 </nav>

@@ -19,7 +19,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use redrive_core::ingest::{IngestSnapshot, IngestStatus};
 use redrive_core::replay::{RelaySnapshot, RelayStatus};
 use redrive_core::store::{Store, StoreError};
-use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, FilterError, Header, ListQuery};
+use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, Header, ListQuery};
 use serde::Serialize;
 
 use crate::auth::Caller;
@@ -96,59 +96,13 @@ impl RelayHealth {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// Why an API request failed. Rendered as JSON `{"error": message}`.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Malformed or unknown parameters, a non-numeric id: 400.
-    #[error("{0}")]
-    BadRequest(String),
-    /// No such dead letter, body or route: 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// The store failed (unreachable, timed out, ...): 503. The detail is logged, not shown.
-    #[error("the database did not answer; try again in a moment (the cause is in redrive's log)")]
-    StoreUnavailable,
-}
-
-impl From<FilterError> for ApiError {
-    fn from(e: FilterError) -> Self {
-        ApiError::BadRequest(e.to_string())
-    }
-}
-
-/// The error body of every failed request.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody {
-    pub error: String,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        error_response(status, self.to_string())
-    }
-}
-
-/// The JSON error answer every API route gives: `{"error": message}` with `status`, plus
-/// `Retry-After: 5` (seconds) on a 503, so clients back off instead of hammering the store.
-pub fn error_response(status: StatusCode, message: String) -> Response {
-    let mut res = (status, Json(ErrorBody { error: message })).into_response();
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-    }
-    res
-}
+pub use crate::api_error::ApiError;
 
 impl AppState {
     /// Logs and counts a store failure, and turns it into the 503 the client sees.
     pub(crate) fn store_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
         self.telemetry.store_error(operation, &e);
-        ApiError::StoreUnavailable
+        ApiError::Unavailable
     }
 }
 
@@ -156,7 +110,7 @@ impl AppState {
 // DTOs: the public shape of the API
 
 /// One dead letter in a list (`GET /api/v1/dead-letters`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterItem {
     pub id: i64,
     pub dlq_topic: String,
@@ -189,7 +143,7 @@ pub struct DeadLetterItem {
 }
 
 /// How and why a dead letter got its tier, and its automation state (`docs/automation.md`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TieringItem {
     pub tier: &'static str,
     /// The rule that gave it; `null` for the default tier or a poison signal.
@@ -233,7 +187,7 @@ impl From<&redrive_core::automation::TierInfo> for TieringItem {
 /// A whole dead letter (`GET /api/v1/dead-letters/{id}`): the list fields plus the stack
 /// trace, the raw record (base64; JSON `null` for a null key, value or header value) and the
 /// bookkeeping.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterRecord {
     #[serde(flatten)]
     pub item: DeadLetterItem,
@@ -268,7 +222,7 @@ pub struct DeadLetterRecord {
 }
 
 /// A wire-format value decoded for reading (`docs/payloads.md`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ValueSchemaItem {
     /// The schema id in the value's header (bytes 1..5, big-endian).
     pub schema_id: u32,
@@ -313,7 +267,7 @@ impl ValueSchemaItem {
 }
 
 /// One Kafka header.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HeaderItem {
     pub name: String,
     /// Base64 of the value bytes; `null` for a null-valued header (distinct from `""`).
@@ -321,7 +275,7 @@ pub struct HeaderItem {
 }
 
 /// A page of dead letters.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeadLetterPage {
     pub items: Vec<DeadLetterItem>,
     /// Pass as `cursor` to get the next (older) page; `null` on the last page.
@@ -329,7 +283,7 @@ pub struct DeadLetterPage {
 }
 
 /// One error group (`GET /api/v1/error-groups`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorGroupItem {
     pub fingerprint: String,
     pub error_class: Option<String>,
@@ -344,7 +298,7 @@ pub struct ErrorGroupItem {
 }
 
 /// The error groups matching a filter, largest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorGroupList {
     pub items: Vec<ErrorGroupItem>,
 }

@@ -43,17 +43,14 @@ use redrive_core::actions::{
 };
 use redrive_core::approval::ActionKind;
 use redrive_core::store::StoreError;
-use redrive_core::ListQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{error_response, rfc3339, AppState};
+use crate::api::{rfc3339, AppState};
 use redrive_core::permission::Permission;
 
-use crate::auth::{require_permission, AuthError, Caller};
+use crate::auth::{require_permission, ApiError, Caller};
 
-/// Most ids one request may name.
-pub const MAX_IDS: usize = 100_000;
 /// Most jobs `GET /api/v1/replays` lists.
 pub const MAX_JOBS: u32 = 500;
 /// Jobs listed when no `limit` is given.
@@ -79,64 +76,17 @@ pub fn router(state: AppState) -> Router {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// Why an action request failed. Rendered as JSON `{"error": message}`.
-#[derive(Debug, thiserror::Error)]
-pub enum ActionError {
-    /// Not JSON, or a bad query parameter: 400.
-    #[error("{0}")]
-    BadRequest(String),
-    /// JSON that asks for something impossible: 422.
-    #[error("{0}")]
-    Unprocessable(String),
-    /// 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// 409: e.g. cancelling a finished job.
-    #[error("{0}")]
-    Conflict(String),
-    /// 401 / 403 / 503 from authentication.
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    /// 503; the detail is logged.
-    #[error("the database did not answer; try again in a moment (the cause is in redrive's log)")]
-    Unavailable,
-}
-
-impl IntoResponse for ActionError {
-    fn into_response(self) -> Response {
-        let status = match self {
-            ActionError::Auth(e) => return e.into_response(),
-            ref other => other.status(),
-        };
-        error_response(status, self.to_string())
-    }
-}
-
-impl ActionError {
-    /// The HTTP status of this refusal.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ActionError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ActionError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ActionError::NotFound(_) => StatusCode::NOT_FOUND,
-            ActionError::Conflict(_) => StatusCode::CONFLICT,
-            ActionError::Auth(e) => e.status(),
-            ActionError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-}
-
 impl AppState {
     /// Maps a store error of `operation`: the request's own faults keep their message, the
     /// store's failures are counted, logged and become 503.
-    pub(crate) fn action_failed(&self, operation: &'static str, e: StoreError) -> ActionError {
+    pub(crate) fn action_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
         match e {
-            StoreError::Invalid(m) => ActionError::Unprocessable(m),
-            StoreError::NotFound(m) => ActionError::NotFound(m),
-            StoreError::Conflict(m) => ActionError::Conflict(m),
+            StoreError::Invalid(m) => ApiError::Unprocessable(m),
+            StoreError::NotFound(m) => ApiError::NotFound(m),
+            StoreError::Conflict(m) => ApiError::Conflict(m),
             other => {
                 self.telemetry.store_error(operation, &other);
-                ActionError::Unavailable
+                ApiError::Unavailable
             }
         }
     }
@@ -146,11 +96,12 @@ impl AppState {
 // Request bodies
 
 /// Body of `POST /api/v1/replays` and `/replays/dry-run`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayBody {
     pub ids: Option<Vec<i64>>,
     /// The list's query parameters as an object: `{"fingerprint": "...", "status": "new"}`.
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, Value>>,
     /// Override; absent or empty = each record's own source topic.
     pub target_topic: Option<String>,
@@ -162,6 +113,7 @@ pub struct ReplayBody {
     /// Publishing options (`redrive_core::actions::ReplayOptions`; `docs/replay.md`);
     /// absent = a plain replay. Unknown fields are a 422.
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub options: redrive_core::actions::ReplayOptions,
     /// Dry run only: records sampled per target topic (default 3, 1 to 20; `docs/replay.md`,
     /// "Dry run with samples").
@@ -169,10 +121,11 @@ pub struct ReplayBody {
 }
 
 /// Body of `POST /api/v1/dead-letters/delete` and `/restore`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangeBody {
     pub ids: Option<Vec<i64>>,
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, Value>>,
     pub reason: Option<String>,
     /// With an empty filter: the number of dead letters it matches now (see the module doc).
@@ -186,17 +139,17 @@ pub(crate) async fn confirm_all(
     selection: &Selection,
     given: Option<i64>,
     action: &str,
-) -> Result<(), ActionError> {
+) -> Result<(), ApiError> {
     use redrive_core::store::ConfirmAllError;
     match state.store.check_confirm_all(selection, given).await {
         Ok(_) => Ok(()),
-        Err(ConfirmAllError::Missing { matched }) => Err(ActionError::Unprocessable(format!(
+        Err(ConfirmAllError::Missing { matched }) => Err(ApiError::Unprocessable(format!(
             "the filter is empty, so this {action} would act on every dead letter that is not \
              deleted: {matched} now. Nothing was changed. Narrow the filter, or confirm by \
              adding \"confirm_all\": {matched} to the body (the count POST \
              /api/v1/replays/dry-run reports as `confirm_all`)"
         ))),
-        Err(ConfirmAllError::Wrong { matched, given }) => Err(ActionError::Unprocessable(format!(
+        Err(ConfirmAllError::Wrong { matched, given }) => Err(ApiError::Unprocessable(format!(
             "\"confirm_all\" is {given}, but the empty filter matches {matched} dead letters \
              now; nothing was changed. Send \"confirm_all\": {matched} to act on all of \
              them, or narrow the filter"
@@ -206,12 +159,12 @@ pub(crate) async fn confirm_all(
 }
 
 /// Parses a JSON body: 400 if it is not JSON, 422 if it does not fit `T`.
-pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ActionError> {
+pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         use serde_json::error::Category;
         match e.classify() {
-            Category::Data => ActionError::Unprocessable(format!("the body does not fit: {e}")),
-            _ => ActionError::BadRequest(format!(
+            Category::Data => ApiError::Unprocessable(format!("the body does not fit: {e}")),
+            _ => ApiError::BadRequest(format!(
                 "the body is not valid JSON ({e}); send an object such as {{\"ids\": [1, 2]}} \
                  with Content-Type: application/json"
             )),
@@ -219,68 +172,27 @@ pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T
     })
 }
 
-/// Exactly one of `ids` (non-empty, at most [`MAX_IDS`]) and `filter` (the list's names).
+/// Exactly one of `ids` and `filter` (the list's names), parsed by the domain's one parser
+/// ([`redrive_core::request::selection`]): 422 otherwise.
 pub(crate) fn selection(
     ids: Option<Vec<i64>>,
     filter: Option<serde_json::Map<String, Value>>,
-) -> Result<Selection, ActionError> {
-    match (ids, filter) {
-        (Some(_), Some(_)) | (None, None) => Err(ActionError::Unprocessable(
-            "give exactly one of `ids` (a list of dead-letter ids) and `filter` (an object with \
-             the list's filter parameters)"
-                .into(),
-        )),
-        (Some(ids), None) if ids.is_empty() => Err(ActionError::Unprocessable(
-            "`ids` is empty: name at least one dead letter".into(),
-        )),
-        (Some(ids), None) if ids.len() > MAX_IDS => Err(ActionError::Unprocessable(format!(
-            "`ids` names {} dead letters; at most {MAX_IDS} per request (or use a filter)",
-            ids.len()
-        ))),
-        (Some(mut ids), None) => {
-            ids.sort_unstable();
-            ids.dedup();
-            Ok(Selection::Ids(ids))
-        }
-        (None, Some(obj)) => filter_from_json(&obj).map(Selection::Filter),
-    }
+) -> Result<Selection, ApiError> {
+    Ok(redrive_core::request::selection(ids, filter.as_ref())?)
 }
 
-/// The filter object through the list's own parser: strings as given, numbers and booleans
-/// as their text, `null` as "not set".
+/// The filter object through the domain's one parser ([`redrive_core::request::filter_json`]).
 pub(crate) fn filter_from_json(
     obj: &serde_json::Map<String, Value>,
-) -> Result<redrive_core::Filter, ActionError> {
-    let mut pairs: Vec<(String, String)> = Vec::with_capacity(obj.len());
-    for (k, v) in obj {
-        if k == "limit" || k == "cursor" {
-            return Err(ActionError::Unprocessable(format!(
-                "`{k}` pages the list; it is not part of a filter"
-            )));
-        }
-        let text = match v {
-            Value::Null => continue,
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            _ => {
-                return Err(ActionError::Unprocessable(format!(
-                    "filter `{k}` must be a string (as in the list's query string)"
-                )))
-            }
-        };
-        pairs.push((k.clone(), text));
-    }
-    ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map(|q| q.filter)
-        .map_err(|e| ActionError::Unprocessable(format!("filter: {e}")))
+) -> Result<redrive_core::Filter, ApiError> {
+    Ok(redrive_core::request::filter_json(obj)?)
 }
 
 // ---------------------------------------------------------------------------------------------
 // DTOs: the public shape of the API
 
 /// Answer of `POST /api/v1/replays` (202).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReplayAccepted {
     pub job_id: String,
     /// Dead letters queued for publishing.
@@ -294,7 +206,7 @@ pub struct ReplayAccepted {
 }
 
 /// A replay job.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobItem {
     pub id: String,
     /// `preparing`, `running`, `waiting` (Kafka unreachable; resumes by itself), `paused`,
@@ -320,6 +232,7 @@ pub struct JobItem {
     /// The selection as requested: `{"ids": [...]}` or `{"filter": {...}}`.
     pub selection: Value,
     /// Publishing options as requested (`{}` = a plain replay).
+    #[schema(value_type = Object)]
     pub options: redrive_core::actions::ReplayOptions,
     /// The transform's identity and what it did; `null` for a job without one.
     pub transform: Option<JobTransform>,
@@ -332,7 +245,7 @@ pub struct JobItem {
 }
 
 /// A lag-gated job's gate and last reading.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobLagItem {
     /// The consumer group whose lag gates the job.
     pub group: String,
@@ -352,7 +265,7 @@ pub struct JobLagItem {
 }
 
 /// A job's canary.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobCanary {
     /// `starting` (size not fixed yet), `publishing`, `watching`, `passed`, `failed` (the job
     /// paused itself).
@@ -373,7 +286,7 @@ pub struct JobCanary {
 }
 
 /// What a replay's canary would be (`DryRunResult::canary`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DryRunCanary {
     /// Records in the canary for the records queued now (`records`, or ceil(percent %)).
     pub size: i64,
@@ -383,7 +296,7 @@ pub struct DryRunCanary {
 }
 
 /// A job's transform (`docs/replay.md`, "Transform on replay").
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobTransform {
     /// SHA-256 of the script (64 hex digits), as in the audit row.
     pub sha256: String,
@@ -401,20 +314,20 @@ pub struct JobTransform {
 }
 
 /// Recent jobs, newest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobList {
     pub items: Vec<JobItem>,
 }
 
 /// One target of a dry run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TargetCount {
     pub topic: String,
     pub count: i64,
 }
 
 /// Answer of `POST /api/v1/replays/dry-run`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DryRunResult {
     /// Dead letters selected.
     pub total: i64,
@@ -438,19 +351,20 @@ pub struct DryRunResult {
     /// any (`redrive_core::replay_sample::ReplaySample`: `{"transform_sha256", "targets":
     /// [{"topic", "records": [{"dead_letter_id", "before", "after": {"outcome": "as_is" |
     /// "publish" | "skip" | "error", ...}}]}]}`).
+    #[schema(value_type = Object)]
     pub sample: redrive_core::replay_sample::ReplaySample,
     /// The canary the replay would start with; `null` without one.
     pub canary: Option<DryRunCanary>,
 }
 
 /// Answer of delete and restore.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Affected {
     pub affected: u64,
 }
 
 /// One audit row.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AuditItem {
     pub id: i64,
     /// RFC 3339 UTC.
@@ -476,7 +390,7 @@ pub struct AuditItem {
 }
 
 /// A page of the audit trail, newest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AuditPage {
     pub items: Vec<AuditItem>,
     /// Pass as `cursor` for the next (older) page; `null` on the last.
@@ -484,7 +398,7 @@ pub struct AuditPage {
 }
 
 /// One event of a dead letter's history.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryItem {
     pub at: Option<String>,
     pub at_ms: i64,
@@ -497,7 +411,7 @@ pub struct HistoryItem {
 }
 
 /// A dead letter's history, oldest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HistoryList {
     pub items: Vec<HistoryItem>,
 }
@@ -624,11 +538,11 @@ pub async fn create_replay(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::Replay, "replay").await?;
     let b: ReplayBody = parse_body(&body)?;
     if b.sample_per_target.is_some() {
-        return Err(ActionError::Unprocessable(
+        return Err(ApiError::Unprocessable(
             "`sample_per_target` is for POST /api/v1/replays/dry-run only".into(),
         ));
     }
@@ -670,7 +584,7 @@ pub async fn dry_run(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<DryRunResult>, ActionError> {
+) -> Result<Json<DryRunResult>, ApiError> {
     let b: ReplayBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     let sel = state
@@ -689,7 +603,7 @@ pub async fn dry_run(
         .sample_per_target
         .unwrap_or(redrive_core::replay_sample::SAMPLE_PER_TARGET);
     if !(1..=redrive_core::replay_sample::MAX_SAMPLE_PER_TARGET).contains(&per_target) {
-        return Err(ActionError::Unprocessable(format!(
+        return Err(ApiError::Unprocessable(format!(
             "`sample_per_target` must be from 1 to {}",
             redrive_core::replay_sample::MAX_SAMPLE_PER_TARGET
         )));
@@ -734,7 +648,7 @@ pub async fn list_jobs(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Json<JobList>, ActionError> {
+) -> Result<Json<JobList>, ApiError> {
     let mut limit = DEFAULT_JOBS;
     for (k, v) in query_pairs(raw.as_deref())? {
         match k.as_str() {
@@ -745,13 +659,13 @@ pub async fn list_jobs(
                     .ok()
                     .filter(|n| (1..=MAX_JOBS).contains(n))
                     .ok_or_else(|| {
-                        ActionError::BadRequest(format!(
+                        ApiError::BadRequest(format!(
                             "`limit` must be a whole number from 1 to {MAX_JOBS}"
                         ))
                     })?
             }
             other => {
-                return Err(ActionError::BadRequest(format!(
+                return Err(ApiError::BadRequest(format!(
                     "unknown parameter `{other}`; replays take only `limit`"
                 )))
             }
@@ -767,13 +681,13 @@ pub async fn list_jobs(
     }))
 }
 
-fn job_id(path: Result<Path<String>, PathRejection>) -> Result<String, ActionError> {
+fn job_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     path.map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the job id is not valid".into()))
+        .map_err(|_| ApiError::BadRequest("the job id is not valid".into()))
 }
 
-fn no_such_job(id: &str) -> ActionError {
-    ActionError::NotFound(format!(
+fn no_such_job(id: &str) -> ApiError {
+    ApiError::NotFound(format!(
         "no replay job `{id}` (list them at /api/v1/replays)"
     ))
 }
@@ -783,7 +697,7 @@ pub async fn get_job(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<JobItem>, ActionError> {
+) -> Result<Json<JobItem>, ApiError> {
     let id = job_id(path)?;
     let job = state
         .store
@@ -799,7 +713,7 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<JobItem>, ActionError> {
+) -> Result<Json<JobItem>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Replay, "cancel_job").await?;
     let id = job_id(path)?;
     let job = state
@@ -811,7 +725,7 @@ pub async fn cancel_job(
 }
 
 /// Body of pause and resume: `{}` or `{"reason": "..."}` (an empty body is `{}`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobStateBody {
     pub reason: Option<String>,
@@ -823,7 +737,7 @@ pub async fn pause_job(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<JobItem>, ActionError> {
+) -> Result<Json<JobItem>, ApiError> {
     change_job_state(&state, &actor, path, &body, JobChange::Pause).await
 }
 
@@ -833,7 +747,7 @@ pub async fn resume_job(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<JobItem>, ActionError> {
+) -> Result<Json<JobItem>, ApiError> {
     change_job_state(&state, &actor, path, &body, JobChange::Resume).await
 }
 
@@ -851,7 +765,7 @@ async fn change_job_state(
     path: Result<Path<String>, PathRejection>,
     body: &Bytes,
     change: JobChange,
-) -> Result<Json<JobItem>, ActionError> {
+) -> Result<Json<JobItem>, ApiError> {
     let operation = match change {
         JobChange::Pause => "pause_job",
         JobChange::Resume => "resume_job",
@@ -877,7 +791,7 @@ pub async fn delete(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::Delete, "delete").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
@@ -900,7 +814,7 @@ pub async fn restore(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::Delete, "restore").await?;
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
@@ -925,7 +839,7 @@ async fn approval_gate(
     kind: ActionKind,
     sel: &Selection,
     reason: &Option<String>,
-) -> Result<Option<Response>, ActionError> {
+) -> Result<Option<Response>, ApiError> {
     let req = ReplayRequest {
         selection: sel.clone(),
         target_topic: None,
@@ -941,12 +855,12 @@ pub async fn history(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<HistoryList>, ActionError> {
+) -> Result<Json<HistoryList>, ApiError> {
     let raw = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the dead-letter id is not valid".into()))?;
     let id = raw.trim().parse::<i64>().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{raw}` is not a dead-letter id: ids are whole numbers"
         ))
     })?;
@@ -965,9 +879,9 @@ pub async fn history(
     }))
 }
 
-fn query_pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, ActionError> {
+fn query_pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
     serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|_| {
-        ActionError::BadRequest(
+        ApiError::BadRequest(
             "the query string is not valid URL encoding (name=value pairs joined by &)".into(),
         )
     })
@@ -975,10 +889,10 @@ fn query_pairs(raw: Option<&str>) -> Result<Vec<(String, String)>, ActionError> 
 
 /// The audit page's query: `actor`, `action` (exact), `from`, `to` (the list's time forms),
 /// `limit` (1 to 1000), `cursor` (a previous page's `next_cursor`). Empty values are unset.
-pub fn audit_query(raw: Option<&str>) -> Result<AuditQuery, ActionError> {
+pub fn audit_query(raw: Option<&str>) -> Result<AuditQuery, ApiError> {
     let pairs = query_pairs(raw)?;
     AuditQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(ActionError::BadRequest)
+        .map_err(ApiError::BadRequest)
 }
 
 /// `GET /api/v1/audit` (viewer): a page, newest first.
@@ -986,7 +900,7 @@ pub async fn audit(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Json<AuditPage>, ActionError> {
+) -> Result<Json<AuditPage>, ApiError> {
     let q = audit_query(raw.as_deref())?;
     let page = state
         .store
@@ -1005,7 +919,7 @@ pub async fn audit_csv(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     let q = audit_query(raw.as_deref())?;
     // Streamed page by page (`audit_csv.rs`).
     crate::audit_csv::respond(&state, q).await
@@ -1023,11 +937,11 @@ mod tests {
         ));
         assert!(matches!(
             selection(Some(vec![]), None),
-            Err(ActionError::Unprocessable(_))
+            Err(ApiError::Unprocessable(_))
         ));
         assert!(matches!(
             selection(None, None),
-            Err(ActionError::Unprocessable(_))
+            Err(ApiError::Unprocessable(_))
         ));
         let obj: serde_json::Map<String, Value> =
             serde_json::from_str(r#"{"source_topic": "orders", "from": 1796104800000, "q": null}"#)
@@ -1046,10 +960,7 @@ mod tests {
         ] {
             let obj = serde_json::from_str(bad).unwrap();
             assert!(
-                matches!(
-                    selection(None, Some(obj)),
-                    Err(ActionError::Unprocessable(_))
-                ),
+                matches!(selection(None, Some(obj)), Err(ApiError::Unprocessable(_))),
                 "{bad}"
             );
         }
@@ -1059,15 +970,15 @@ mod tests {
     fn bodies_and_queries() {
         assert!(matches!(
             parse_body::<ChangeBody>(&Bytes::from_static(b"{not json")),
-            Err(ActionError::BadRequest(_))
+            Err(ApiError::BadRequest(_))
         ));
         assert!(matches!(
             parse_body::<ChangeBody>(&Bytes::from_static(b"{\"ids\": \"x\"}")),
-            Err(ActionError::Unprocessable(_))
+            Err(ApiError::Unprocessable(_))
         ));
         assert!(matches!(
             parse_body::<ChangeBody>(&Bytes::from_static(b"{\"rate_per_sec\": 5}")),
-            Err(ActionError::Unprocessable(_))
+            Err(ApiError::Unprocessable(_))
         ));
         let q = audit_query(Some("actor=alice&from=2026-12-01&limit=10&cursor=99&to=")).unwrap();
         assert_eq!(q.actor.as_deref(), Some("alice"));

@@ -30,8 +30,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{parse_body, ActionError, JobItem};
-use crate::auth::{require_permission, AuthError, Caller};
+use crate::api_actions::{parse_body, JobItem};
+use crate::api_error::ApiError;
+use crate::auth::{require_permission, Caller};
 
 /// Requests listed when no `limit` is given.
 pub const DEFAULT_REQUESTS: u32 = 50;
@@ -48,11 +49,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `Ok` if `reason` satisfies `[reasons]`; else 422 naming the pattern.
-pub(crate) fn check_reason(state: &AppState, reason: Option<&str>) -> Result<(), ActionError> {
+pub(crate) fn check_reason(state: &AppState, reason: Option<&str>) -> Result<(), ApiError> {
     state
         .approval
         .check_reason(reason)
-        .map_err(ActionError::Unprocessable)
+        .map_err(ApiError::Unprocessable)
 }
 
 /// The approval gate of a replay, delete or restore: checks the reason (422), then, when the
@@ -63,7 +64,7 @@ pub(crate) async fn gate(
     actor: &Actor,
     kind: ActionKind,
     req: &ReplayRequest,
-) -> Result<Option<Response>, ActionError> {
+) -> Result<Option<Response>, ApiError> {
     check_reason(state, req.reason.as_deref())?;
     if !state.approval.approval_on() {
         return Ok(None);
@@ -94,7 +95,7 @@ pub(crate) async fn gate(
 }
 
 /// The 202 answer of an action that waits for approval.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Pending {
     pub request_id: i64,
     /// Always `pending_approval`.
@@ -113,7 +114,7 @@ pub struct Pending {
 }
 
 /// Dead letters of one DLQ topic.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TopicCount {
     pub dlq_topic: String,
     pub count: i64,
@@ -130,7 +131,7 @@ fn topic_counts(per_topic: &[(String, i64)]) -> Vec<TopicCount> {
 }
 
 /// An approval request, as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RequestItem {
     pub id: i64,
     /// `replay`, `delete`, `restore`.
@@ -143,6 +144,7 @@ pub struct RequestItem {
     pub max_id: Option<i64>,
     pub target_topic: Option<String>,
     pub rate_per_sec: Option<u32>,
+    #[schema(value_type = Object)]
     pub options: redrive_core::actions::ReplayOptions,
     pub reason: Option<String>,
     pub requested_by: String,
@@ -191,13 +193,13 @@ impl From<&ApprovalRequest> for RequestItem {
 }
 
 /// `GET /api/v1/requests` answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RequestList {
     pub items: Vec<RequestItem>,
 }
 
 /// `POST .../approve` answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Approved {
     pub request: RequestItem,
     /// Dead letters deleted, restored, or queued for replay.
@@ -208,51 +210,51 @@ pub struct Approved {
 }
 
 /// Body of approve, decline and cancel.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     pub reason: Option<String>,
 }
 
-fn decision(body: &Bytes) -> Result<DecisionBody, ActionError> {
+fn decision(body: &Bytes) -> Result<DecisionBody, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DecisionBody::default());
     }
     parse_body(body)
 }
 
-fn request_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ActionError> {
+fn request_id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
     let raw = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the request id is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the request id is not valid".into()))?;
     raw.trim().parse::<i64>().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{raw}` is not an approval request id: ids are whole numbers"
         ))
     })
 }
 
 /// The request, or 404.
-async fn load(state: &AppState, id: i64) -> Result<ApprovalRequest, ActionError> {
+async fn load(state: &AppState, id: i64) -> Result<ApprovalRequest, ApiError> {
     state
         .store
         .approval_request(id)
         .await
         .map_err(|e| state.action_failed("approval_request", e))?
         .ok_or_else(|| {
-            ActionError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "no approval request {id} (list them at /api/v1/requests)"
             ))
         })
 }
 
 /// 403 (audited `denied` as `action`) for a person the request does not let decide.
-async fn refuse(state: &AppState, actor: &Actor, action: &str, message: String) -> ActionError {
+async fn refuse(state: &AppState, actor: &Actor, action: &str, message: String) -> ApiError {
     state
         .auth
         .audit(NewAuditEntry::by(actor, action, "denied"))
         .await;
-    ActionError::Auth(AuthError::Forbidden(message))
+    ApiError::Forbidden(message)
 }
 
 /// `GET /api/v1/requests` (viewer).
@@ -260,18 +262,16 @@ pub async fn list(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Json<RequestList>, ActionError> {
+) -> Result<Json<RequestList>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
-        .map_err(|_| {
-            ActionError::BadRequest("the query string is not valid URL encoding".into())
-        })?;
+        .map_err(|_| ApiError::BadRequest("the query string is not valid URL encoding".into()))?;
     let (mut status, mut limit) = (None, DEFAULT_REQUESTS);
     for (k, v) in pairs {
         match k.as_str() {
             "status" if v.trim().is_empty() => {}
             "status" => {
                 status = Some(RequestStatus::parse(v.trim()).ok_or_else(|| {
-                    ActionError::BadRequest(format!(
+                    ApiError::BadRequest(format!(
                         "`status` must be one of pending, approved, declined, expired, \
                          cancelled (got `{v}`)"
                     ))
@@ -284,13 +284,13 @@ pub async fn list(
                     .ok()
                     .filter(|n| (1..=MAX_REQUESTS_LISTED).contains(n))
                     .ok_or_else(|| {
-                        ActionError::BadRequest(format!(
+                        ApiError::BadRequest(format!(
                             "`limit` must be a whole number from 1 to {MAX_REQUESTS_LISTED}"
                         ))
                     })?
             }
             other => {
-                return Err(ActionError::BadRequest(format!(
+                return Err(ApiError::BadRequest(format!(
                     "unknown parameter `{other}`; requests take `status` and `limit`"
                 )))
             }
@@ -311,7 +311,7 @@ pub async fn one(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<RequestItem>, ActionError> {
+) -> Result<Json<RequestItem>, ApiError> {
     let id = request_id(path)?;
     let r = load(&state, id).await?;
     let mut item = RequestItem::from(&r);
@@ -333,7 +333,7 @@ pub async fn approve(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<Approved>, ActionError> {
+) -> Result<Json<Approved>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Approve, "approval_approve").await?;
     let id = request_id(path)?;
     let b = decision(&body)?;
@@ -360,7 +360,7 @@ pub async fn decline(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<RequestItem>, ActionError> {
+) -> Result<Json<RequestItem>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Approve, "approval_decline").await?;
     let id = request_id(path)?;
     let b = decision(&body)?;
@@ -382,7 +382,7 @@ pub async fn cancel(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<RequestItem>, ActionError> {
+) -> Result<Json<RequestItem>, ApiError> {
     let id = request_id(path)?;
     let b = decision(&body)?;
     let r = load(&state, id).await?;

@@ -24,7 +24,8 @@ use redrive_core::store::RetentionRun;
 use serde::{Deserialize, Serialize};
 
 use crate::api::AppState;
-use crate::api_actions::{filter_from_json, ActionError};
+use crate::api_actions::filter_from_json;
+use crate::api_error::ApiError;
 use crate::auth::{require_permission, Caller};
 
 /// Retention's shared state in the server.
@@ -58,9 +59,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Answer of `GET /api/v1/retention`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RetentionOverview {
+    #[schema(value_type = Vec<Object>)]
     pub paused_topics: Vec<PausedTopic>,
+    #[schema(value_type = Vec<Object>)]
     pub runs: Vec<RetentionRun>,
 }
 
@@ -68,10 +71,10 @@ pub struct RetentionOverview {
 pub async fn overview(
     State(state): State<AppState>,
     Caller(_actor): Caller,
-) -> Result<Json<RetentionOverview>, ActionError> {
+) -> Result<Json<RetentionOverview>, ApiError> {
     let runs = state.store.retention_runs(50).await.map_err(|e| {
         state.telemetry.store_error("retention_runs", &e);
-        ActionError::Unavailable
+        ApiError::Unavailable
     })?;
     Ok(Json(RetentionOverview {
         paused_topics: state.retention.backpressure.paused(),
@@ -79,10 +82,12 @@ pub async fn overview(
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /api/v1/archives` body: the list's filter parameters as an object.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
-    filter: serde_json::Map<String, serde_json::Value>,
+pub struct ArchiveBody {
+    #[schema(value_type = Object)]
+    pub filter: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `POST /api/v1/archives` (operator): archives every dead letter matching the filter.
@@ -90,10 +95,10 @@ pub async fn create(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::Delete, "archive").await?;
-    let b: CreateBody = serde_json::from_slice(&body).map_err(|e| {
-        ActionError::BadRequest(format!(
+    let b: ArchiveBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"filter\": {{\"dlq_topic\": \"orders.DLT\"}}}}"
         ))
     })?;
@@ -104,31 +109,27 @@ pub async fn create(
         .await
         .map_err(|e| {
             state.telemetry.store_error("archive", &e);
-            ActionError::Unavailable
+            ApiError::Unavailable
         })?;
     let Some(config) = state.retention.config.archive.clone() else {
-        return Err(ActionError::Conflict(
+        return Err(ApiError::Conflict(
             "no archive is configured: set [retention.archive] location in redrive.toml".into(),
         ));
     };
     let target = ArchiveLocation::parse(&config.location)
         .and_then(|loc| ArchiveTarget::open(&loc, &config))
-        .map_err(|e| ActionError::Conflict(format!("the archive cannot be opened: {e}")))?;
+        .map_err(|e| ApiError::Conflict(format!("the archive cannot be opened: {e}")))?;
     let audit = NewAuditEntry::by(&actor, "archive", "");
     match redrive_core::archive::export::archive_filter(&state.store, &target, &filter, audit).await
     {
         Ok(report) => Ok((StatusCode::CREATED, Json(report)).into_response()),
         Err(ArchiveError::Store(e)) => {
             state.telemetry.store_error("archive", &e);
-            Err(ActionError::Unavailable)
+            Err(ApiError::Unavailable)
         }
         Err(e) => {
             tracing::warn!(error = %e, "on-demand archive failed");
-            Ok((
-                StatusCode::BAD_GATEWAY,
-                Json(serde_json::json!({ "error": format!("archiving failed: {e}") })),
-            )
-                .into_response())
+            Err(ApiError::BadGateway(format!("archiving failed: {e}")))
         }
     }
 }

@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{parse_body, ActionError};
+use crate::api_actions::parse_body;
+use crate::api_error::ApiError;
 use crate::auth::{require_permission, Caller};
 
 /// Versions listed when no `limit` is given.
@@ -51,7 +52,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `PUT /api/v1/automation/rules` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SaveBody {
     /// The rule set as TOML text (`docs/automation.md`, "Rules").
@@ -61,14 +62,14 @@ pub struct SaveBody {
 }
 
 /// `POST /api/v1/automation/dry-run` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DryRunBody {
     pub source: String,
 }
 
 /// Pause and resume body.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PauseBody {
     #[serde(default)]
@@ -88,11 +89,12 @@ fn version_item(v: &VersionInfo) -> Value {
 }
 
 /// `GET /api/v1/automation/rules` answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RulesAnswer {
     /// The active version (`null` before any), with `source`.
     pub version: Option<Value>,
     #[serde(flatten)]
+    #[schema(value_type = Object)]
     pub overview: AutomationOverview,
 }
 
@@ -100,7 +102,7 @@ pub struct RulesAnswer {
 pub async fn get_rules(
     State(state): State<AppState>,
     Caller(_actor): Caller,
-) -> Result<Json<RulesAnswer>, ActionError> {
+) -> Result<Json<RulesAnswer>, ApiError> {
     let overview = state
         .store
         .automation_overview()
@@ -121,7 +123,7 @@ pub async fn put_rules(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(
         &state.auth,
         &actor,
@@ -133,7 +135,7 @@ pub async fn put_rules(
     state
         .approval
         .check_reason(b.reason.as_deref())
-        .map_err(ActionError::Unprocessable)?;
+        .map_err(ApiError::Unprocessable)?;
     let v = state
         .store
         .save_rule_set(&actor, RuleSetOrigin::Api, &b.source, b.reason.as_deref())
@@ -151,11 +153,9 @@ pub async fn list_versions(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Value>, ActionError> {
+) -> Result<Json<Value>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
-        .map_err(|_| {
-            ActionError::BadRequest("the query string is not valid URL encoding".into())
-        })?;
+        .map_err(|_| ApiError::BadRequest("the query string is not valid URL encoding".into()))?;
     let mut limit = DEFAULT_VERSIONS;
     for (k, v) in pairs {
         match k.as_str() {
@@ -166,13 +166,11 @@ pub async fn list_versions(
                     .ok()
                     .filter(|n| (1..=500).contains(n))
                     .ok_or_else(|| {
-                        ActionError::BadRequest(
-                            "`limit` must be a whole number from 1 to 500".into(),
-                        )
+                        ApiError::BadRequest("`limit` must be a whole number from 1 to 500".into())
                     })?
             }
             other => {
-                return Err(ActionError::BadRequest(format!(
+                return Err(ApiError::BadRequest(format!(
                     "unknown parameter `{other}`; versions take `limit`"
                 )))
             }
@@ -195,12 +193,12 @@ pub async fn get_version(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Value>, ActionError> {
+) -> Result<Json<Value>, ApiError> {
     let raw = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the version is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the version is not valid".into()))?;
     let n: i64 = raw.trim().parse().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{raw}` is not a rule set version: versions are whole numbers"
         ))
     })?;
@@ -210,7 +208,7 @@ pub async fn get_version(
         .await
         .map_err(|e| state.action_failed("rule_set_version_text", e))?
         .ok_or_else(|| {
-            ActionError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "no rule set version {n} (list them at /api/v1/automation/versions)"
             ))
         })?;
@@ -230,7 +228,7 @@ pub async fn dry_run(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<DryRun>, ActionError> {
+) -> Result<Json<DryRun>, ApiError> {
     require_permission(
         &state.auth,
         &actor,
@@ -239,7 +237,7 @@ pub async fn dry_run(
     )
     .await?;
     let b: DryRunBody = parse_body(&body)?;
-    let set = RuleSet::parse_toml(&b.source).map_err(|e| ActionError::Unprocessable(e.0))?;
+    let set = RuleSet::parse_toml(&b.source).map_err(|e| ApiError::Unprocessable(e.0))?;
     let run = state
         .store
         .dry_run_rule_set(
@@ -258,12 +256,12 @@ async fn set_paused(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
     paused: bool,
-) -> Result<Json<RuleState>, ActionError> {
+) -> Result<Json<RuleState>, ApiError> {
     let action = if paused { "rule_pause" } else { "rule_resume" };
     require_permission(&state.auth, &actor, Permission::ManageRules, action).await?;
     let name = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the rule name is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the rule name is not valid".into()))?;
     let b: PauseBody = if body.iter().all(u8::is_ascii_whitespace) {
         PauseBody::default()
     } else {
@@ -283,7 +281,7 @@ pub async fn pause(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<RuleState>, ActionError> {
+) -> Result<Json<RuleState>, ApiError> {
     set_paused(state, actor, path, body, true).await
 }
 
@@ -293,6 +291,6 @@ pub async fn resume(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<RuleState>, ActionError> {
+) -> Result<Json<RuleState>, ApiError> {
     set_paused(state, actor, path, body, false).await
 }

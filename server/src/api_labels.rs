@@ -27,7 +27,8 @@ use redrive_core::permission::Permission;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{confirm_all, parse_body, selection, ActionError};
+use crate::api_actions::{confirm_all, parse_body, selection};
+use crate::api_error::ApiError;
 use crate::auth::{require_permission, Caller};
 
 /// The routes of this module, state applied.
@@ -62,7 +63,7 @@ pub fn router(state: AppState) -> Router {
 // DTOs
 
 /// One label.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LabelItem {
     pub label: String,
     /// RFC 3339 UTC.
@@ -72,7 +73,7 @@ pub struct LabelItem {
 }
 
 /// A note.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct NoteItem {
     pub text: String,
     /// RFC 3339 UTC.
@@ -83,7 +84,7 @@ pub struct NoteItem {
 
 /// The labels and note of one dead letter or group; `changed` after a change request (false
 /// when it changed nothing: the label was already there, or the note already said that).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AnnotationsItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changed: Option<bool>,
@@ -92,7 +93,7 @@ pub struct AnnotationsItem {
 }
 
 /// A dead letter's triage, with its error group's.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TriageItem {
     pub fingerprint: String,
     pub labels: Vec<LabelItem>,
@@ -101,7 +102,7 @@ pub struct TriageItem {
 }
 
 /// Answer of the bulk label change.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LabelOutcomeItem {
     /// Dead letters that got (or lost) the label.
     pub changed: i64,
@@ -139,14 +140,14 @@ fn annotations_item(a: Annotations, changed: Option<bool>) -> AnnotationsItem {
 // Bodies and paths
 
 /// Body of the label routes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelBody {
     pub label: String,
 }
 
 /// Body of the note routes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoteBody {
     /// The whole note; empty clears it.
@@ -154,10 +155,11 @@ pub struct NoteBody {
 }
 
 /// Body of `POST /api/v1/dead-letters/labels`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkLabelBody {
     pub ids: Option<Vec<i64>>,
+    #[schema(value_type = Option<Object>)]
     pub filter: Option<serde_json::Map<String, serde_json::Value>>,
     /// The label to add.
     pub add: Option<String>,
@@ -168,31 +170,31 @@ pub struct BulkLabelBody {
     pub confirm_all: Option<i64>,
 }
 
-fn dead_letter(path: Result<Path<String>, PathRejection>) -> Result<Target, ActionError> {
+fn dead_letter(path: Result<Path<String>, PathRejection>) -> Result<Target, ApiError> {
     let raw = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the dead-letter id is not valid".into()))?;
     raw.trim()
         .parse::<i64>()
         .map(Target::DeadLetter)
         .map_err(|_| {
-            ActionError::BadRequest(format!(
+            ApiError::BadRequest(format!(
                 "`{raw}` is not a dead-letter id: ids are whole numbers"
             ))
         })
 }
 
-fn group(path: Result<Path<String>, PathRejection>) -> Result<Target, ActionError> {
+fn group(path: Result<Path<String>, PathRejection>) -> Result<Target, ApiError> {
     let fp = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the fingerprint is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the fingerprint is not valid".into()))?;
     Ok(Target::Group(fp.trim().to_string()))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Handlers
 
-async fn read(state: &AppState, target: &Target) -> Result<Annotations, ActionError> {
+async fn read(state: &AppState, target: &Target) -> Result<Annotations, ApiError> {
     state
         .store
         .annotations(target)
@@ -206,7 +208,7 @@ async fn label(
     target: Target,
     body: Bytes,
     op: LabelOp,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Annotate, op.audit_action()).await?;
     let b: LabelBody = parse_body(&body)?;
     let changed = state
@@ -223,7 +225,7 @@ async fn note(
     actor: redrive_core::actions::Actor,
     target: Target,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Annotate, "note_set").await?;
     let b: NoteBody = parse_body(&body)?;
     let before = read(&state, &target).await?.note.map(|n| n.text);
@@ -242,9 +244,9 @@ pub async fn get_record(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<TriageItem>, ActionError> {
+) -> Result<Json<TriageItem>, ApiError> {
     let Target::DeadLetter(id) = dead_letter(path)? else {
-        return Err(ActionError::BadRequest("not a dead-letter id".into()));
+        return Err(ApiError::BadRequest("not a dead-letter id".into()));
     };
     state
         .store
@@ -256,7 +258,7 @@ pub async fn get_record(
         .triage(id)
         .await
         .map_err(|e| state.action_failed("triage", e))?
-        .ok_or_else(|| ActionError::NotFound(format!("no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("no dead letter {id}")))?;
     let record = annotations_item(t.record, None);
     Ok(Json(TriageItem {
         fingerprint: t.fingerprint,
@@ -272,7 +274,7 @@ pub async fn add_record_label(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     label(state, actor, dead_letter(path)?, body, LabelOp::Add).await
 }
 
@@ -282,7 +284,7 @@ pub async fn remove_record_label(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     label(state, actor, dead_letter(path)?, body, LabelOp::Remove).await
 }
 
@@ -292,7 +294,7 @@ pub async fn set_record_note(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     note(state, actor, dead_letter(path)?, body).await
 }
 
@@ -301,7 +303,7 @@ pub async fn get_group(
     State(state): State<AppState>,
     Caller(_actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     let target = group(path)?;
     Ok(Json(annotations_item(read(&state, &target).await?, None)))
 }
@@ -312,7 +314,7 @@ pub async fn add_group_label(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     label(state, actor, group(path)?, body, LabelOp::Add).await
 }
 
@@ -322,7 +324,7 @@ pub async fn remove_group_label(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     label(state, actor, group(path)?, body, LabelOp::Remove).await
 }
 
@@ -332,7 +334,7 @@ pub async fn set_group_note(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<AnnotationsItem>, ActionError> {
+) -> Result<Json<AnnotationsItem>, ApiError> {
     note(state, actor, group(path)?, body).await
 }
 
@@ -342,13 +344,13 @@ pub async fn bulk_label(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<LabelOutcomeItem>, ActionError> {
+) -> Result<Json<LabelOutcomeItem>, ApiError> {
     let b: BulkLabelBody = parse_body(&body)?;
     let (op, label) = match (b.add, b.remove) {
         (Some(l), None) => (LabelOp::Add, l),
         (None, Some(l)) => (LabelOp::Remove, l),
         _ => {
-            return Err(ActionError::Unprocessable(
+            return Err(ApiError::Unprocessable(
                 "give exactly one of `add` and `remove` (the label to add or remove)".into(),
             ))
         }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::api::rfc3339;
 
 /// `replay_outcome` of a dead letter's JSON.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReplayOutcomeItem {
     /// The earlier dead letter this one came back from after a replay; `null` when it did
     /// not arrive from a replay redrive knows of.
@@ -36,12 +36,13 @@ pub struct ReplayOutcomeItem {
 }
 
 /// How a dead letter came back after a replay.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CameBackFrom {
     /// The earlier dead letter's id (it may have been purged since).
     pub id: i64,
     /// `idempotency_key`, `dead_letter_id`, `published_position`, `source_position` or
     /// `message_id` (strongest evidence first).
+    #[schema(value_type = String)]
     pub linked_via: redrive_core::model::LinkVia,
     /// The replay job whose publish came back, when known.
     pub job_id: Option<String>,
@@ -50,7 +51,7 @@ pub struct CameBackFrom {
 }
 
 /// One dead letter of the chain.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ChainItem {
     pub id: i64,
     /// Its status now (see `status` of a dead letter).
@@ -58,6 +59,7 @@ pub struct ChainItem {
     /// RFC 3339 UTC.
     pub dead_lettered_at: Option<String>,
     /// How it was linked to the one before it; `null` for the first of the chain.
+    #[schema(value_type = Option<String>)]
     pub linked_via: Option<redrive_core::model::LinkVia>,
     pub job_id: Option<String>,
     /// Its repeat-failure count (0 for the first of the chain).

@@ -23,7 +23,7 @@ use redrive_core::RawRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState, HeaderItem};
-use crate::api_actions::ActionError;
+use crate::api_error::ApiError;
 use crate::auth::{require_permission, Caller};
 
 /// Most ids one retry may name.
@@ -39,7 +39,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// One quarantined record (`GET /api/v1/quarantine`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct QuarantineItem {
     /// Quarantine id (not a dead-letter id).
     pub id: i64,
@@ -81,7 +81,7 @@ impl From<&QuarantinedRecord> for QuarantineItem {
 }
 
 /// `GET /api/v1/quarantine`'s answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct QuarantinePage {
     /// Records in quarantine, all pages.
     pub total: i64,
@@ -91,7 +91,7 @@ pub struct QuarantinePage {
 }
 
 /// The kept raw record of a quarantined one.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct QuarantinedRaw {
     /// Base64; `null` for a null key.
     pub key: Option<String>,
@@ -101,7 +101,7 @@ pub struct QuarantinedRaw {
 }
 
 /// `GET /api/v1/quarantine/{id}`'s answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct QuarantineDetail {
     #[serde(flatten)]
     pub item: QuarantineItem,
@@ -123,9 +123,9 @@ impl From<&RawRecord> for QuarantinedRaw {
     }
 }
 
-fn failed(state: &AppState, operation: &'static str, e: StoreError) -> ActionError {
+fn failed(state: &AppState, operation: &'static str, e: StoreError) -> ApiError {
     state.telemetry.store_error(operation, &e);
-    ActionError::Unavailable
+    ApiError::Unavailable
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,16 +140,16 @@ pub async fn list(
     State(state): State<AppState>,
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Json<QuarantinePage>, ActionError> {
+) -> Result<Json<QuarantinePage>, ApiError> {
     let params: ListParams =
         serde_urlencoded::from_str(raw.as_deref().unwrap_or("")).map_err(|e| {
-            ActionError::BadRequest(format!(
+            ApiError::BadRequest(format!(
                 "bad query ({e}); use `limit` (1-{MAX_LIST_LIMIT}) and `before` (a quarantine id)"
             ))
         })?;
     let limit = params.limit.unwrap_or(50);
     if limit == 0 || limit > MAX_LIST_LIMIT {
-        return Err(ActionError::BadRequest(format!(
+        return Err(ApiError::BadRequest(format!(
             "`limit` must be between 1 and {MAX_LIST_LIMIT}"
         )));
     }
@@ -182,10 +182,10 @@ pub async fn one(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<QuarantineDetail>, ActionError> {
+) -> Result<Json<QuarantineDetail>, ApiError> {
     let raw = path.map(|Path(s)| s).unwrap_or_default();
     let id: i64 = raw.trim().parse().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{raw}` is not a quarantine id: ids are whole numbers, as in /api/v1/quarantine/3"
         ))
     })?;
@@ -194,7 +194,7 @@ pub async fn one(
             item: QuarantineItem::from(&q),
             record: record.as_ref().map(QuarantinedRaw::from),
         })),
-        Ok(_) => Err(ActionError::NotFound(format!(
+        Ok(_) => Err(ApiError::NotFound(format!(
             "no quarantined record with id {id} (it may have been retried and stored; list \
              them at /api/v1/quarantine)"
         ))),
@@ -202,9 +202,9 @@ pub async fn one(
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RetryBody {
+pub(crate) struct RetryBody {
     ids: Option<Vec<i64>>,
     #[serde(default)]
     all: bool,
@@ -215,10 +215,10 @@ pub async fn retry(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Json<RetryReport>, ActionError> {
+) -> Result<Json<RetryReport>, ApiError> {
     require_permission(&state.auth, &actor, Permission::Replay, "quarantine_retry").await?;
     let b: RetryBody = serde_json::from_slice(&body).map_err(|e| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "the body is not valid ({e}); send {{\"ids\": [1, 2]}} or {{\"all\": true}}"
         ))
     })?;
@@ -226,7 +226,7 @@ pub async fn retry(
         (Some(ids), false) if !ids.is_empty() && ids.len() <= MAX_RETRY_IDS => Some(ids),
         (None, true) => None,
         _ => {
-            return Err(ActionError::Unprocessable(format!(
+            return Err(ApiError::Unprocessable(format!(
                 "give exactly one of `ids` (1 to {MAX_RETRY_IDS} quarantine ids) and \
                  `\"all\": true`"
             )))
@@ -235,7 +235,7 @@ pub async fn retry(
     if actor.topic_scope().is_some() {
         // A role limited to some DLQ topics retries its own quarantined records only.
         let Some(ids) = &ids else {
-            return Err(ActionError::Unprocessable(
+            return Err(ApiError::Unprocessable(
                 "your role is limited to some DLQ topics: retry by `ids`, not `all`".into(),
             ));
         };
@@ -247,7 +247,7 @@ pub async fn retry(
                 .map_err(|e| failed(&state, "quarantine_retry", e))?
                 .map(|(q, _)| q.dlq_topic);
             if topic.is_some_and(|t| !actor.sees_topic(&t)) {
-                return Err(ActionError::NotFound(format!(
+                return Err(ApiError::NotFound(format!(
                     "no quarantined record with id {id}"
                 )));
             }

@@ -42,10 +42,9 @@ use redrive_core::permission::Permission;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{parse_body, ActionError};
-use crate::auth::{
-    now_ms, require_not_read_only, require_permission, AuthError, Caller, SessionHandle,
-};
+use crate::api_actions::parse_body;
+use crate::api_error::ApiError;
+use crate::auth::{now_ms, require_not_read_only, require_permission, Caller, SessionHandle};
 
 /// The routes of this module, state applied.
 pub fn router(state: AppState) -> Router {
@@ -69,7 +68,7 @@ pub fn router(state: AppState) -> Router {
 // DTOs
 
 /// A user.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct UserItem {
     pub name: String,
     pub role: String,
@@ -80,7 +79,7 @@ pub struct UserItem {
 }
 
 /// A browser session.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionItem {
     /// Names the session in `POST /api/v1/sessions/{handle}/end`.
     pub handle: String,
@@ -96,7 +95,7 @@ pub struct SessionItem {
 }
 
 /// An API token (never the token itself, except `token` right after creation).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TokenItem {
     pub id: i64,
     pub user: String,
@@ -119,19 +118,19 @@ pub struct TokenItem {
 }
 
 /// A list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Items<T> {
     pub items: Vec<T>,
 }
 
 /// How many sessions an action ended.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Ended {
     pub ended: u64,
 }
 
 /// How many sessions a password change or reset ended.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PasswordSet {
     pub sessions_ended: u64,
 }
@@ -183,7 +182,7 @@ fn token_item(t: ApiToken, now: i64, token: Option<String>) -> TokenItem {
 // Bodies
 
 /// Body of `POST /api/v1/users`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewUserBody {
     pub name: String,
@@ -192,21 +191,21 @@ pub struct NewUserBody {
 }
 
 /// Body of `POST /api/v1/users/{name}/role`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleBody {
     pub role: String,
 }
 
 /// Body of `POST /api/v1/users/{name}/password`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasswordBody {
     pub password: String,
 }
 
 /// Body of `POST /api/v1/account/password`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangePasswordBody {
     pub current_password: String,
@@ -214,7 +213,7 @@ pub struct ChangePasswordBody {
 }
 
 /// Body of `POST /api/v1/tokens` (every field optional).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTokenBody {
     /// A label.
@@ -237,14 +236,12 @@ pub struct TokensQuery {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-fn failed(state: &AppState, e: AccountError) -> ActionError {
+fn failed(state: &AppState, e: AccountError) -> ApiError {
     match e {
-        AccountError::Invalid(m) => ActionError::Unprocessable(m),
-        AccountError::NotFound(m) => ActionError::NotFound(m),
-        AccountError::Conflict(m) => ActionError::Conflict(m),
-        AccountError::WrongPassword => {
-            ActionError::Auth(AuthError::Forbidden("the current password is wrong".into()))
-        }
+        AccountError::Invalid(m) => ApiError::Unprocessable(m),
+        AccountError::NotFound(m) => ApiError::NotFound(m),
+        AccountError::Conflict(m) => ApiError::Conflict(m),
+        AccountError::WrongPassword => ApiError::Forbidden("the current password is wrong".into()),
         AccountError::Store(e) => state.action_failed("accounts", e),
     }
 }
@@ -253,19 +250,19 @@ fn by(actor: &Actor) -> NewAuditEntry {
     NewAuditEntry::by(actor, "", "")
 }
 
-fn name_of(path: Result<Path<String>, PathRejection>) -> Result<String, ActionError> {
+fn name_of(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     path.map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the user name in the path is not valid".into()))
+        .map_err(|_| ApiError::BadRequest("the user name in the path is not valid".into()))
 }
 
-async fn user_now(state: &AppState, name: &str) -> Result<UserItem, ActionError> {
+async fn user_now(state: &AppState, name: &str) -> Result<UserItem, ApiError> {
     state
         .store
         .user(name)
         .await
         .map_err(|e| state.action_failed("accounts", e))?
         .map(user_item)
-        .ok_or_else(|| ActionError::NotFound(format!("there is no user `{name}`")))
+        .ok_or_else(|| ApiError::NotFound(format!("there is no user `{name}`")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,7 +271,7 @@ async fn user_now(state: &AppState, name: &str) -> Result<UserItem, ActionError>
 async fn list_users(
     State(state): State<AppState>,
     Caller(actor): Caller,
-) -> Result<Json<Items<UserItem>>, ActionError> {
+) -> Result<Json<Items<UserItem>>, ApiError> {
     require_permission(&state.auth, &actor, Permission::ManageUsers, "user_list").await?;
     let users = state
         .store
@@ -290,7 +287,7 @@ async fn create_user(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     require_permission(&state.auth, &actor, Permission::ManageUsers, "user_add").await?;
     let b: NewUserBody = parse_body(&body)?;
     let user = accounts::create_user(
@@ -311,7 +308,7 @@ async fn set_disabled(
     actor: Actor,
     path: Result<Path<String>, PathRejection>,
     disabled: bool,
-) -> Result<Json<UserItem>, ActionError> {
+) -> Result<Json<UserItem>, ApiError> {
     let action = if disabled {
         "user_disable"
     } else {
@@ -336,7 +333,7 @@ async fn disable_user(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<UserItem>, ActionError> {
+) -> Result<Json<UserItem>, ApiError> {
     set_disabled(state, actor, path, true).await
 }
 
@@ -344,7 +341,7 @@ async fn enable_user(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<UserItem>, ActionError> {
+) -> Result<Json<UserItem>, ApiError> {
     set_disabled(state, actor, path, false).await
 }
 
@@ -353,7 +350,7 @@ async fn set_role(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<UserItem>, ActionError> {
+) -> Result<Json<UserItem>, ApiError> {
     require_permission(
         &state.auth,
         &actor,
@@ -382,7 +379,7 @@ async fn reset_password(
     session: Option<Extension<SessionHandle>>,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<PasswordSet>, ActionError> {
+) -> Result<Json<PasswordSet>, ApiError> {
     require_permission(
         &state.auth,
         &actor,
@@ -420,7 +417,7 @@ async fn change_password(
     Caller(actor): Caller,
     session: Option<Extension<SessionHandle>>,
     body: Bytes,
-) -> Result<Json<PasswordSet>, ActionError> {
+) -> Result<Json<PasswordSet>, ApiError> {
     require_not_read_only(&state.auth, &actor, "password_change").await?;
     let b: ChangePasswordBody = parse_body(&body)?;
     let keep = session.as_ref().map(|Extension(s)| s.id_hash.as_str());
@@ -445,7 +442,7 @@ pub(crate) async fn sessions_listed(
     state: &AppState,
     user: &str,
     current_hash: Option<&str>,
-) -> Result<Vec<SessionListing>, ActionError> {
+) -> Result<Vec<SessionListing>, ApiError> {
     let rows = state
         .store
         .sessions_of(Some(user), now_ms(), state.auth.settings.limits)
@@ -464,7 +461,7 @@ async fn list_sessions(
     State(state): State<AppState>,
     Caller(actor): Caller,
     session: Option<Extension<SessionHandle>>,
-) -> Result<Json<Items<SessionItem>>, ActionError> {
+) -> Result<Json<Items<SessionItem>>, ApiError> {
     let current = session.as_ref().map(|Extension(s)| s.id_hash.as_str());
     let items = sessions_listed(&state, &actor.user, current).await?;
     Ok(Json(Items {
@@ -476,11 +473,11 @@ async fn end_session(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Ended>, ActionError> {
+) -> Result<Json<Ended>, ApiError> {
     require_not_read_only(&state.auth, &actor, "session_end").await?;
     let handle = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the session handle is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the session handle is not valid".into()))?;
     accounts::end_session(&state.store, &by(&actor), &actor.user, &handle, now_ms())
         .await
         .map_err(|e| failed(&state, e))?;
@@ -491,7 +488,7 @@ async fn end_other_sessions(
     State(state): State<AppState>,
     Caller(actor): Caller,
     session: Option<Extension<SessionHandle>>,
-) -> Result<Json<Ended>, ActionError> {
+) -> Result<Json<Ended>, ApiError> {
     require_not_read_only(&state.auth, &actor, "session_end").await?;
     let keep = session.as_ref().map(|Extension(s)| s.id_hash.as_str());
     let ended =
@@ -508,9 +505,9 @@ async fn list_tokens(
     State(state): State<AppState>,
     Caller(actor): Caller,
     query: Result<Query<TokensQuery>, QueryRejection>,
-) -> Result<Json<Items<TokenItem>>, ActionError> {
+) -> Result<Json<Items<TokenItem>>, ApiError> {
     let Query(q) = query.map_err(|e| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "the query is not valid ({e}): give `user=NAME` or `all=true`"
         ))
     })?;
@@ -540,7 +537,7 @@ async fn create_token(
     State(state): State<AppState>,
     Caller(actor): Caller,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     let b: NewTokenBody = if body.iter().all(u8::is_ascii_whitespace) {
         NewTokenBody::default()
     } else {
@@ -575,12 +572,12 @@ async fn revoke_token(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<TokenItem>, ActionError> {
+) -> Result<Json<TokenItem>, ApiError> {
     let raw = path
         .map(|Path(s)| s)
-        .map_err(|_| ActionError::BadRequest("the token id is not valid".into()))?;
+        .map_err(|_| ApiError::BadRequest("the token id is not valid".into()))?;
     let id: i64 = raw.trim().parse().map_err(|_| {
-        ActionError::BadRequest(format!("`{raw}` is not a token id: ids are whole numbers"))
+        ApiError::BadRequest(format!("`{raw}` is not a token id: ids are whole numbers"))
     })?;
     let token = state
         .store
@@ -605,6 +602,6 @@ async fn revoke_token(
         .api_token(id)
         .await
         .map_err(|e| state.action_failed("accounts", e))?
-        .ok_or_else(|| ActionError::NotFound(format!("there is no API token {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("there is no API token {id}")))?;
     Ok(Json(token_item(token, now, None)))
 }

@@ -38,7 +38,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::{parse_body, ActionError};
+use crate::api_actions::parse_body;
+use crate::api_error::ApiError;
 use crate::auth::{require_permission, Caller};
 
 /// The routes of this module, state applied.
@@ -64,7 +65,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 }
 
 /// `POST /api/v1/dead-letters/{id}/versions` body (see the module doc).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditBody {
     #[serde(default, deserialize_with = "present")]
@@ -84,34 +85,35 @@ pub struct EditBody {
 }
 
 /// One header of an edit: its name and `null` or a payload object.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeaderBody {
     pub name: String,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub value: Option<Payload>,
 }
 
 /// A key or value field: `null` or a payload object.
-fn payload_field(what: &str, v: Value) -> Result<Option<Vec<u8>>, ActionError> {
+fn payload_field(what: &str, v: Value) -> Result<Option<Vec<u8>>, ApiError> {
     if v.is_null() {
         return Ok(None);
     }
     let p: Payload = serde_json::from_value(v).map_err(|e| {
-        ActionError::Unprocessable(format!(
+        ApiError::Unprocessable(format!(
             "`{what}` must be null or one of {{\"text\": ...}}, {{\"json\": ...}}, \
              {{\"base64\": ...}}, {{\"hex\": ...}} ({e})"
         ))
     })?;
     p.bytes(&format!("the {what}"))
         .map(Some)
-        .map_err(|EditError(m)| ActionError::Unprocessable(m))
+        .map_err(|EditError(m)| ApiError::Unprocessable(m))
 }
 
 impl EditBody {
     /// The store's request. Errors: 422 for a payload that does not decode, a `target_topic`
     /// without `replay`.
-    pub fn into_request(self) -> Result<EditRequest, ActionError> {
+    pub fn into_request(self) -> Result<EditRequest, ApiError> {
         let key = self.key.map(|v| payload_field("key", v)).transpose()?;
         let value = self.value.map(|v| payload_field("value", v)).transpose()?;
         let headers = self
@@ -124,17 +126,17 @@ impl EditBody {
                             .value
                             .map(|p| p.bytes(&format!("header {} (`{}`)", i + 1, h.name)))
                             .transpose()
-                            .map_err(|EditError(m)| ActionError::Unprocessable(m))?;
+                            .map_err(|EditError(m)| ApiError::Unprocessable(m))?;
                         Ok(Header {
                             name: h.name,
                             value,
                         })
                     })
-                    .collect::<Result<Vec<Header>, ActionError>>()
+                    .collect::<Result<Vec<Header>, ApiError>>()
             })
             .transpose()?;
         if self.target_topic.is_some() && !self.replay {
-            return Err(ActionError::Unprocessable(
+            return Err(ApiError::Unprocessable(
                 "`target_topic` is for the replay: add \"replay\": true, or leave it out".into(),
             ));
         }
@@ -154,7 +156,7 @@ impl EditBody {
 }
 
 /// A saved version, as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct VersionItem {
     pub dead_letter_id: i64,
     pub version: i32,
@@ -163,6 +165,7 @@ pub struct VersionItem {
     pub reason: Option<String>,
     pub value_bytes: i64,
     pub value_sha256: Option<String>,
+    #[schema(value_type = Object)]
     pub diff: DiffSummary,
 }
 
@@ -182,7 +185,7 @@ impl From<&VersionInfo> for VersionItem {
 }
 
 /// `POST` answer: the version, and the replay job when one was asked for.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Created {
     #[serde(flatten)]
     pub version: VersionItem,
@@ -194,7 +197,7 @@ pub struct Created {
 }
 
 /// `GET .../versions` answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct VersionList {
     /// The latest version (0 = never edited).
     pub latest: i32,
@@ -202,29 +205,32 @@ pub struct VersionList {
 }
 
 /// One header of a version's record.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct HeaderItem {
     pub name: String,
     /// `null`, `{"text"}` (UTF-8) or `{"base64"}`.
+    #[schema(value_type = Option<Object>)]
     pub value: Option<Payload>,
 }
 
 /// `GET .../versions/{n}` answer: the record of that version, byte-exact (text when UTF-8,
 /// else base64), what an edit body takes back.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct VersionRecord {
     pub dead_letter_id: i64,
     pub version: i32,
     /// The latest version (what a replay publishes).
     pub latest: i32,
+    #[schema(value_type = Option<Object>)]
     pub key: Option<Payload>,
+    #[schema(value_type = Option<Object>)]
     pub value: Option<Payload>,
     pub headers: Vec<HeaderItem>,
 }
 
-fn dead_letter_id(path: &str) -> Result<i64, ActionError> {
+fn dead_letter_id(path: &str) -> Result<i64, ApiError> {
     path.trim().parse::<i64>().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{path}` is not a dead-letter id: ids are whole numbers"
         ))
     })
@@ -236,9 +242,9 @@ pub async fn create_version(
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     let Path(raw) =
-        path.map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
+        path.map_err(|_| ApiError::BadRequest("the dead-letter id is not valid".into()))?;
     let id = dead_letter_id(&raw)?;
     require_permission(&state.auth, &actor, Permission::Edit, "edit").await?;
     let b: EditBody = parse_body(&body)?;
@@ -272,9 +278,9 @@ pub async fn list_versions(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<VersionList>, ActionError> {
+) -> Result<Json<VersionList>, ApiError> {
     let Path(raw) =
-        path.map_err(|_| ActionError::BadRequest("the dead-letter id is not valid".into()))?;
+        path.map_err(|_| ApiError::BadRequest("the dead-letter id is not valid".into()))?;
     let id = dead_letter_id(&raw)?;
     state
         .store
@@ -286,7 +292,7 @@ pub async fn list_versions(
         .latest_version(id)
         .await
         .map_err(|e| state.action_failed("versions", e))?
-        .ok_or_else(|| ActionError::NotFound(format!("there is no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("there is no dead letter {id}")))?;
     let items = state
         .store
         .versions(id)
@@ -303,12 +309,12 @@ pub async fn get_version(
     State(state): State<AppState>,
     Caller(actor): Caller,
     path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<VersionRecord>, ActionError> {
+) -> Result<Json<VersionRecord>, ApiError> {
     let Path((raw, raw_version)) =
-        path.map_err(|_| ActionError::BadRequest("the path is not valid".into()))?;
+        path.map_err(|_| ApiError::BadRequest("the path is not valid".into()))?;
     let id = dead_letter_id(&raw)?;
     let version = raw_version.trim().parse::<i32>().map_err(|_| {
-        ActionError::BadRequest(format!(
+        ApiError::BadRequest(format!(
             "`{raw_version}` is not a version: versions are whole numbers (0 = the original)"
         ))
     })?;
@@ -322,14 +328,14 @@ pub async fn get_version(
         .latest_version(id)
         .await
         .map_err(|e| state.action_failed("version", e))?
-        .ok_or_else(|| ActionError::NotFound(format!("there is no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(format!("there is no dead letter {id}")))?;
     let record = state
         .store
         .version_record(id, version)
         .await
         .map_err(|e| state.action_failed("version", e))?
         .ok_or_else(|| {
-            ActionError::NotFound(format!(
+            ApiError::NotFound(format!(
                 "dead letter {id} has no version {version} (the latest is {latest})"
             ))
         })?;

@@ -13,7 +13,7 @@ use redrive_core::actions::{AuditEntry, AuditQuery, AUDIT_MAX_LIMIT};
 use redrive_core::store::Store;
 
 use crate::api::{rfc3339, AppState};
-use crate::api_actions::ActionError;
+use crate::api_error::ApiError;
 
 /// Header of the CSV export, one column per `AuditItem` field.
 pub const AUDIT_CSV_COLUMNS: [&str; 14] = [
@@ -113,7 +113,7 @@ fn advance(st: &mut Pages, next_cursor: Option<&str>) {
 }
 
 /// The streamed response for `q` (its `limit` is replaced by the page size).
-pub async fn respond(state: &AppState, mut q: AuditQuery) -> Result<Response, ActionError> {
+pub async fn respond(state: &AppState, mut q: AuditQuery) -> Result<Response, ApiError> {
     q.limit = AUDIT_MAX_LIMIT;
     let page = state
         .store
@@ -122,7 +122,7 @@ pub async fn respond(state: &AppState, mut q: AuditQuery) -> Result<Response, Ac
         .map_err(|e| state.action_failed("audit", e))?;
     let first = csv_chunk(&page.items, true).map_err(|e| {
         tracing::error!(error = %e, "writing the audit CSV");
-        ActionError::Unavailable
+        ApiError::Unavailable
     })?;
     let mut st = Pages {
         store: state.store.clone(),

@@ -21,7 +21,7 @@ use redrive_core::store::{Store, EXPORT_PAGE_ROWS};
 use redrive_core::{Cursor, Filter, ListQuery};
 
 use crate::api::AppState;
-use crate::api_actions::ActionError;
+use crate::api_error::ApiError;
 use crate::auth::Caller;
 
 /// The routes of this module, state applied.
@@ -34,22 +34,22 @@ pub fn router(state: AppState) -> Router {
 
 /// The filter of an export request: the list's parameters; `limit` and `cursor` are refused
 /// (an export writes every matching row).
-pub fn export_filter(raw: Option<&str>) -> Result<Filter, ActionError> {
+pub fn export_filter(raw: Option<&str>) -> Result<Filter, ApiError> {
     let pairs: Vec<(String, String)> =
         serde_urlencoded::from_str(raw.unwrap_or("")).map_err(|_| {
-            ActionError::BadRequest(
+            ApiError::BadRequest(
                 "the query string is not valid URL encoding (name=value pairs joined by &)".into(),
             )
         })?;
     if let Some((k, _)) = pairs.iter().find(|(k, _)| k == "limit" || k == "cursor") {
-        return Err(ActionError::BadRequest(format!(
+        return Err(ApiError::BadRequest(format!(
             "`{k}` pages the list; an export writes every dead letter matching the filter \
              (narrow it with the filter parameters instead)"
         )));
     }
     ListQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map(|q| q.filter)
-        .map_err(|e| ActionError::BadRequest(e.to_string()))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
 /// What the stream carries from page to page; writes the audit row when it is dropped
@@ -159,7 +159,7 @@ pub async fn export(
     State(state): State<AppState>,
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
-) -> Result<Response, ActionError> {
+) -> Result<Response, ApiError> {
     let mut filter = export_filter(raw.as_deref())?;
     state
         .store
@@ -201,11 +201,11 @@ mod tests {
         assert!(export_filter(None).unwrap().is_empty());
         assert!(matches!(
             export_filter(Some("limit=5")),
-            Err(ActionError::BadRequest(_))
+            Err(ApiError::BadRequest(_))
         ));
         assert!(matches!(
             export_filter(Some("colour=red")),
-            Err(ActionError::BadRequest(_))
+            Err(ApiError::BadRequest(_))
         ));
     }
 }

@@ -68,6 +68,7 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         .merge(crate::api_versions::router(state.clone()))
         .merge(crate::api_users::router(state.clone()))
         .merge(crate::token_form::router(state.clone()))
+        .merge(crate::openapi::router(state.clone()))
         .merge(crate::api_archive::router(state))
         .merge(site)
         // Inside authentication (it reads the session): a page shows a form error only when
@@ -95,6 +96,10 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
                 ))
                 .layer(CompressionLayer::new()),
         )
+        // Outside the timeout: on `/api/v1/` paths the answers axum and tower-http make
+        // themselves (405, 413, the timeout's 503, extractor rejections) get the API's one
+        // error shape (`api_error.rs`).
+        .layer(axum::middleware::from_fn(crate::api_error::normalize))
         // Outermost: every answer carries them, refusals and timeouts included.
         .layer(axum::middleware::from_fn_with_state(
             headers,

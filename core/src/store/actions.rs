@@ -26,8 +26,7 @@ use super::dialect::{store_error, Dialect, Val};
 use super::sql;
 use super::{Pool, Store, StoreError};
 use crate::actions::{
-    valid_topic_name, Actor, DryRun, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest,
-    Selection, MAX_RATE_PER_SEC, MAX_REASON_CHARS,
+    Actor, DryRun, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest, Selection,
 };
 use crate::filter::Filter;
 
@@ -73,17 +72,11 @@ pub(crate) fn clean_text(s: &str) -> String {
 }
 
 /// The trimmed reason, `None` if empty. Errors: `Invalid` when longer than
-/// [`MAX_REASON_CHARS`].
+/// [`crate::actions::MAX_REASON_CHARS`].
 pub(super) fn check_reason(reason: Option<&str>) -> Result<Option<String>, StoreError> {
-    let Some(r) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
-        return Ok(None);
-    };
-    if r.chars().count() > MAX_REASON_CHARS {
-        return Err(StoreError::Invalid(format!(
-            "the reason is longer than {MAX_REASON_CHARS} characters; shorten it"
-        )));
-    }
-    Ok(Some(clean_text(r)))
+    crate::request::reason(reason)
+        .map(|r| r.map(|r| clean_text(&r)))
+        .map_err(|e| StoreError::Invalid(e.0))
 }
 
 /// The audit row of a dead-letter action: actor, selection (ids or filter as given), reason.
@@ -322,13 +315,7 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
 /// The trimmed target override, `None` if absent or empty. Errors: `Invalid` for a name
 /// Kafka would refuse.
 fn check_target(target: Option<&str>) -> Result<Option<String>, StoreError> {
-    match target.map(str::trim) {
-        None | Some("") => Ok(None),
-        Some(t) if valid_topic_name(t) => Ok(Some(t.to_string())),
-        Some(t) => Err(StoreError::Invalid(format!(
-            "`{t}` is not a Kafka topic name (1 to 249 of a-z, A-Z, 0-9, `.`, `_`, `-`)"
-        ))),
-    }
+    crate::request::target_topic(target).map_err(|e| StoreError::Invalid(e.0))
 }
 
 /// A replay's audit `detail` with its transform's identity merged in
@@ -379,14 +366,7 @@ pub(super) fn check_replay(
 ) -> Result<(Option<String>, Option<String>), StoreError> {
     let target = check_target(req.target_topic.as_deref())?;
     check_options(&req.options)?;
-    if let Some(r) = req.rate_per_sec {
-        if r == 0 || r > MAX_RATE_PER_SEC {
-            return Err(StoreError::Invalid(format!(
-                "the rate must be from 1 to {MAX_RATE_PER_SEC} msgs/s, or empty for no limit \
-                 (got {r})"
-            )));
-        }
-    }
+    crate::request::rate(req.rate_per_sec).map_err(|e| StoreError::Invalid(e.0))?;
     Ok((target, check_reason(req.reason.as_deref())?))
 }
 
@@ -581,7 +561,7 @@ impl Store {
     /// creates a job (status `finished`, total 0), so the caller always gets a job to show.
     /// The relay publishes the rows afterwards.
     ///
-    /// Errors: `Invalid` (bad topic name, rate 0 or above [`MAX_RATE_PER_SEC`], reason too
+    /// Errors: `Invalid` (bad topic name, rate 0 or above [`crate::actions::MAX_RATE_PER_SEC`], reason too
     /// long), `Unavailable`, `Database`. On error nothing is changed.
     pub async fn request_replay(
         &self,
@@ -1045,7 +1025,7 @@ mod tests {
             Err(StoreError::Invalid(_))
         ));
         assert!(matches!(
-            check_reason(Some(&"x".repeat(MAX_REASON_CHARS + 1))),
+            check_reason(Some(&"x".repeat(crate::actions::MAX_REASON_CHARS + 1))),
             Err(StoreError::Invalid(_))
         ));
     }

@@ -16,7 +16,7 @@ use axum::extract::Request;
 use axum::http::{header, Method};
 use redrive_core::auth::{constant_time_eq, CSRF_FIELD, CSRF_HEADER};
 
-use super::AuthError;
+use super::ApiError;
 
 /// Largest form body read to find the `csrf` field, bytes (axum's own default body limit).
 pub const MAX_FORM_BYTES: usize = 2 * 1024 * 1024;
@@ -33,7 +33,7 @@ pub fn is_safe(method: &Method) -> bool {
 ///
 /// A form body is read into memory (at most [`MAX_FORM_BYTES`]) to find the field and then
 /// put back, so the handler reads the same bytes.
-pub async fn check(req: Request, expected: &str) -> Result<Request, AuthError> {
+pub async fn check(req: Request, expected: &str) -> Result<Request, ApiError> {
     if is_safe(req.method()) {
         return Ok(req);
     }
@@ -62,7 +62,7 @@ pub async fn check(req: Request, expected: &str) -> Result<Request, AuthError> {
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| AuthError::Csrf("the form is too large or was cut short".into()))?;
+        .map_err(|_| ApiError::Csrf("the form is too large or was cut short".into()))?;
     let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).unwrap_or_default();
     let sent = pairs
         .iter()
@@ -77,16 +77,16 @@ pub async fn check(req: Request, expected: &str) -> Result<Request, AuthError> {
     }
 }
 
-fn missing() -> AuthError {
-    AuthError::Csrf(
+fn missing() -> ApiError {
+    ApiError::Csrf(
         "this request changes something and needs the session's CSRF token (form field \
          `csrf` or header `X-CSRF-Token`); reload the page and try again, or use an API token"
             .into(),
     )
 }
 
-fn wrong() -> AuthError {
-    AuthError::Csrf(
+fn wrong() -> ApiError {
+    ApiError::Csrf(
         "the CSRF token does not match this session (the page is older than your sign-in?); \
          reload the page and try again"
             .into(),
@@ -113,11 +113,11 @@ mod tests {
         assert_eq!(&body[..], b"a=1&csrf=tok&b=2");
         assert!(matches!(
             check(form("a=1"), "tok").await,
-            Err(AuthError::Csrf(_))
+            Err(ApiError::Csrf(_))
         ));
         assert!(matches!(
             check(form("csrf=nope"), "tok").await,
-            Err(AuthError::Csrf(_))
+            Err(ApiError::Csrf(_))
         ));
         let json = Request::builder()
             .method(Method::POST)

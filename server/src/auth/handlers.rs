@@ -9,7 +9,7 @@
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Form, Json, Router};
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::middleware::{redirect_303, session_cookie};
 use super::throttle::Throttled;
 use super::{now_ms, AuthState, ClientMeta, SessionHandle};
-use crate::api::ErrorBody;
+use crate::api_error::ApiError;
 
 /// Longest `next` accepted, bytes; a longer one becomes `/`.
 const MAX_NEXT_BYTES: usize = 2048;
@@ -43,7 +43,7 @@ pub fn router(auth: AuthState) -> Router {
 }
 
 /// The sign-in form.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct SignInForm {
     #[serde(default)]
     pub user: String,
@@ -55,12 +55,13 @@ pub struct SignInForm {
 }
 
 /// A successful JSON sign-in.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SignedIn {
     pub user: String,
     /// The role's name.
     pub role: String,
     /// What the role may do (`["replay", "annotate"]`).
+    #[schema(value_type = Vec<String>)]
     pub permissions: Permissions,
     /// The DLQ-topic patterns the role is limited to; absent for every topic.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,13 +97,19 @@ impl Failure {
         }
     }
 
-    fn status(self) -> StatusCode {
+    /// The JSON refusal of this failure (the API's one error shape, `api_error`).
+    fn api_error(self) -> ApiError {
+        let m = self.message();
         match self {
-            Failure::Invalid => StatusCode::UNAUTHORIZED,
-            Failure::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
-            Failure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Failure::CrossSite | Failure::PasswordOff => StatusCode::FORBIDDEN,
-            Failure::BadForm | Failure::LongPassword => StatusCode::BAD_REQUEST,
+            Failure::Invalid => ApiError::Unauthenticated(m),
+            Failure::Throttled(t) => ApiError::TooManyRequests {
+                message: m,
+                retry_after_s: t.retry_after.as_secs().max(1),
+            },
+            Failure::Unavailable => ApiError::Unavailable,
+            Failure::CrossSite => ApiError::Csrf(m),
+            Failure::PasswordOff => ApiError::Forbidden(m),
+            Failure::BadForm | Failure::LongPassword => ApiError::BadRequest(m),
         }
     }
 
@@ -317,16 +324,17 @@ pub fn audit_row(client: &ClientMeta, actor: &str, action: &str) -> NewAuditEntr
 
 fn failed(json: bool, f: Failure, next: &str) -> Response {
     let mut res = if json {
-        (f.status(), Json(ErrorBody { error: f.message() })).into_response()
+        f.api_error().into_response()
     } else {
-        redirect_303(&sign_in_url(next, Some(f.code())))
-    };
-    if let Failure::Throttled(t) = f {
-        let secs = t.retry_after.as_secs().max(1).to_string();
-        if let Ok(v) = HeaderValue::from_str(&secs) {
-            res.headers_mut().insert(header::RETRY_AFTER, v);
+        let mut res = redirect_303(&sign_in_url(next, Some(f.code())));
+        if let Failure::Throttled(t) = f {
+            let secs = t.retry_after.as_secs().max(1).to_string();
+            if let Ok(v) = HeaderValue::from_str(&secs) {
+                res.headers_mut().insert(header::RETRY_AFTER, v);
+            }
         }
-    }
+        res
+    };
     no_store(&mut res);
     res
 }

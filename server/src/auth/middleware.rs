@@ -11,7 +11,7 @@ use redrive_core::auth::{
 use redrive_core::sso::SignInOptions;
 
 use super::handlers::{clear_cookie, sign_in_url};
-use super::{csrf, now_ms, peer_ip, AuthError, AuthState, ClientMeta, SessionHandle};
+use super::{csrf, now_ms, peer_ip, ApiError, AuthState, ClientMeta, SessionHandle};
 
 /// Longest interval between two writes of a session's `last_seen_ms` (or an API token's
 /// `last_used_ms`): activity is recorded at most this often, to spare the store a write per
@@ -125,7 +125,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
         if kind != RouteKind::Public && req.uri().path() != "/auth/sign-out" {
             tracing::info!(user = %actor.user, role = actor.role.as_str(),
                 "refused: the user's role is not configured");
-            let e = AuthError::Forbidden(undefined_role_message(actor));
+            let e = ApiError::Forbidden(undefined_role_message(actor));
             return refuse(answer_as, &req, e);
         }
     }
@@ -144,7 +144,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
             {
                 tracing::info!(user = %actor.user, method = %req.method(), path = %req.uri().path(),
                     "refused: cross-site request with proxy authentication");
-                let e = AuthError::Csrf(
+                let e = ApiError::Csrf(
                     "refused: this request to change something came from another site".into(),
                 );
                 return refuse_parts(answer_as, req.method(), None, false, e);
@@ -184,7 +184,7 @@ pub async fn authenticate(State(auth): State<AuthState>, mut req: Request, next:
             if kind == RouteKind::Public {
                 return next.run(req).await;
             }
-            let e = AuthError::Unauthenticated(if expired {
+            let e = ApiError::Unauthenticated(if expired {
                 "the session has expired; sign in again".into()
             } else {
                 "sign in, or send an API token as `Authorization: Bearer rdv_...`".into()
@@ -218,7 +218,7 @@ async fn identify(
     headers: &HeaderMap,
     peer: Option<std::net::IpAddr>,
     client: &ClientMeta,
-) -> Result<Identity, AuthError> {
+) -> Result<Identity, ApiError> {
     if let Some(token) = bearer(headers) {
         return token_identity(auth, token, client).await;
     }
@@ -243,7 +243,7 @@ async fn identify(
         .store
         .session(&id_hash, now, limits)
         .await
-        .map_err(AuthError::store)?
+        .map_err(ApiError::store)?
     else {
         return Ok(Identity::Anonymous { expired: true });
     };
@@ -272,9 +272,9 @@ async fn token_identity(
     auth: &AuthState,
     token: &str,
     client: &ClientMeta,
-) -> Result<Identity, AuthError> {
+) -> Result<Identity, ApiError> {
     let invalid = || {
-        AuthError::Unauthenticated(
+        ApiError::Unauthenticated(
             "the API token is not valid: it may be mistyped, revoked, or its user disabled \
              (create one with `redrive token create --user NAME`)"
                 .into(),
@@ -287,12 +287,12 @@ async fn token_identity(
         .store
         .api_token_owner(&secret_hash(token))
         .await
-        .map_err(AuthError::store)?
+        .map_err(ApiError::store)?
         .ok_or_else(invalid)?;
     let now = now_ms();
     if let Some(at) = owner.expires_at_ms.filter(|at| *at <= now) {
         tracing::info!(user = %owner.user, token = owner.token_id, "refused: the API token expired");
-        return Err(AuthError::Unauthenticated(format!(
+        return Err(ApiError::Unauthenticated(format!(
             "the API token expired at {}: create a new one (on /account, or `redrive token \
              create --user NAME --expires-in 30d`)",
             crate::api::rfc3339(at).unwrap_or_else(|| format!("{at} ms"))
@@ -349,7 +349,7 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
-fn refuse(kind: RouteKind, req: &Request, e: AuthError) -> Response {
+fn refuse(kind: RouteKind, req: &Request, e: ApiError) -> Response {
     refuse_parts(
         kind,
         req.method(),
@@ -366,10 +366,10 @@ fn refuse_parts(
     method: &Method,
     path_and_query: Option<&str>,
     expired: bool,
-    e: AuthError,
+    e: ApiError,
 ) -> Response {
     match (kind, &e) {
-        (RouteKind::Page, AuthError::Unauthenticated(_)) => {
+        (RouteKind::Page, ApiError::Unauthenticated(_)) => {
             // Come back to the page after signing in (only for a GET: a form's POST cannot
             // be repeated by a redirect).
             let next = if *method == Method::GET {

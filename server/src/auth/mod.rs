@@ -28,15 +28,12 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::http::{header, HeaderMap};
 use redrive_core::actions::{Actor, NewAuditEntry, Role};
 use redrive_core::auth::SessionInfo;
 use redrive_core::permission::Permission;
-use redrive_core::store::{SessionLimits, Store, StoreError};
+use redrive_core::store::{SessionLimits, Store};
 
-use crate::api::ErrorBody;
 use crate::config::Config;
 
 pub use self::handlers::router;
@@ -193,66 +190,7 @@ pub fn now_ms() -> i64 {
 // ---------------------------------------------------------------------------------------------
 // Refusals
 
-/// Why a request was refused by authentication or authorisation. API routes answer JSON
-/// `{"error": ...}`; pages get a redirect or a short HTML page (see `middleware`).
-#[derive(Debug, thiserror::Error)]
-pub enum AuthError {
-    /// 401 with `WWW-Authenticate: Bearer`.
-    #[error("{0}")]
-    Unauthenticated(String),
-    /// 403: signed in, but the role does not grant the permission.
-    #[error("{0}")]
-    Forbidden(String),
-    /// 403: the CSRF token is missing or wrong.
-    #[error("{0}")]
-    Csrf(String),
-    /// 503: the store did not answer.
-    #[error("the database did not answer; try again in a moment (the cause is in redrive's log)")]
-    Unavailable,
-}
-
-impl AuthError {
-    pub fn status(&self) -> StatusCode {
-        match self {
-            AuthError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            AuthError::Forbidden(_) | AuthError::Csrf(_) => StatusCode::FORBIDDEN,
-            AuthError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    /// Logs the store failure behind a 503.
-    pub fn store(e: StoreError) -> AuthError {
-        tracing::error!(error = %e, "authentication: the store failed");
-        AuthError::Unavailable
-    }
-}
-
-impl IntoResponse for AuthError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let mut res = (
-            status,
-            Json(ErrorBody {
-                error: self.to_string(),
-            }),
-        )
-            .into_response();
-        let h = res.headers_mut();
-        match status {
-            StatusCode::UNAUTHORIZED => {
-                h.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"redrive\""),
-                );
-            }
-            StatusCode::SERVICE_UNAVAILABLE => {
-                h.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            }
-            _ => {}
-        }
-        res
-    }
-}
+pub use crate::api_error::ApiError;
 
 /// The authenticated caller of a handler (from the middleware's extensions). Rejects with 401
 /// JSON when absent, which only happens for a route the middleware treats as public.
@@ -260,7 +198,7 @@ impl IntoResponse for AuthError {
 pub struct Caller(pub Actor);
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = AuthError;
+    type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         parts
@@ -269,7 +207,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .cloned()
             .map(Caller)
             .ok_or_else(|| {
-                AuthError::Unauthenticated(
+                ApiError::Unauthenticated(
                     "sign in, or send an API token as `Authorization: Bearer rdv_...`".into(),
                 )
             })
@@ -292,13 +230,13 @@ pub async fn require_permission(
     actor: &Actor,
     needed: Permission,
     action: &str,
-) -> Result<(), AuthError> {
+) -> Result<(), ApiError> {
     if actor.can(needed) {
         return Ok(());
     }
     auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
     tracing::info!(user = %actor.user, role = actor.role.as_str(), permission = needed.as_str(), action, "denied");
-    Err(AuthError::Forbidden(format!(
+    Err(ApiError::Forbidden(format!(
         "`{action}` needs the `{needed}` permission, which {} ({}{}) does not have. Ask an \
          admin.",
         actor.user,
@@ -314,13 +252,13 @@ pub async fn require_not_read_only(
     auth: &AuthState,
     actor: &Actor,
     action: &str,
-) -> Result<(), AuthError> {
+) -> Result<(), ApiError> {
     if !actor.read_only {
         return Ok(());
     }
     auth.audit(NewAuditEntry::by(actor, action, "denied")).await;
     tracing::info!(user = %actor.user, action, "denied: read-only token");
-    Err(AuthError::Forbidden(format!(
+    Err(ApiError::Forbidden(format!(
         "`{action}` changes something, and this API token of {} is read-only. Use a token \
          with the scope `role`, or sign in.",
         actor.user

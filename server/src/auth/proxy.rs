@@ -25,7 +25,7 @@ use redrive_core::sso::{groups_from_list, RoleMapping};
 
 use super::handlers::audit_row;
 use super::sso::ProxyAuthConfig;
-use super::{now_ms, AuthError, AuthState, ClientMeta};
+use super::{now_ms, ApiError, AuthState, ClientMeta};
 
 /// Users remembered as "already announced in the audit trail" by one process; past this the
 /// memory is cleared (and the next request of each writes its row again).
@@ -75,14 +75,14 @@ impl ProxyAuth {
         auth: &AuthState,
         headers: &HeaderMap,
         client: &ClientMeta,
-    ) -> Result<Actor, AuthError> {
+    ) -> Result<Actor, ApiError> {
         let name = headers
             .get(&self.user_header)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .unwrap_or("");
         if validate_user_name(name).is_err() {
-            return Err(AuthError::Forbidden(format!(
+            return Err(ApiError::Forbidden(format!(
                 "the proxy's `{}` header does not name a valid redrive user (letters, digits, \
                  `.`, `_`, `-`, `@`; at most 64)",
                 self.user_header
@@ -100,16 +100,16 @@ impl ProxyAuth {
         let role = self
             .mapping
             .role_for(&groups)
-            .map_err(|e| AuthError::Forbidden(e.to_string()))?;
+            .map_err(|e| ApiError::Forbidden(e.to_string()))?;
 
         let stored = auth
             .store
             .user_credentials(name)
             .await
-            .map_err(AuthError::store)?;
+            .map_err(ApiError::store)?;
         let (role, created, previous_role) = match stored {
             Some(u) if u.disabled => {
-                return Err(AuthError::Forbidden(format!(
+                return Err(ApiError::Forbidden(format!(
                     "the redrive user `{name}` is disabled; ask an admin"
                 )))
             }
@@ -120,9 +120,9 @@ impl ProxyAuth {
                     .store
                     .sso_user(name, role, now_ms())
                     .await
-                    .map_err(AuthError::store)?;
+                    .map_err(ApiError::store)?;
                 if u.disabled {
-                    return Err(AuthError::Forbidden(format!(
+                    return Err(ApiError::Forbidden(format!(
                         "the redrive user `{name}` is disabled; ask an admin"
                     )));
                 }

@@ -1,5 +1,5 @@
 //! Requests to the server's JSON API, and what a failed one means for a script: every API
-//! refusal is `{"error": "..."}` (`api.rs`, `api_actions.rs`); its message is printed as the
+//! refusal is `{"error": "...", "code", "status"}` (`api_error.rs`); its message is printed as the
 //! server gave it and its status picks the exit code ([`Exit`], docs/cli.md "Exit codes").
 
 use std::process::ExitCode;

@@ -46,6 +46,7 @@ mod labels;
 mod lag_gate;
 mod leader;
 mod monitoring;
+mod openapi;
 mod outcome_links;
 mod overview;
 mod pages;
