@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use sqlx::QueryBuilder;
 
-use super::codec::{ascii_json, encode_headers, encode_warnings, text_field};
+use super::codec::{ascii_json, encode_headers, encode_headers_with_trace, encode_warnings, text_field};
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
 use super::{Pool, Store, StoreError};
@@ -58,10 +58,17 @@ pub(crate) struct Row<'a> {
 impl<'a> Row<'a> {
     /// The normal form: everything as decoded, text fields within [`limits::fit`]'s caps.
     pub(crate) fn full(d: &'a NewDeadLetter) -> Row<'a> {
+        let normalized = limits::fit(&d.normalized);
+        // The stack trace is stored once: a header holding exactly the `stack_trace` column
+        // (as written, after the cap and the U+0000 replacement) refers to it.
+        let headers = encode_headers_with_trace(
+            &d.record.headers,
+            text_field(&normalized.stack_trace).as_deref(),
+        );
         Row {
             d,
-            normalized: limits::fit(&d.normalized),
-            headers: encode_headers(&d.record.headers),
+            normalized,
+            headers,
         }
     }
 

@@ -34,6 +34,8 @@ struct DryRow {
     fingerprint: String,
     convention: String,
     headers: String,
+    /// The `stack_trace` column, which the headers may refer to (`codec::decode_headers`).
+    stack_trace: Option<String>,
     dead_lettered_at_ms: i64,
     tier: Option<String>,
 }
@@ -70,8 +72,8 @@ impl Store {
             let rows: Vec<DryRow> = on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                     "SELECT id, dlq_topic, source_topic, consumer_group, error_class, \
-                     error_message, fingerprint, convention, headers, dead_lettered_at_ms, tier \
-                     FROM dead_letters WHERE status <> 'deleted'",
+                     error_message, fingerprint, convention, headers, stack_trace, dead_lettered_at_ms, \
+                     tier FROM dead_letters WHERE status <> 'deleted'",
                 );
                 if let Some(b) = before {
                     qb.push(" AND id < ");
@@ -94,7 +96,7 @@ impl Store {
             };
             let none: Vec<String> = Vec::new();
             for r in &rows {
-                let headers = decode_headers(&r.headers).unwrap_or_default();
+                let headers = decode_headers(&r.headers, r.stack_trace.as_deref()).unwrap_or_default();
                 let input = MatchInput {
                     dlq_topic: &r.dlq_topic,
                     source_topic: r.source_topic.as_deref(),
