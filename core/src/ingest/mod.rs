@@ -332,10 +332,11 @@ impl IngestLoop {
         }
     }
 
-    /// After a flush (or a record): flushes again while the batch that filled during the
-    /// last write is full, then arms the linger timer for a batch in hand.
+    /// After a flush (or a record): flushes once more if the batch that filled during the
+    /// last write is full, then arms the linger timer for a batch in hand (already due if that
+    /// one is full again: the loop's `select!` gets a turn between two writes, for shutdown).
     async fn rearm(&mut self, linger: &mut Pin<Box<Sleep>>, armed: &mut bool) {
-        while self.batch.len() >= self.batch_size && !self.shutdown.is_cancelled() {
+        if self.batch.len() >= self.batch_size && !self.shutdown.is_cancelled() {
             *armed = false;
             self.flush_overlapped().await;
         }
@@ -348,7 +349,7 @@ impl IngestLoop {
     }
 
     /// [`IngestLoop::flush`] with the next batch consumed and decoded while the batch in
-    /// hand is written (the pipeline of `docs/ingest.md`): the batch in hand moves into the
+    /// hand is written (`docs/invariants.md`, 1): the batch in hand moves into the
     /// write, and records keep being received into a new batch, up to `batch_size`, until the
     /// write returns. Offsets are still committed only for the written batch, after its
     /// transaction committed ([`IngestLoop::commit_stored`]); the new batch waits for its own

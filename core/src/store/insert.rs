@@ -140,7 +140,12 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
         let d = row.d;
         let r = &d.record;
         let n: &Normalized = &row.normalized;
-        let text = |s: &Option<String>| Val::OwnedText(text_field(s).map(|c| c.into_owned()));
+        // Borrowed unless U+0000 had to be replaced: no copy of a stack trace per row.
+        let text = |s: &'a Option<String>| match text_field(s) {
+            Some(Cow::Borrowed(t)) => Val::Text(Some(t)),
+            Some(Cow::Owned(t)) => Val::OwnedText(Some(t)),
+            None => Val::Text(None),
+        };
         // The array's length is the column list's: a missing or extra value does not compile.
         let values: [Val<'_>; INSERT_COLUMNS.len()] = [
             Val::Text(Some(r.dlq_topic.as_str())),
