@@ -354,7 +354,8 @@ impl IngestLoop {
     /// write returns. Offsets are still committed only for the written batch, after its
     /// transaction committed ([`IngestLoop::commit_stored`]); the new batch waits for its own
     /// write. If the write fails, both batches become one again and [`IngestLoop::flush`]
-    /// takes over (retry with consumption paused, or salvage).
+    /// takes over (retry with consumption paused, or salvage). Not overlapped while a retention
+    /// backpressure policy exists (a paused topic stays at most one batch over its limit).
     async fn flush_overlapped(&mut self) {
         if self.batch.is_empty() {
             return;
@@ -370,6 +371,13 @@ impl IngestLoop {
             ms = tracing::field::Empty,
         );
         let started = std::time::Instant::now();
+        // With a retention backpressure policy, a topic stops at most one batch over its
+        // limit (`docs/retention.md`): the batch decoded meanwhile would be a second one, so
+        // such a configuration writes without the overlap.
+        let overlap = self
+            .backpressure
+            .as_ref()
+            .is_none_or(|bp| !bp.any_policy());
         let consumer = self.consumer.clone();
         let result = {
             let write = store
@@ -380,7 +388,7 @@ impl IngestLoop {
                 tokio::select! {
                     biased;
                     r = &mut write => break r,
-                    msg = consumer.recv(), if self.batch.len() < self.batch_size
+                    msg = consumer.recv(), if overlap && self.batch.len() < self.batch_size
                         && !self.shutdown.is_cancelled() => self.accept(msg),
                 }
             }
