@@ -122,9 +122,7 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         let ingest = crate::ingest_into(&store, topic, n).await?;
         let ingest_peak_mib = peak_rss_kib()? as f64 / 1024.0;
         drop(pages);
-        eprintln!(
-            "ingest into {backend:?}: {ingest:.0} msgs/s, peak RSS {ingest_peak_mib:.0} MiB"
-        );
+        eprintln!("ingest into {backend:?}: {ingest:.0} msgs/s, peak RSS {ingest_peak_mib:.0} MiB");
         let rows = read_rows(&url, backend).await?;
         store.close().await;
         let row_bytes = rows.iter().map(StoredRow::bytes).sum::<usize>() as f64 / rows.len() as f64;
@@ -173,11 +171,15 @@ async fn read_rows(url: &str, backend: Backend) -> Result<Arc<Vec<StoredRow>>> {
     let rows = match backend {
         Backend::Sqlite => {
             let mut c = sqlx::SqliteConnection::connect(url).await?;
-            sqlx::query_as::<_, StoredRow>(&sql).fetch_all(&mut c).await?
+            sqlx::query_as::<_, StoredRow>(&sql)
+                .fetch_all(&mut c)
+                .await?
         }
         Backend::Postgres => {
             let mut c = sqlx::PgConnection::connect(url).await?;
-            sqlx::query_as::<_, StoredRow>(&sql).fetch_all(&mut c).await?
+            sqlx::query_as::<_, StoredRow>(&sql)
+                .fetch_all(&mut c)
+                .await?
         }
     };
     Ok(Arc::new(rows))
@@ -329,16 +331,21 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
     };
     println!("| raw consume rate (count only), {n} records | {raw:.0} msgs/s | {raw:.0} msgs/s |");
     row(
-        &format!("store limit, redrive's schema: plain multi-row INSERT of redrive's rows, {n} rows"),
+        &format!(
+            "store limit, redrive's schema: plain multi-row INSERT of redrive's rows, {n} rows"
+        ),
         &|x| format!("{:.0} msgs/s", x.limit_schema),
     );
-    row("store limit, bare table (same rows, no index or trigger)", &|x| {
-        format!(
-            "{:.0} msgs/s (schema costs {:.0} %)",
-            x.limit_bare,
-            (1.0 - x.limit_schema / x.limit_bare) * 100.0
-        )
-    });
+    row(
+        "store limit, bare table (same rows, no index or trigger)",
+        &|x| {
+            format!(
+                "{:.0} msgs/s (schema costs {:.0} %)",
+                x.limit_bare,
+                (1.0 - x.limit_schema / x.limit_bare) * 100.0
+            )
+        },
+    );
     row(
         &format!("redrive ingest from the broker, {n} x 1 KiB Spring records"),
         &|x| {
@@ -349,9 +356,10 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
             )
         },
     );
-    row("peak RSS during that ingest (bench process, pages read every 100 ms)", &|x| {
-        format!("{:.0} MiB", x.ingest_peak_mib)
-    });
+    row(
+        "peak RSS during that ingest (bench process, pages read every 100 ms)",
+        &|x| format!("{:.0} MiB", x.ingest_peak_mib),
+    );
     row("stored row, variable-length columns", &|x| {
         format!("{:.0} bytes", x.row_bytes)
     });
@@ -359,7 +367,10 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
 
 /// Drops the bench's PostgreSQL database at `url` (its stores are large); errors are ignored.
 async fn drop_postgres(url: &str) {
-    let Some(name) = url.rsplit('/').next().map(|n| n.split('?').next().unwrap_or(n).to_string())
+    let Some(name) = url
+        .rsplit('/')
+        .next()
+        .map(|n| n.split('?').next().unwrap_or(n).to_string())
     else {
         return;
     };

@@ -342,7 +342,9 @@ impl IngestLoop {
         }
         if !*armed {
             if let Some(started) = self.batch.started() {
-                linger.as_mut().reset(Instant::from_std(started) + self.linger);
+                linger
+                    .as_mut()
+                    .reset(Instant::from_std(started) + self.linger);
                 *armed = true;
             }
         }
@@ -374,10 +376,7 @@ impl IngestLoop {
         // With a retention backpressure policy, a topic stops at most one batch over its
         // limit (`docs/retention.md`): the batch decoded meanwhile would be a second one, so
         // such a configuration writes without the overlap.
-        let overlap = self
-            .backpressure
-            .as_ref()
-            .is_none_or(|bp| !bp.any_policy());
+        let overlap = self.backpressure.as_ref().is_none_or(|bp| !bp.any_policy());
         let consumer = self.consumer.clone();
         let result = {
             let write = store

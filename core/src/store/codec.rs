@@ -101,7 +101,10 @@ pub(crate) fn encode_headers_with_trace(headers: &[Header], stack_trace: Option<
 ///
 /// Errors: `Corrupt` if the text is neither encoding, or refers to a stack trace the row
 /// does not have.
-pub(crate) fn decode_headers(text: &str, stack_trace: Option<&str>) -> Result<Vec<Header>, StoreError> {
+pub(crate) fn decode_headers(
+    text: &str,
+    stack_trace: Option<&str>,
+) -> Result<Vec<Header>, StoreError> {
     if text.as_bytes().get(1) == Some(&b'{') {
         return decode_first_encoding(text);
     }
@@ -272,7 +275,10 @@ mod tests {
                 value: Some(b"x".to_vec()),
             },
         ];
-        assert_eq!(decode_headers(&encode_headers(&headers), None).unwrap(), headers);
+        assert_eq!(
+            decode_headers(&encode_headers(&headers), None).unwrap(),
+            headers
+        );
         assert_eq!(encode_headers(&[]), "[]");
         assert_eq!(decode_headers("[]", None).unwrap(), vec![]);
     }
@@ -338,7 +344,8 @@ mod tests {
 
     #[test]
     fn the_first_encoding_is_still_read() {
-        let text = r#"[{"name":"a","value":null},{"name":"b","value":"AAE="},{"name":"c","value":""}]"#;
+        let text =
+            r#"[{"name":"a","value":null},{"name":"b","value":"AAE="},{"name":"c","value":""}]"#;
         assert_eq!(
             decode_headers(text, Some("unused")).unwrap(),
             vec![
@@ -399,7 +406,10 @@ mod tests {
 
     #[test]
     fn corrupt_text_is_an_error_not_a_panic() {
-        assert!(matches!(decode_headers("{", None), Err(StoreError::Corrupt(_))));
+        assert!(matches!(
+            decode_headers("{", None),
+            Err(StoreError::Corrupt(_))
+        ));
         assert!(matches!(
             decode_headers(r#"[{"name":"a","value":"***"}]"#, None),
             Err(StoreError::Corrupt(_))

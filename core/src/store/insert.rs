@@ -8,7 +8,9 @@ use std::borrow::Cow;
 
 use sqlx::QueryBuilder;
 
-use super::codec::{ascii_json, encode_headers, encode_headers_with_trace, encode_warnings, text_field};
+use super::codec::{
+    ascii_json, encode_headers, encode_headers_with_trace, encode_warnings, text_field,
+};
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
 use super::{Pool, Store, StoreError};

@@ -96,7 +96,8 @@ impl Store {
             };
             let none: Vec<String> = Vec::new();
             for r in &rows {
-                let headers = decode_headers(&r.headers, r.stack_trace.as_deref()).unwrap_or_default();
+                let headers =
+                    decode_headers(&r.headers, r.stack_trace.as_deref()).unwrap_or_default();
                 let input = MatchInput {
                     dlq_topic: &r.dlq_topic,
                     source_topic: r.source_topic.as_deref(),

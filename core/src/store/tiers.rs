@@ -245,7 +245,8 @@ impl Store {
                 l.dedup();
                 TierCandidate {
                     id: r.id,
-                    headers: decode_headers(&r.headers, r.stack_trace.as_deref()).unwrap_or_default(),
+                    headers: decode_headers(&r.headers, r.stack_trace.as_deref())
+                        .unwrap_or_default(),
                     labels: l,
                     dlq_topic: r.dlq_topic,
                     source_topic: r.source_topic,

@@ -120,7 +120,9 @@ const INFO_COLUMNS: &str = "dead_letter_id, version, created_at_ms, created_by, 
 /// `SELECT key, value, headers` of version `version` of `id` (0 = the original).
 fn record_query<'a, DB: Dialect>(id: i64, version: i32) -> QueryBuilder<'a, DB> {
     let mut qb = if version == 0 {
-        let mut qb = QueryBuilder::new("SELECT key, value, headers, stack_trace FROM dead_letters WHERE id = ");
+        let mut qb = QueryBuilder::new(
+            "SELECT key, value, headers, stack_trace FROM dead_letters WHERE id = ",
+        );
         DB::bind(&mut qb, Val::I64(Some(id)));
         qb
     } else {
