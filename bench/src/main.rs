@@ -51,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 
 mod bulk_load;
 mod detail_page;
+mod ingest_limit;
 mod instances;
 mod overview_page;
 mod pages_load;
@@ -60,7 +61,7 @@ mod replay;
 mod replay_rows;
 mod rounds;
 
-fn env_usize(name: &str, default: usize) -> usize {
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -119,6 +120,9 @@ async fn main() -> Result<()> {
         println!("|---|---|---|");
         replay_rows::print(&replays);
         return Ok(());
+    }
+    if std::env::var("BENCH_INGEST_ONLY").unwrap_or_default() == "1" {
+        return print_ingest_figures(records).await;
     }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
@@ -274,6 +278,26 @@ async fn print_load_figures(rows: usize) -> Result<()> {
         );
     }
     pages_load::print(rows, &figs);
+    Ok(())
+}
+
+/// `BENCH_INGEST_ONLY=1`: ingest beside the store's own insert rate, with peak RSS
+/// ([`ingest_limit`]).
+async fn print_ingest_figures(records: usize) -> Result<()> {
+    let topic = kit::unique("bench_ingest.DLT");
+    kit::create_topic(&topic, 4, &[]).await?;
+    let t = Instant::now();
+    produce_spring_records(&topic, records).await?;
+    eprintln!(
+        "produced {records} records in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let raw = raw_consume_rate(&topic, records)?;
+    let figures = ingest_limit::measure(&topic, records).await?;
+    println!();
+    println!("| ingest (issue 12) | SQLite | PostgreSQL |");
+    println!("|---|---|---|");
+    ingest_limit::print(&figures, records, raw);
     Ok(())
 }
 
@@ -565,6 +589,18 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
     } else {
         0
     };
+    let rate = ingest_into(&store, topic, n).await?;
+    let quarantined = store.quarantine_count().await? as usize;
+    if quarantined != refused {
+        bail!("{quarantined} records quarantined, expected {refused}");
+    }
+    eprintln!("ingest into {backend:?} ({variant:?}): {rate:.0} msgs/s");
+    Ok(rate)
+}
+
+/// Runs redrive's ingest of `topic` into `store` (a fresh consumer group) until `n` records
+/// are stored or quarantined; msgs/s from the start to the n-th record counted.
+async fn ingest_into(store: &Store, topic: &str, n: usize) -> Result<f64> {
     let config = IngestConfig {
         brokers: kit::kafka_brokers(),
         topics: vec![topic.to_string()],
@@ -596,11 +632,6 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
     let rate = n as f64 / t.elapsed().as_secs_f64();
     shutdown.cancel();
     task.await??;
-    let quarantined = store.quarantine_count().await? as usize;
-    if quarantined != refused {
-        bail!("{quarantined} records quarantined, expected {refused}");
-    }
-    eprintln!("ingest into {backend:?} ({variant:?}): {rate:.0} msgs/s");
     Ok(rate)
 }
 

@@ -76,6 +76,11 @@ impl Batch {
         s
     }
 
+    /// The records, in arrival order (the batch is consumed).
+    pub(crate) fn into_records(self) -> Vec<NewDeadLetter> {
+        self.records
+    }
+
     pub(crate) fn clear(&mut self) {
         self.records.clear();
         self.seen.clear();

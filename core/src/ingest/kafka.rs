@@ -18,8 +18,24 @@ use super::{IngestConfig, IngestError, IngestStatus};
 /// librdkafka's default is 1 MiB. A record larger than this is still returned, alone (KIP-74).
 pub(crate) const MAX_PARTITION_FETCH_BYTES: u32 = 16 * 1024 * 1024;
 
-/// How much one fetch response may hold over all partitions, bytes (`fetch.max.bytes`).
-pub(crate) const MAX_FETCH_BYTES: u32 = 64 * 1024 * 1024;
+/// How much one fetch response may hold over all partitions, bytes (`fetch.max.bytes`;
+/// librdkafka's default is 50 MiB). Twice [`MAX_PARTITION_FETCH_BYTES`]: one response is
+/// also what the queue may overshoot [`QUEUED_MAX_KBYTES`] by, so it bounds memory too.
+pub(crate) const MAX_FETCH_BYTES: u32 = 32 * 1024 * 1024;
+
+/// Most pre-fetched records librdkafka keeps queued for ingest, KiB
+/// (`queued.max.messages.kbytes`; librdkafka's default is 65,536 KiB). With the high-level
+/// consumer this bounds the one consumer queue over all partitions; a fetch response in
+/// flight (at most [`MAX_FETCH_BYTES`]) comes on top. 32 MiB is 10,000 records of 3 KiB:
+/// over a second of ingest at the rates of `docs/bench.md`, so the store never waits for
+/// the broker, and the server's memory stays bounded (issue 12: 250 MB while ingesting).
+pub(crate) const QUEUED_MAX_KBYTES: u32 = 32 * 1024;
+
+/// Fewest pre-fetched records librdkafka tries to keep queued, records
+/// (`queued.min.messages`; librdkafka's default is 100,000, i.e. 300 MB of 3 KiB dead
+/// letters were it not for [`QUEUED_MAX_KBYTES`], which takes precedence). 20,000 is four
+/// dozen of ingest's default batches.
+pub(crate) const QUEUED_MIN_MESSAGES: u32 = 20_000;
 
 /// Largest protocol response the consumer accepts, bytes (`receive.message.max.bytes`). A
 /// record batch larger than this would be refused for good and stall its partition, so it is
@@ -94,6 +110,8 @@ pub(crate) fn client_config(config: &IngestConfig, sub: &Subscription) -> Client
             MAX_PARTITION_FETCH_BYTES.to_string(),
         )
         .set("fetch.max.bytes", MAX_FETCH_BYTES.to_string())
+        .set("queued.max.messages.kbytes", QUEUED_MAX_KBYTES.to_string())
+        .set("queued.min.messages", QUEUED_MIN_MESSAGES.to_string())
         .set("receive.message.max.bytes", MAX_RECEIVE_BYTES.to_string())
         .set("enable.partition.eof", "false")
         .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string())

@@ -255,19 +255,16 @@ impl IngestLoop {
                 _ = self.shutdown.cancelled() => break,
                 _ = &mut linger, if linger_armed => {
                     linger_armed = false;
-                    self.flush().await;
+                    self.flush_overlapped().await;
+                    self.rearm(&mut linger, &mut linger_armed).await;
                 }
                 msg = consumer.recv() => {
                     self.accept(msg);
                     if self.batch.len() >= self.batch_size {
                         linger_armed = false;
-                        self.flush().await;
-                    } else if !linger_armed {
-                        if let Some(started) = self.batch.started() {
-                            linger.as_mut().reset(Instant::from_std(started) + self.linger);
-                            linger_armed = true;
-                        }
+                        self.flush_overlapped().await;
                     }
+                    self.rearm(&mut linger, &mut linger_armed).await;
                 }
                 _ = bp_changed(&mut self.bp_changes) => {
                     if let Some(bp) = &self.backpressure {
@@ -331,6 +328,92 @@ impl IngestLoop {
                 // consumer keeps going.
                 tracing::warn!(error = %e, "Kafka consume error");
                 self.status.record_error(format!("Kafka: {e}"));
+            }
+        }
+    }
+
+    /// After a flush (or a record): flushes once more if the batch that filled during the
+    /// last write is full, then arms the linger timer for a batch in hand (already due if that
+    /// one is full again: the loop's `select!` gets a turn between two writes, for shutdown).
+    async fn rearm(&mut self, linger: &mut Pin<Box<Sleep>>, armed: &mut bool) {
+        if self.batch.len() >= self.batch_size && !self.shutdown.is_cancelled() {
+            *armed = false;
+            self.flush_overlapped().await;
+        }
+        if !*armed {
+            if let Some(started) = self.batch.started() {
+                linger
+                    .as_mut()
+                    .reset(Instant::from_std(started) + self.linger);
+                *armed = true;
+            }
+        }
+    }
+
+    /// [`IngestLoop::flush`] with the next batch consumed and decoded while the batch in
+    /// hand is written (`docs/invariants.md`, 1): the batch in hand moves into the
+    /// write, and records keep being received into a new batch, up to `batch_size`, until the
+    /// write returns. Offsets are still committed only for the written batch, after its
+    /// transaction committed ([`IngestLoop::commit_stored`]); the new batch waits for its own
+    /// write. If the write fails, both batches become one again and [`IngestLoop::flush`]
+    /// takes over (retry with consumption paused, or salvage). Not overlapped while a retention
+    /// backpressure policy exists (a paused topic stays at most one batch over its limit).
+    async fn flush_overlapped(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let writing = std::mem::take(&mut self.batch);
+        let store = self.store.clone();
+        let span = tracing::info_span!(
+            "ingest_batch",
+            records = writing.len(),
+            partitions = %writing.describe(),
+            attempt = 1u32,
+            new = tracing::field::Empty,
+            ms = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
+        // With a retention backpressure policy, a topic stops at most one batch over its
+        // limit (`docs/retention.md`): the batch decoded meanwhile would be a second one, so
+        // such a configuration writes without the overlap.
+        let overlap = self.backpressure.as_ref().is_none_or(|bp| !bp.any_policy());
+        let consumer = self.consumer.clone();
+        let result = {
+            let write = store
+                .insert_batch(writing.records())
+                .instrument(span.clone());
+            tokio::pin!(write);
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut write => break r,
+                    msg = consumer.recv(), if overlap && self.batch.len() < self.batch_size
+                        && !self.shutdown.is_cancelled() => self.accept(msg),
+                }
+            }
+        };
+        span.record("ms", started.elapsed().as_millis() as u64);
+        match result {
+            Ok(new) => {
+                span.record("new", new);
+                span.in_scope(|| tracing::debug!("batch stored"));
+                self.status
+                    .record_store_write(writing.len() as u64, new, record::now_ms());
+                self.resume();
+                self.record_backpressure(writing.records());
+                let stored: Vec<_> = writing.next_offsets().collect();
+                self.commit_stored(stored).await;
+            }
+            Err(e) => {
+                span.in_scope(|| {
+                    tracing::debug!(error = %e, "the overlapped write failed; retrying it as a whole")
+                });
+                // The failed batch first, then what arrived meanwhile (duplicates dropped).
+                let arrived = std::mem::replace(&mut self.batch, writing);
+                for record in arrived.into_records() {
+                    self.batch.push(record);
+                }
+                self.flush().await;
             }
         }
     }

@@ -9,8 +9,8 @@ use crate::model::Header;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
-/// One stored header: `{"name": "...", "value": "<base64>" | null}`. Base64 keeps any bytes
-/// (non-UTF-8 included) exact; `null` stays distinct from `""` (an empty value).
+/// One stored header of the first encoding (rows written before migration 0025):
+/// `{"name": "...", "value": "<base64>" | null}`. Still read; no longer written.
 #[derive(Serialize, Deserialize)]
 struct StoredHeader<'a> {
     #[serde(borrow)]
@@ -18,21 +18,123 @@ struct StoredHeader<'a> {
     value: Option<String>,
 }
 
-/// Headers as a JSON array, in record order, duplicates kept.
-pub(crate) fn encode_headers(headers: &[Header]) -> String {
-    let stored: Vec<StoredHeader<'_>> = headers
-        .iter()
-        .map(|h| StoredHeader {
-            name: std::borrow::Cow::Borrowed(h.name.as_str()),
-            value: h.value.as_deref().map(|v| B64.encode(v)),
-        })
-        .collect();
-    // Serialising strings and options cannot fail; an empty list is the safe fallback.
-    serde_json::to_string(&stored).unwrap_or_else(|_| "[]".to_string())
+/// A header value of the compact encoding (see [`encode_headers`]).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CompactValue {
+    /// The value's bytes are this UTF-8 text, exactly.
+    Text(String),
+    /// `{"b": "<base64>"}`: bytes that are not printable UTF-8 text.
+    Bytes { b: String },
+    /// `{"st": 1}`: the value is the row's `stack_trace` column, byte for byte.
+    StackTrace {
+        #[allow(dead_code)]
+        st: u8,
+    },
 }
 
-/// Inverse of [`encode_headers`]. Errors: `Corrupt` if the text is not such an array.
-pub(crate) fn decode_headers(text: &str) -> Result<Vec<Header>, StoreError> {
+/// The value written as text when it is UTF-8 without control characters other than tab,
+/// line feed and carriage return (a stack trace, a topic name); as base64 otherwise (the
+/// big-endian integers of Spring's partition and offset headers, binary ids), where JSON's
+/// `\u0000` escapes would take 6 bytes a byte.
+fn as_text(v: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(v).ok()?;
+    s.chars()
+        .all(|c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+        .then_some(s)
+}
+
+/// Headers as text, in record order, duplicates kept (the compact encoding, migration 0025):
+/// a JSON array of `[name, value]` pairs where value is a JSON string (the bytes are that
+/// UTF-8 text), `{"b": "<base64>"}` (any other bytes), or `null` (a null value, distinct from
+/// `""`). Byte-exact: [`decode_headers`] gives back the same names and value bytes.
+/// Example: `[["kafka_dlt-original-topic","orders"],["kafka_dlt-original-offset",{"b":"AAAAAAAAACo="}]]`.
+pub(crate) fn encode_headers(headers: &[Header]) -> String {
+    encode_headers_with_trace(headers, None)
+}
+
+/// [`encode_headers`], where a header whose value is byte for byte `stack_trace` (the row's
+/// `stack_trace` column, as stored) is written `{"st": 1}` instead of its text: a Spring
+/// `kafka_dlt-exception-stacktrace` is then stored once, in the column. Reading it back needs
+/// that column: [`decode_headers`]'s `stack_trace`.
+pub(crate) fn encode_headers_with_trace(headers: &[Header], stack_trace: Option<&str>) -> String {
+    let trace = stack_trace.filter(|t| !t.is_empty()).map(str::as_bytes);
+    let mut out: Vec<u8> = Vec::with_capacity(
+        2 + headers
+            .iter()
+            .map(|h| h.name.len() + h.value.as_ref().map_or(4, Vec::len) + 8)
+            .sum::<usize>(),
+    );
+    out.push(b'[');
+    for (i, h) in headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, h.name.as_str());
+        out.push(b',');
+        match h.value.as_deref() {
+            None => out.extend_from_slice(b"null"),
+            Some(v) if Some(v) == trace => out.extend_from_slice(br#"{"st":1}"#),
+            Some(v) => match as_text(v) {
+                Some(text) => {
+                    let _ = serde_json::to_writer(&mut out, text);
+                }
+                None => {
+                    out.extend_from_slice(br#"{"b":""#);
+                    out.extend_from_slice(B64.encode(v).as_bytes());
+                    out.extend_from_slice(br#""}"#);
+                }
+            },
+        }
+        out.push(b']');
+    }
+    out.push(b']');
+    // Only JSON text and base64 were written.
+    String::from_utf8(out).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// Inverse of [`encode_headers`] and [`encode_headers_with_trace`]; also reads the first
+/// encoding (`[{"name": .., "value": base64|null}]`, rows stored before migration 0025).
+/// `stack_trace` is the row's `stack_trace` column (`None` where the table has none).
+///
+/// Errors: `Corrupt` if the text is neither encoding, or refers to a stack trace the row
+/// does not have.
+pub(crate) fn decode_headers(
+    text: &str,
+    stack_trace: Option<&str>,
+) -> Result<Vec<Header>, StoreError> {
+    if text.as_bytes().get(1) == Some(&b'{') {
+        return decode_first_encoding(text);
+    }
+    let stored: Vec<(String, Option<CompactValue>)> = serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("headers are not a JSON header list: {e}")))?;
+    stored
+        .into_iter()
+        .map(|(name, value)| {
+            let value = match value {
+                None => None,
+                Some(CompactValue::Text(t)) => Some(t.into_bytes()),
+                Some(CompactValue::Bytes { b }) => Some(B64.decode(b.as_bytes()).map_err(|e| {
+                    StoreError::Corrupt(format!("header `{name}` value is not base64: {e}"))
+                })?),
+                Some(CompactValue::StackTrace { .. }) => match stack_trace {
+                    Some(t) => Some(t.as_bytes().to_vec()),
+                    None => {
+                        return Err(StoreError::Corrupt(format!(
+                            "header `{name}` refers to the stack trace, which the row does not have"
+                        )))
+                    }
+                },
+            };
+            Ok(Header { name, value })
+        })
+        .collect()
+}
+
+/// The first encoding: `[{"name": "...", "value": "<base64>" | null}]`.
+fn decode_first_encoding(text: &str) -> Result<Vec<Header>, StoreError> {
     let stored: Vec<StoredHeader<'_>> = serde_json::from_str(text)
         .map_err(|e| StoreError::Corrupt(format!("headers are not a JSON header list: {e}")))?;
     stored
@@ -120,7 +222,7 @@ pub(crate) fn decode_record(bytes: &[u8]) -> Result<crate::model::RawRecord, Sto
         timestamp_ms: stored.timestamp_ms,
         key: b64("key", stored.key)?,
         value: b64("value", stored.value)?,
-        headers: decode_headers(&stored.headers.to_string())?,
+        headers: decode_headers(&stored.headers.to_string(), None)?,
     })
 }
 
@@ -173,8 +275,94 @@ mod tests {
                 value: Some(b"x".to_vec()),
             },
         ];
-        assert_eq!(decode_headers(&encode_headers(&headers)).unwrap(), headers);
+        assert_eq!(
+            decode_headers(&encode_headers(&headers), None).unwrap(),
+            headers
+        );
         assert_eq!(encode_headers(&[]), "[]");
+        assert_eq!(decode_headers("[]", None).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn compact_encoding_keeps_text_as_text_and_other_bytes_as_base64() {
+        let headers = vec![
+            Header {
+                name: "kafka_dlt-original-topic".into(),
+                value: Some(b"orders".to_vec()),
+            },
+            Header {
+                name: "kafka_dlt-original-offset".into(),
+                value: Some(42i64.to_be_bytes().to_vec()),
+            },
+            Header {
+                name: "trace".into(),
+                value: Some(b"a\n\tat b\r\n".to_vec()),
+            },
+            Header {
+                name: "nul".into(),
+                value: Some(b"a\0b".to_vec()),
+            },
+        ];
+        let text = encode_headers(&headers);
+        assert_eq!(
+            text,
+            r#"[["kafka_dlt-original-topic","orders"],["kafka_dlt-original-offset",{"b":"AAAAAAAAACo="}],["trace","a\n\tat b\r\n"],["nul",{"b":"YQBi"}]]"#
+        );
+        assert_eq!(decode_headers(&text, None).unwrap(), headers);
+    }
+
+    #[test]
+    fn the_stack_trace_is_stored_once_and_read_back_from_its_column() {
+        let trace = "java.lang.IllegalStateException: boom\n\tat a.B.c(B.java:1)\n";
+        let headers = vec![
+            Header {
+                name: "kafka_dlt-exception-stacktrace".into(),
+                value: Some(trace.as_bytes().to_vec()),
+            },
+            Header {
+                name: "other".into(),
+                value: Some(b"x".to_vec()),
+            },
+        ];
+        let text = encode_headers_with_trace(&headers, Some(trace));
+        assert_eq!(
+            text,
+            r#"[["kafka_dlt-exception-stacktrace",{"st":1}],["other","x"]]"#
+        );
+        assert_eq!(decode_headers(&text, Some(trace)).unwrap(), headers);
+        // Without the column, the reference cannot be resolved: an error, not a wrong value.
+        assert!(matches!(
+            decode_headers(&text, None),
+            Err(StoreError::Corrupt(_))
+        ));
+        // A column that differs from the header (cut, NUL replaced) keeps the header whole.
+        let cut = &trace[..10];
+        let text = encode_headers_with_trace(&headers, Some(cut));
+        assert!(!text.contains(r#"{"st":1}"#), "{text}");
+        assert_eq!(decode_headers(&text, Some(cut)).unwrap(), headers);
+    }
+
+    #[test]
+    fn the_first_encoding_is_still_read() {
+        let text =
+            r#"[{"name":"a","value":null},{"name":"b","value":"AAE="},{"name":"c","value":""}]"#;
+        assert_eq!(
+            decode_headers(text, Some("unused")).unwrap(),
+            vec![
+                Header {
+                    name: "a".into(),
+                    value: None
+                },
+                Header {
+                    name: "b".into(),
+                    value: Some(vec![0, 1])
+                },
+                Header {
+                    name: "c".into(),
+                    value: Some(vec![])
+                },
+            ]
+        );
     }
 
     #[test]
@@ -187,7 +375,7 @@ mod tests {
         let ascii = ascii_json(&json);
         assert!(ascii.is_ascii());
         assert!(ascii.contains("\\ud83e\\udd80"), "{ascii}");
-        assert_eq!(decode_headers(&ascii).unwrap(), headers);
+        assert_eq!(decode_headers(&ascii, None).unwrap(), headers);
     }
 
     #[test]
@@ -218,9 +406,12 @@ mod tests {
 
     #[test]
     fn corrupt_text_is_an_error_not_a_panic() {
-        assert!(matches!(decode_headers("{"), Err(StoreError::Corrupt(_))));
         assert!(matches!(
-            decode_headers(r#"[{"name":"a","value":"***"}]"#),
+            decode_headers("{", None),
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decode_headers(r#"[{"name":"a","value":"***"}]"#, None),
             Err(StoreError::Corrupt(_))
         ));
         assert!(matches!(

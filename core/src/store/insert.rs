@@ -8,7 +8,9 @@ use std::borrow::Cow;
 
 use sqlx::QueryBuilder;
 
-use super::codec::{ascii_json, encode_headers, encode_warnings, text_field};
+use super::codec::{
+    ascii_json, encode_headers, encode_headers_with_trace, encode_warnings, text_field,
+};
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
 use super::{Pool, Store, StoreError};
@@ -58,10 +60,17 @@ pub(crate) struct Row<'a> {
 impl<'a> Row<'a> {
     /// The normal form: everything as decoded, text fields within [`limits::fit`]'s caps.
     pub(crate) fn full(d: &'a NewDeadLetter) -> Row<'a> {
+        let normalized = limits::fit(&d.normalized);
+        // The stack trace is stored once: a header holding exactly the `stack_trace` column
+        // (as written, after the cap and the U+0000 replacement) refers to it.
+        let headers = encode_headers_with_trace(
+            &d.record.headers,
+            text_field(&normalized.stack_trace).as_deref(),
+        );
         Row {
             d,
-            normalized: limits::fit(&d.normalized),
-            headers: encode_headers(&d.record.headers),
+            normalized,
+            headers,
         }
     }
 
@@ -133,7 +142,12 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
         let d = row.d;
         let r = &d.record;
         let n: &Normalized = &row.normalized;
-        let text = |s: &Option<String>| Val::OwnedText(text_field(s).map(|c| c.into_owned()));
+        // Borrowed unless U+0000 had to be replaced: no copy of a stack trace per row.
+        let text = |s: &'a Option<String>| match text_field(s) {
+            Some(Cow::Borrowed(t)) => Val::Text(Some(t)),
+            Some(Cow::Owned(t)) => Val::OwnedText(Some(t)),
+            None => Val::Text(None),
+        };
         // The array's length is the column list's: a missing or extra value does not compile.
         let values: [Val<'_>; INSERT_COLUMNS.len()] = [
             Val::Text(Some(r.dlq_topic.as_str())),

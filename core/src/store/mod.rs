@@ -100,6 +100,16 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// starve the one gate holder that polls. 30 s (5 s until the aggregates' triggers made
 /// writes longer) keeps that harmless; docs/invariants.md, "Writers on SQLite".
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// SQLite's page cache per connection, KiB (`PRAGMA cache_size = -N`; SQLite's default is
+/// 2,000 KiB). A cache is filled only by pages a connection reads, so a pool costs this much
+/// per connection that did large reads or writes: ingest's own (inserts touch the leaf pages
+/// of every index), the list's. Bounded so the server's memory stays bounded (issue 12:
+/// at most 250 MB resident while ingesting and serving; `docs/configuration.md`).
+pub const SQLITE_CACHE_KIB: u32 = 8 * 1024;
+/// SQLite memory-mapped I/O, bytes (`PRAGMA mmap_size`): off, as SQLite's default build has
+/// it, stated here so that a database file is never mapped into the server's address space
+/// (a mapped 10 GB store would count its touched pages as resident memory).
+pub const SQLITE_MMAP_BYTES: u64 = 0;
 /// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
 /// PostgreSQL is usually shared, so stay modest.
 const SQLITE_MAX_CONNECTIONS: u32 = 8;
@@ -305,6 +315,8 @@ impl Store {
                     SqliteDurability::Normal => SqliteSynchronous::Normal,
                 })
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                .pragma("cache_size", format!("-{SQLITE_CACHE_KIB}"))
+                .pragma("mmap_size", SQLITE_MMAP_BYTES.to_string())
                 .foreign_keys(true);
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
             if !in_memory {

@@ -166,6 +166,8 @@ struct ClaimRow {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     headers: String,
+    /// The `stack_trace` column, which the headers may refer to (`codec::decode_headers`).
+    stack_trace: Option<String>,
     convention: String,
     replay_count: i32,
     version: i32,
@@ -463,7 +465,7 @@ impl Store {
                     attempts: r.attempts,
                     key: r.key,
                     value: r.value,
-                    headers: decode_headers(&r.headers)?,
+                    headers: decode_headers(&r.headers, r.stack_trace.as_deref())?,
                     convention: Convention::parse(&r.convention),
                     replay_count: r.replay_count,
                     version: r.version,

@@ -21,6 +21,8 @@ struct SampleRow {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     headers: String,
+    /// The `stack_trace` column, which the headers may refer to (`codec::decode_headers`).
+    stack_trace: Option<String>,
     convention: String,
 }
 
@@ -50,7 +52,7 @@ impl Store {
         for topic in topics.iter().take(SAMPLE_TARGETS) {
             let rows: Vec<SampleRow> = on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT id, key, value, headers, convention FROM dead_letters",
+                    "SELECT id, key, value, headers, stack_trace, convention FROM dead_letters",
                 );
                 super::actions::push_selection(&mut qb, selection);
                 super::actions::push_replayable(&mut qb, target_topic);
@@ -84,7 +86,7 @@ fn build(
     for (topic, rows) in read {
         let mut records = Vec::with_capacity(rows.len());
         for r in rows {
-            let stored = decode_headers(&r.headers)?;
+            let stored = decode_headers(&r.headers, r.stack_trace.as_deref())?;
             let headers = crate::replay::application_headers(
                 &stored,
                 Convention::parse(&r.convention),

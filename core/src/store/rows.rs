@@ -98,7 +98,7 @@ impl SummaryRow {
 impl FullRow {
     /// Errors: `Corrupt` for an unknown status, unreadable headers or decode warnings.
     pub(crate) fn into_dead_letter(self) -> Result<DeadLetter, StoreError> {
-        let headers = decode_headers(&self.headers)?;
+        let headers = decode_headers(&self.headers, self.stack_trace.as_deref())?;
         let warnings = decode_warnings(&self.summary.decode_warnings)?;
         let s = &self.summary;
         let record = RawRecord {

@@ -102,6 +102,8 @@ struct CandidateRow {
     fingerprint: String,
     convention: String,
     headers: String,
+    /// The `stack_trace` column, which the headers may refer to (`codec::decode_headers`).
+    stack_trace: Option<String>,
     dead_lettered_at_ms: i64,
     tier: Option<String>,
     repeat_failures: Option<i32>,
@@ -110,7 +112,7 @@ struct CandidateRow {
 }
 
 const CANDIDATE_SELECT: &str = "SELECT d.id, d.dlq_topic, d.source_topic, d.consumer_group, \
-     d.error_class, d.error_message, d.fingerprint, d.convention, d.headers, \
+     d.error_class, d.error_message, d.fingerprint, d.convention, d.headers, d.stack_trace, \
      d.dead_lettered_at_ms, d.tier, l.repeat_failures, \
      e.auto_attempts AS earlier_auto_attempts, e.loop_guarded AS earlier_loop_guarded \
      FROM dead_letters d \
@@ -177,7 +179,8 @@ impl Store {
                 l.dedup();
                 TierCandidate {
                     id: r.id,
-                    headers: decode_headers(&r.headers).unwrap_or_default(),
+                    headers: decode_headers(&r.headers, r.stack_trace.as_deref())
+                        .unwrap_or_default(),
                     labels: l,
                     dlq_topic: r.dlq_topic,
                     source_topic: r.source_topic,

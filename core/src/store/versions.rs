@@ -47,6 +47,7 @@ pub(super) const CLAIM_VERSION_JOIN: &str =
 pub(super) const CLAIM_RECORD_COLUMNS: &str = "CASE WHEN o.version_id IS NULL THEN d.key \
      ELSE v.key END AS key, CASE WHEN o.version_id IS NULL THEN d.value ELSE v.value END AS value, \
      CASE WHEN o.version_id IS NULL THEN d.headers ELSE v.headers END AS headers, \
+     d.stack_trace AS stack_trace, \
      COALESCE(v.version, 0) AS version";
 
 /// Most versions [`Store::versions`] returns (newest first); each carries a diff summary of
@@ -58,6 +59,8 @@ struct RecordRow {
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
     headers: String,
+    /// The `stack_trace` column, which the headers may refer to (`codec::decode_headers`).
+    stack_trace: Option<String>,
 }
 
 impl RecordRow {
@@ -65,7 +68,7 @@ impl RecordRow {
         Ok(Record {
             key: self.key,
             value: self.value,
-            headers: decode_headers(&self.headers)?,
+            headers: decode_headers(&self.headers, self.stack_trace.as_deref())?,
         })
     }
 }
@@ -117,12 +120,15 @@ const INFO_COLUMNS: &str = "dead_letter_id, version, created_at_ms, created_by, 
 /// `SELECT key, value, headers` of version `version` of `id` (0 = the original).
 fn record_query<'a, DB: Dialect>(id: i64, version: i32) -> QueryBuilder<'a, DB> {
     let mut qb = if version == 0 {
-        let mut qb = QueryBuilder::new("SELECT key, value, headers FROM dead_letters WHERE id = ");
+        let mut qb = QueryBuilder::new(
+            "SELECT key, value, headers, stack_trace FROM dead_letters WHERE id = ",
+        );
         DB::bind(&mut qb, Val::I64(Some(id)));
         qb
     } else {
         let mut qb = QueryBuilder::new(
-            "SELECT key, value, headers FROM dead_letter_versions WHERE dead_letter_id = ",
+            "SELECT key, value, headers, CAST(NULL AS TEXT) AS stack_trace FROM dead_letter_versions \
+             WHERE dead_letter_id = ",
         );
         DB::bind(&mut qb, Val::I64(Some(id)));
         qb

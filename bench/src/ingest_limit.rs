@@ -1,0 +1,382 @@
+//! `BENCH_INGEST_ONLY=1` (issue 12 items 4 and 6): redrive's ingest beside the store's own
+//! bulk-insert rate, per database, in the same run, with the peak RSS of the ingest.
+//!
+//! For each database:
+//! 1. **ingest**: redrive's ingest ([`crate::ingest_rate`]: the real consumer on the real
+//!    broker, `IngestConfig::batch_size` `BENCH_BATCH`, default 500), in this process, while a
+//!    second task reads the first list page (`Store::list`, 50 rows) and the count every
+//!    100 ms, as the UI would. The process's peak RSS (`VmHWM` of `/proc/self/status`, reset
+//!    with `echo 5 > /proc/self/clear_refs` before the run) is reported beside it, in MiB.
+//! 2. **store limit, redrive's schema**: the rows ingest just stored are read back (every
+//!    column ingest writes, exactly as stored), then written into a fresh database migrated
+//!    with redrive's schema (indexes and aggregate triggers) by a plain prepared multi-row
+//!    `INSERT` (sqlx, no redrive store code), one transaction per batch of the same size, with
+//!    the same durability (SQLite WAL, `synchronous=FULL`). This is the rate the database
+//!    itself gives for redrive's rows: ingest cannot beat it.
+//! 3. **store limit, bare table**: the same rows and statements into a table with the same
+//!    columns and nothing else (no index, constraint or trigger): what the schema costs.
+//!
+//! Rates are msgs/s from the first statement (or the consumer's subscribe) to the last
+//! commit (or the last record counted in the store).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use redrive_core::filter::ListQuery;
+use redrive_core::store::Store;
+use redrive_core::Filter;
+use redrive_testkit::{self as kit, Backend};
+use sqlx::{Connection, QueryBuilder};
+
+/// The columns ingest writes (`core/src/store/insert.rs`), in one order for reading and
+/// writing.
+const COLUMNS: &str = "dlq_topic, dlq_partition, dlq_offset, dead_lettered_at_ms, fingerprint, \
+     convention, source_topic, source_partition, source_offset, source_timestamp_ms, \
+     consumer_group, error_class, error_message, retry_count, message_id, failed_at_ms, \
+     decode_warnings, record_timestamp_ms, ingested_at_ms, headers, stack_trace, key, value";
+const NCOLS: usize = 23;
+
+/// One stored dead letter, as the database holds it.
+#[derive(sqlx::FromRow, Clone)]
+struct StoredRow {
+    dlq_topic: String,
+    dlq_partition: i32,
+    dlq_offset: i64,
+    dead_lettered_at_ms: i64,
+    fingerprint: String,
+    convention: String,
+    source_topic: Option<String>,
+    source_partition: Option<i32>,
+    source_offset: Option<i64>,
+    source_timestamp_ms: Option<i64>,
+    consumer_group: Option<String>,
+    error_class: Option<String>,
+    error_message: Option<String>,
+    retry_count: Option<i32>,
+    message_id: Option<String>,
+    failed_at_ms: Option<i64>,
+    decode_warnings: String,
+    record_timestamp_ms: Option<i64>,
+    ingested_at_ms: i64,
+    headers: String,
+    stack_trace: Option<String>,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+}
+
+impl StoredRow {
+    /// Bytes of the row's variable-length columns (what the database writes, roughly).
+    fn bytes(&self) -> usize {
+        self.headers.len()
+            + self.stack_trace.as_ref().map_or(0, String::len)
+            + self.key.as_ref().map_or(0, Vec::len)
+            + self.value.as_ref().map_or(0, Vec::len)
+            + self.error_message.as_ref().map_or(0, String::len)
+            + self.fingerprint.len()
+            + self.dlq_topic.len()
+    }
+}
+
+/// The figures of one database.
+pub struct IngestFigures {
+    pub backend: Backend,
+    /// redrive's ingest, msgs/s.
+    pub ingest: f64,
+    /// Peak RSS of this process during the ingest, MiB.
+    pub ingest_peak_mib: f64,
+    /// Store limit into redrive's schema, msgs/s.
+    pub limit_schema: f64,
+    /// Store limit into the bare table, msgs/s.
+    pub limit_bare: f64,
+    /// Average bytes of a stored row's variable-length columns.
+    pub row_bytes: f64,
+}
+
+/// Peak RSS of this process since the last [`reset_peak_rss`], KiB.
+pub fn peak_rss_kib() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .context("no VmHWM in /proc/self/status")?;
+    Ok(line.trim().trim_end_matches("kB").trim().parse()?)
+}
+
+/// Resets the peak RSS of this process to its current RSS (Linux `clear_refs`, value 5).
+pub fn reset_peak_rss() -> Result<()> {
+    std::fs::write("/proc/self/clear_refs", "5")?;
+    Ok(())
+}
+
+/// Runs the three measures for each database over `n` records of `topic`.
+pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
+    let batch = crate::env_usize("BENCH_BATCH", 500);
+    let mut out = Vec::new();
+    for backend in Backend::ALL {
+        let (url, _dir) = kit::fresh_database(backend).await?;
+        let store = Store::connect(&url).await?;
+        store.migrate().await?;
+        let pages = page_loop(store.clone());
+        reset_peak_rss()?;
+        let ingest = crate::ingest_into(&store, topic, n).await?;
+        let ingest_peak_mib = peak_rss_kib()? as f64 / 1024.0;
+        drop(pages);
+        eprintln!("ingest into {backend:?}: {ingest:.0} msgs/s, peak RSS {ingest_peak_mib:.0} MiB");
+        let rows = read_rows(&url, backend).await?;
+        store.close().await;
+        let row_bytes = rows.iter().map(StoredRow::bytes).sum::<usize>() as f64 / rows.len() as f64;
+        let limit_schema = limit(backend, &rows, batch, true).await?;
+        let limit_bare = limit(backend, &rows, batch, false).await?;
+        eprintln!(
+            "store limit {backend:?}: schema {limit_schema:.0} msgs/s, bare table {limit_bare:.0} msgs/s, {row_bytes:.0} bytes/row"
+        );
+        drop(rows);
+        if backend == Backend::Postgres {
+            drop_postgres(&url).await;
+        }
+        out.push(IngestFigures {
+            backend,
+            ingest,
+            ingest_peak_mib,
+            limit_schema,
+            limit_bare,
+            row_bytes,
+        });
+    }
+    Ok(out)
+}
+
+/// A task that reads the first list page and the count every 100 ms until cancelled.
+fn page_loop(store: Store) -> tokio_util::sync::DropGuard {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let query = ListQuery {
+            filter: Filter::default(),
+            limit: 50,
+            cursor: None,
+        };
+        while !token.is_cancelled() {
+            let _ = store.list(&query).await;
+            let _ = store.count(&Filter::default()).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    stop.drop_guard()
+}
+
+async fn read_rows(url: &str, backend: Backend) -> Result<Arc<Vec<StoredRow>>> {
+    let sql = format!("SELECT {COLUMNS} FROM dead_letters ORDER BY id");
+    let rows = match backend {
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(url).await?;
+            sqlx::query_as::<_, StoredRow>(&sql)
+                .fetch_all(&mut c)
+                .await?
+        }
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(url).await?;
+            sqlx::query_as::<_, StoredRow>(&sql)
+                .fetch_all(&mut c)
+                .await?
+        }
+    };
+    Ok(Arc::new(rows))
+}
+
+macro_rules! push_row {
+    ($qb:expr, $r:expr) => {{
+        let r = $r;
+        $qb.push("(");
+        let mut s = $qb.separated(", ");
+        s.push_bind(r.dlq_topic.clone())
+            .push_bind(r.dlq_partition)
+            .push_bind(r.dlq_offset)
+            .push_bind(r.dead_lettered_at_ms)
+            .push_bind(r.fingerprint.clone())
+            .push_bind(r.convention.clone())
+            .push_bind(r.source_topic.clone())
+            .push_bind(r.source_partition)
+            .push_bind(r.source_offset)
+            .push_bind(r.source_timestamp_ms)
+            .push_bind(r.consumer_group.clone())
+            .push_bind(r.error_class.clone())
+            .push_bind(r.error_message.clone())
+            .push_bind(r.retry_count)
+            .push_bind(r.message_id.clone())
+            .push_bind(r.failed_at_ms)
+            .push_bind(r.decode_warnings.clone())
+            .push_bind(r.record_timestamp_ms)
+            .push_bind(r.ingested_at_ms)
+            .push_bind(r.headers.clone())
+            .push_bind(r.stack_trace.clone())
+            .push_bind(r.key.clone())
+            .push_bind(r.value.clone());
+        $qb.push(")");
+    }};
+}
+
+/// msgs/s of plain prepared multi-row INSERTs of `rows` (one transaction per `batch`) into a
+/// fresh database with redrive's schema (`schema`) or the bare table.
+async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, schema: bool) -> Result<f64> {
+    let (url, _dir) = kit::fresh_database(backend).await?;
+    let bare = format!(
+        "CREATE TABLE dead_letters (id {}, {})",
+        match backend {
+            Backend::Sqlite => "INTEGER PRIMARY KEY",
+            Backend::Postgres => "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        },
+        bare_columns(backend)
+    );
+    if schema {
+        let store = Store::connect(&url).await?;
+        store.migrate().await?;
+        store.close().await;
+    }
+    let head = format!("INSERT INTO dead_letters ({COLUMNS}) VALUES ");
+    let took = match backend {
+        Backend::Sqlite => {
+            use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+            use std::str::FromStr;
+            let opts = SqliteConnectOptions::from_str(&url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .foreign_keys(true);
+            let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
+            if !schema {
+                sqlx::query(&bare).execute(&mut c).await?;
+            }
+            let t = Instant::now();
+            for chunk in rows.chunks(batch.max(1)) {
+                let mut tx = c.begin().await?;
+                for part in chunk.chunks(32_766 / NCOLS) {
+                    let mut qb = QueryBuilder::<sqlx::Sqlite>::new(&head);
+                    for (i, r) in part.iter().enumerate() {
+                        if i > 0 {
+                            qb.push(", ");
+                        }
+                        push_row!(qb, r);
+                    }
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
+            t.elapsed()
+        }
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&url).await?;
+            if !schema {
+                sqlx::query(&bare).execute(&mut c).await?;
+            }
+            let t = Instant::now();
+            for chunk in rows.chunks(batch.max(1)) {
+                let mut tx = c.begin().await?;
+                for part in chunk.chunks(65_535 / NCOLS) {
+                    let mut qb = QueryBuilder::<sqlx::Postgres>::new(&head);
+                    for (i, r) in part.iter().enumerate() {
+                        if i > 0 {
+                            qb.push(", ");
+                        }
+                        push_row!(qb, r);
+                    }
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+            }
+            let took = t.elapsed();
+            c.close().await.ok();
+            drop_postgres(&url).await;
+            took
+        }
+    };
+    Ok(rows.len() as f64 / took.as_secs_f64().max(1e-9))
+}
+
+/// The ingest columns' definitions, without constraints.
+fn bare_columns(backend: Backend) -> String {
+    let (text, int, big, blob) = match backend {
+        Backend::Sqlite => ("TEXT", "INTEGER", "INTEGER", "BLOB"),
+        Backend::Postgres => ("TEXT", "INTEGER", "BIGINT", "BYTEA"),
+    };
+    let types = [
+        text, int, big, big, text, text, text, int, big, big, text, text, text, int, text, big,
+        text, big, big, text, text, blob, blob,
+    ];
+    COLUMNS
+        .split(',')
+        .map(str::trim)
+        .zip(types)
+        .map(|(c, t)| format!("{c} {t}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Prints the rows of the ingest table.
+pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
+    let cell = |f: &dyn Fn(&IngestFigures) -> String, b: Backend| {
+        figures
+            .iter()
+            .find(|x| x.backend == b)
+            .map(f)
+            .unwrap_or_default()
+    };
+    let row = |name: &str, f: &dyn Fn(&IngestFigures) -> String| {
+        println!(
+            "| {name} | {} | {} |",
+            cell(f, Backend::Sqlite),
+            cell(f, Backend::Postgres)
+        );
+    };
+    println!("| raw consume rate (count only), {n} records | {raw:.0} msgs/s | {raw:.0} msgs/s |");
+    row(
+        &format!(
+            "store limit, redrive's schema: plain multi-row INSERT of redrive's rows, {n} rows"
+        ),
+        &|x| format!("{:.0} msgs/s", x.limit_schema),
+    );
+    row(
+        "store limit, bare table (same rows, no index or trigger)",
+        &|x| {
+            format!(
+                "{:.0} msgs/s (schema costs {:.0} %)",
+                x.limit_bare,
+                (1.0 - x.limit_schema / x.limit_bare) * 100.0
+            )
+        },
+    );
+    row(
+        &format!("redrive ingest from the broker, {n} x 1 KiB Spring records"),
+        &|x| {
+            format!(
+                "{:.0} msgs/s ({:.2}x the store limit)",
+                x.ingest,
+                x.ingest / x.limit_schema
+            )
+        },
+    );
+    row(
+        "peak RSS during that ingest (bench process, pages read every 100 ms)",
+        &|x| format!("{:.0} MiB", x.ingest_peak_mib),
+    );
+    row("stored row, variable-length columns", &|x| {
+        format!("{:.0} bytes", x.row_bytes)
+    });
+}
+
+/// Drops the bench's PostgreSQL database at `url` (its stores are large); errors are ignored.
+async fn drop_postgres(url: &str) {
+    let Some(name) = url
+        .rsplit('/')
+        .next()
+        .map(|n| n.split('?').next().unwrap_or(n).to_string())
+    else {
+        return;
+    };
+    if let Ok(mut c) = sqlx::PgConnection::connect(&kit::postgres_admin_url()).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut c)
+            .await;
+    }
+}
