@@ -24,6 +24,7 @@ pub mod outcome;
 pub mod permission;
 pub mod quarantine;
 pub mod replay_sample;
+pub mod search;
 pub mod sso;
 
 #[cfg(feature = "server")]
