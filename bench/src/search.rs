@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use redrive_core::filter::ListQuery;
+use redrive_core::store::Store;
 use redrive_core::Filter;
 use redrive_testkit::Backend;
 
@@ -47,33 +48,6 @@ pub async fn measure(backend: Backend, rows: usize, queries: usize) -> Result<Fi
     let (store, _dir, _url) = filled_store_at(backend, rows, now).await?;
     let fill_s = t.elapsed().as_secs_f64();
     eprintln!("search store of {rows} rows on {backend:?} filled in {fill_s:.1} s");
-    let time = |filter: Box<dyn Fn(usize) -> Filter + '_>, want_items: bool| {
-        let store = store.clone();
-        async move {
-            let mut times = Vec::with_capacity(queries);
-            let mut items = 0;
-            for k in 0..queries {
-                let query = ListQuery {
-                    filter: filter(k),
-                    limit: 50,
-                    cursor: None,
-                };
-                let t = Instant::now();
-                let page = store.list(&query).await?;
-                times.push(t.elapsed().as_secs_f64() * 1000.0);
-                items = page.items.len();
-                if want_items && page.items.is_empty() {
-                    bail!("search {:?} matched nothing: the bench data is wrong", query.filter);
-                }
-            }
-            times.sort_by(|a, b| a.total_cmp(b));
-            Ok::<_, anyhow::Error>(Latency {
-                p50: percentile(&times, 0.5),
-                p99: percentile(&times, 0.99),
-                items,
-            })
-        }
-    };
     // Rows whose message is `Failure g while processing order i after ...` (not group 7).
     let rare_row = move |k: usize| {
         let mut i = (rows / 3 + k * 7919) % rows;
@@ -83,35 +57,43 @@ pub async fn measure(backend: Backend, rows: usize, queries: usize) -> Result<Fi
         i % rows
     };
     let rare = time(
-        Box::new(move |k| Filter {
+        &store,
+        queries,
+        move |k| Filter {
             q: Some(format!("order {} after", rare_row(k))),
             ..Filter::default()
-        }),
+        },
         true,
     )
     .await?;
     let common = time(
-        Box::new(|_| Filter {
+        &store,
+        queries,
+        |_| Filter {
             q: Some("while processing".into()),
             ..Filter::default()
-        }),
+        },
         true,
     )
     .await?;
     let two_percent = time(
-        Box::new(|_| Filter {
+        &store,
+        queries,
+        |_| Filter {
             q: Some("connection reset".into()),
             ..Filter::default()
-        }),
+        },
         true,
     )
     .await?;
     let two_percent_narrow = time(
-        Box::new(|_| Filter {
+        &store,
+        queries,
+        |_| Filter {
             q: Some("connection reset".into()),
             source_topic: Some("service3.events".into()),
             ..Filter::default()
-        }),
+        },
         false,
     )
     .await?;
@@ -128,6 +110,41 @@ pub async fn measure(backend: Backend, rows: usize, queries: usize) -> Result<Fi
         common,
         two_percent,
         two_percent_narrow,
+    })
+}
+
+/// p50/p99 of `queries` first pages (50 items) of the search `filter(k)`, `k` in
+/// `0..queries`; with `want_items`, a page without items is an error (the data is wrong).
+async fn time(
+    store: &Store,
+    queries: usize,
+    filter: impl Fn(usize) -> Filter,
+    want_items: bool,
+) -> Result<Latency> {
+    let mut times = Vec::with_capacity(queries);
+    let mut items = 0;
+    for k in 0..queries {
+        let query = ListQuery {
+            filter: filter(k),
+            limit: 50,
+            cursor: None,
+        };
+        let t = Instant::now();
+        let page = store.list(&query).await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        items = page.items.len();
+        if want_items && page.items.is_empty() {
+            bail!(
+                "search {:?} matched nothing: the bench data is wrong",
+                query.filter
+            );
+        }
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(Latency {
+        p50: percentile(&times, 0.5),
+        p99: percentile(&times, 0.99),
+        items,
     })
 }
 
