@@ -118,9 +118,11 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
 /// The searched text of the rows after id `$1` (migration 0024, `redrive_core::search`), as
 /// ingest writes it: the message, no stack trace (the synthetic rows have none) and the value,
 /// which is text (256 × `v`, under the 8 KiB cap).
-const SEARCH_TEXT_SQLITE: &str = "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
+const SEARCH_TEXT_SQLITE: &str =
+    "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
      SELECT id, error_message, NULL, CAST(value AS TEXT) FROM dead_letters WHERE id > ?1";
-const SEARCH_TEXT_POSTGRES: &str = "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
+const SEARCH_TEXT_POSTGRES: &str =
+    "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
      SELECT id, error_message, NULL, convert_from(value, 'UTF8') FROM dead_letters WHERE id > $1";
 
 fn chunks(rows: usize) -> impl Iterator<Item = (usize, usize)> {

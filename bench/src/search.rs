@@ -160,7 +160,12 @@ pub fn print(figures: &[Figures]) {
     let Some(rows) = figures.first().map(|f| f.rows) else {
         return;
     };
-    let lat = |l: &Latency| format!("p50 {:.2} ms, p99 {:.2} ms ({} items)", l.p50, l.p99, l.items);
+    let lat = |l: &Latency| {
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms ({} items)",
+            l.p50, l.p99, l.items
+        )
+    };
     println!(
         "| search store filled by the database (with its search text and index), {rows} rows | {} | {} |",
         cell(Backend::Sqlite, &|f| format!("{:.1} s", f.fill_s)),
@@ -169,12 +174,13 @@ pub fn print(figures: &[Figures]) {
     type Pick = fn(&Figures) -> &Latency;
     let lines: [(&str, Pick); 4] = [
         ("rare term (`order N after`, 1 row)", |f| &f.rare),
-        ("common term (`while processing`, 98 % of rows)", |f| &f.common),
+        ("common term (`while processing`, 98 % of rows)", |f| {
+            &f.common
+        }),
         ("2 % term (`connection reset`)", |f| &f.two_percent),
-        (
-            "2 % term under a source-topic filter it never meets",
-            |f| &f.two_percent_narrow,
-        ),
+        ("2 % term under a source-topic filter it never meets", |f| {
+            &f.two_percent_narrow
+        }),
     ];
     for (name, pick) in lines {
         println!(

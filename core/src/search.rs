@@ -195,7 +195,10 @@ mod tests {
     #[test]
     fn payload_text_is_utf8_without_controls_and_capped() {
         assert_eq!(payload_text(Some(b"{\"a\": 1}\n")), Some("{\"a\": 1}\n"));
-        assert_eq!(payload_text(Some(b"plain\ttext\r\n")), Some("plain\ttext\r\n"));
+        assert_eq!(
+            payload_text(Some(b"plain\ttext\r\n")),
+            Some("plain\ttext\r\n")
+        );
         assert_eq!(payload_text(None), None);
         assert_eq!(payload_text(Some(b"")), None);
         assert_eq!(payload_text(Some(&[0xde, 0xad, 0xbe, 0xef])), None);

@@ -268,7 +268,8 @@ impl Store {
             if ids.len() > INDEX_ROWS {
                 return Ok((rows, Some(bound)));
             }
-            let json = serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+            let json =
+                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
             let mut qb = sql::page_with::<DB>(
                 "",
                 SUMMARY_COLUMNS,
@@ -317,9 +318,9 @@ impl Store {
         let by_id: std::collections::HashMap<i64, &Texts> =
             texts.iter().map(|t| (t.0, t)).collect();
         for item in items.iter_mut() {
-            item.search_match = by_id.get(&item.id).and_then(|t| {
-                search::locate(q, t.1.as_deref(), t.2.as_deref(), t.3.as_deref())
-            });
+            item.search_match = by_id
+                .get(&item.id)
+                .and_then(|t| search::locate(q, t.1.as_deref(), t.2.as_deref(), t.3.as_deref()));
         }
         Ok(())
     }

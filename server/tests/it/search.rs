@@ -10,7 +10,9 @@
 use std::time::Duration;
 
 use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
-use redrive_core::store::{MatchCount, Store, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS};
+use redrive_core::store::{
+    MatchCount, Store, DEPENDENT_TABLES, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS,
+};
 use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{
     create_topic, fresh_database, kafka_brokers, produce, unique, Backend, TestRecord,
@@ -24,13 +26,22 @@ fn spring(source: &str, message: &str, stack: &str, value: Vec<u8>) -> TestRecor
         key: None,
         value: Some(value),
         headers: vec![
-            ("kafka_dlt-original-topic".into(), Some(source.as_bytes().to_vec())),
+            (
+                "kafka_dlt-original-topic".into(),
+                Some(source.as_bytes().to_vec()),
+            ),
             (
                 "kafka_dlt-exception-fqcn".into(),
                 Some(b"java.lang.IllegalStateException".to_vec()),
             ),
-            ("kafka_dlt-exception-message".into(), Some(message.as_bytes().to_vec())),
-            ("kafka_dlt-exception-stacktrace".into(), Some(stack.as_bytes().to_vec())),
+            (
+                "kafka_dlt-exception-message".into(),
+                Some(message.as_bytes().to_vec()),
+            ),
+            (
+                "kafka_dlt-exception-stacktrace".into(),
+                Some(stack.as_bytes().to_vec()),
+            ),
         ],
         partition: Some(0),
         timestamp_ms: None,
@@ -40,7 +51,10 @@ fn spring(source: &str, message: &str, stack: &str, value: Vec<u8>) -> TestRecor
 /// `GET /api/v1/dead-letters?<query>`: the items.
 async fn search(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
     let res = app
-        .get(&format!("/api/v1/dead-letters?{query}"), Auth::Bearer(token))
+        .get(
+            &format!("/api/v1/dead-letters?{query}"),
+            Auth::Bearer(token),
+        )
         .await;
     assert_eq!(res.status(), 200, "{query}");
     let body: Value = res.json().await.expect("json");
@@ -123,7 +137,10 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
         let m = &items[0]["matched"];
         assert_eq!(m["field"], "stack_trace", "{backend:?}: {m}");
         assert_eq!(m["match"], "NeedleInStack42", "{backend:?}");
-        assert!(m["before"].as_str().unwrap().ends_with("com.example."), "{m}");
+        assert!(
+            m["before"].as_str().unwrap().ends_with("com.example."),
+            "{m}"
+        );
         // JSON payload, text payload.
         let items = search(&app, &token, "q=json-needle-77").await;
         assert_eq!(offsets(&items), [0], "{backend:?}");
@@ -133,7 +150,10 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
         assert_eq!(items[0]["matched"]["field"], "payload");
         assert_eq!(items[0]["matched"]["match"], "txtneedle99");
         // Binary payloads and text past the cap are not searched.
-        assert!(search(&app, &token, "q=binneedle").await.is_empty(), "{backend:?}");
+        assert!(
+            search(&app, &token, "q=binneedle").await.is_empty(),
+            "{backend:?}"
+        );
         assert!(
             search(&app, &token, "q=FarBeyondTheCap").await.is_empty(),
             "{backend:?}"
@@ -179,7 +199,8 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
         );
 
         // The list page: the match marked, the markup of the record escaped.
-        app.add_user("searcher", "viewer", "searcher-password-1").await;
+        app.add_user("searcher", "viewer", "searcher-password-1")
+            .await;
         let session = app.sign_in("searcher", "searcher-password-1").await;
         let html = app
             .get("/?q=htmlneedle", Auth::Session(&session))
@@ -187,9 +208,18 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
             .text()
             .await
             .unwrap();
-        assert!(html.contains("<mark>htmlneedle</mark>"), "{backend:?}: {html}");
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
-        assert!(!html.contains("<script>alert(1)"), "{backend:?}: not escaped");
+        assert!(
+            html.contains("<mark>htmlneedle</mark>"),
+            "{backend:?}: {html}"
+        );
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>alert(1)"),
+            "{backend:?}: not escaped"
+        );
         assert!(html.contains(r#"data-match-field="message""#), "{html}");
         let html = app
             .get("/?q=needleinstack42", Auth::Session(&session))
@@ -225,7 +255,10 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
             )
             .await;
         assert_eq!(res.status(), 200, "{backend:?}");
-        assert_eq!(offsets(&search(&app, &token, "q=needleinstack42").await), [0]);
+        assert_eq!(
+            offsets(&search(&app, &token, "q=needleinstack42").await),
+            [0]
+        );
 
         // A hard delete (the retention purge's statement) takes the text and index entry.
         delete_row(backend, &app.db_url, id).await;
@@ -242,16 +275,25 @@ fn items_id(items: &[Value]) -> i64 {
 }
 
 async fn delete_row(backend: Backend, url: &str, id: i64) {
-    let sql = format!("DELETE FROM dead_letters WHERE id = {id}");
+    // As the retention purge does: the dependent rows first, in its order, then the row.
+    let mut statements: Vec<String> = DEPENDENT_TABLES
+        .iter()
+        .map(|(table, column)| format!("DELETE FROM {table} WHERE {column} = {id}"))
+        .collect();
+    statements.push(format!("DELETE FROM dead_letters WHERE id = {id}"));
     match backend {
         Backend::Sqlite => {
             let pool = sqlx::SqlitePool::connect(url).await.unwrap();
-            sqlx::query(&sql).execute(&pool).await.unwrap();
+            for sql in &statements {
+                sqlx::query(sql).execute(&pool).await.expect(sql);
+            }
             pool.close().await;
         }
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(url).await.unwrap();
-            sqlx::query(&sql).execute(&pool).await.unwrap();
+            for sql in &statements {
+                sqlx::query(sql).execute(&pool).await.expect(sql);
+            }
             pool.close().await;
         }
     }
@@ -263,11 +305,12 @@ async fn text_rows(backend: Backend, url: &str, id: i64) -> i64 {
     match backend {
         Backend::Sqlite => {
             let pool = sqlx::SqlitePool::connect(url).await.unwrap();
-            let text: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = ?")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .unwrap();
+            let text: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = ?")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
             let fts: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM dead_letter_fts WHERE dead_letter_fts MATCH '\"NeedleInStack42\"'",
             )
@@ -377,7 +420,10 @@ async fn bounded_steps_find_every_match_in_order() {
             .await
             .unwrap();
         assert!(first.items.is_empty(), "{backend:?}: the scan found none");
-        assert!(first.next_cursor.is_some(), "{backend:?}: and says where it stopped");
+        assert!(
+            first.next_cursor.is_some(),
+            "{backend:?}: and says where it stopped"
+        );
         assert_eq!(
             store.count_matching(&filter, 1000).await.unwrap(),
             MatchCount::AtLeast(0),
