@@ -281,6 +281,8 @@ pub const MATCH_COUNT_CAP: i64 = 100_000;
 pub enum MatchShown {
     Exact(i64),
     MoreThan(i64),
+    /// A free-text search counted among the newest dead letters only.
+    AtLeast(i64),
 }
 
 impl MatchShown {
@@ -301,6 +303,10 @@ impl MatchShown {
             MatchShown::Exact(1) => "1 dead letter matches".into(),
             MatchShown::Exact(n) => format!("{} dead letters match", grouped(n)),
             MatchShown::MoreThan(n) => format!("more than {} dead letters match", grouped(n)),
+            MatchShown::AtLeast(n) => format!(
+                "at least {} dead letters match (counted among the newest ones the search read)",
+                grouped(n)
+            ),
         }
     }
 }
@@ -326,6 +332,7 @@ pub async fn count_dead_letters(query: String) -> Result<Option<MatchShown>, Ser
     match store.count_matching(&q.filter, MATCH_COUNT_CAP).await {
         Ok(MatchCount::Exact(n)) => Ok(Some(MatchShown::Exact(n))),
         Ok(MatchCount::MoreThan(n)) => Ok(Some(MatchShown::MoreThan(n))),
+        Ok(MatchCount::AtLeast(n)) => Ok(Some(MatchShown::AtLeast(n))),
         Err(e) => {
             tracing::error!(error = %e, "counting matching dead letters failed");
             Ok(None)

@@ -13,7 +13,12 @@
 //! The secondary indexes of `dead_letters` (all but those behind its primary key and unique
 //! constraint) are dropped before the load and created again from their own stored
 //! definitions after it: building an index once over sorted data is several times faster than
-//! growing it row by row. Triggers stay, so anything they maintain is exact after the load.
+//! growing it row by row (on PostgreSQL those of `dead_letter_text` too: its trigram index).
+//! Triggers stay, so anything they maintain is exact after the load (on SQLite the search
+//! index, `dead_letter_fts`, is kept by the triggers on `dead_letter_text`).
+//!
+//! Each chunk also writes the chunk's searched text (`dead_letter_text`, migration 0024) as
+//! ingest would ([`SEARCH_TEXT_SQLITE`]); the test below compares it with ingest's.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +43,8 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
     if postgres {
         let mut conn = sqlx::PgConnection::connect(url).await?;
         let indexes: Vec<(String, String)> = sqlx::query_as(
-            "SELECT indexname, indexdef FROM pg_indexes i WHERE tablename = 'dead_letters' \
+            "SELECT indexname, indexdef FROM pg_indexes i \
+             WHERE tablename IN ('dead_letters', 'dead_letter_text') \
              AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)",
         )
         .fetch_all(&mut conn)
@@ -50,12 +56,19 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
         }
         for (from, to) in chunks(rows) {
             let mut tx = conn.begin().await?;
+            let before: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM dead_letters")
+                .fetch_one(&mut *tx)
+                .await?;
             sqlx::query(&sql)
                 .bind(from as i64)
                 .bind(to as i64 - 1)
                 .execute(&mut *tx)
                 .await
                 .with_context(|| format!("bulk load of rows {from}..{to}"))?;
+            sqlx::query(SEARCH_TEXT_POSTGRES)
+                .bind(before)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
         }
         for (_, def) in &indexes {
@@ -79,12 +92,19 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
         }
         for (from, to) in chunks(rows) {
             let mut tx = conn.begin().await?;
+            let before: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM dead_letters")
+                .fetch_one(&mut *tx)
+                .await?;
             sqlx::query(&sql)
                 .bind(from as i64)
                 .bind(to as i64 - 1)
                 .execute(&mut *tx)
                 .await
                 .with_context(|| format!("bulk load of rows {from}..{to}"))?;
+            sqlx::query(SEARCH_TEXT_SQLITE)
+                .bind(before)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
         }
         for (_, def) in &indexes {
@@ -94,6 +114,16 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
     }
     Ok(t.elapsed())
 }
+
+/// The searched text of the rows after id `$1` (migration 0024, `redrive_core::search`), as
+/// ingest writes it: the message, no stack trace (the synthetic rows have none) and the value,
+/// which is text (256 × `v`, under the 8 KiB cap).
+const SEARCH_TEXT_SQLITE: &str =
+    "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
+     SELECT id, error_message, NULL, CAST(value AS TEXT) FROM dead_letters WHERE id > ?1";
+const SEARCH_TEXT_POSTGRES: &str =
+    "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
+     SELECT id, error_message, NULL, convert_from(value, 'UTF8') FROM dead_letters WHERE id > $1";
 
 fn chunks(rows: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..rows)
@@ -264,6 +294,25 @@ mod tests {
                     w.record.dlq_offset
                 );
             }
+            // The searched text (migration 0024) too.
+            let (got, want) = (texts(&bulk_url).await, texts(&ref_url).await);
+            assert_eq!(got.len(), n, "{backend:?}");
+            assert_eq!(got, want, "{backend:?}: dead_letter_text");
+        }
+    }
+
+    type Text = (i64, Option<String>, Option<String>, Option<String>);
+
+    /// `dead_letter_text` by DLQ offset.
+    async fn texts(url: &str) -> Vec<Text> {
+        let sql = "SELECT d.dlq_offset, t.message, t.stack_trace, t.payload \
+             FROM dead_letter_text t JOIN dead_letters d ON d.id = t.id ORDER BY d.dlq_offset";
+        if url.starts_with("postgres") {
+            let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+            sqlx::query_as(sql).fetch_all(&mut c).await.expect("texts")
+        } else {
+            let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
+            sqlx::query_as(sql).fetch_all(&mut c).await.expect("texts")
         }
     }
 }

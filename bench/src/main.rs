@@ -26,6 +26,10 @@
 //!
 //! 5. Retention purge throughput (rows/s) without and with the archive, at `BENCH_PURGE`
 //!    (default `BENCH_ROWS`) rows ([`purge`]); `BENCH_PURGE_ONLY=1` runs only it.
+//! 6. Free-text search (issue 12 item 2): ingest with and without the search text and index
+//!    (`BENCH_SEARCH_INGEST`, default 20,000 records), and list-page p50/p99 for a rare, a
+//!    common and a 2 % term over `BENCH_SEARCH` (default `BENCH_ROWS`) rows ([`search`]);
+//!    `BENCH_SEARCH_ONLY=1` runs only it, `BENCH_SEARCH=0` skips the latencies.
 //!
 //! 6. Several instances on one PostgreSQL (issue 12): ingest and replay rates of
 //!    `BENCH_INSTANCES` (default 3; 0 skips) release `redrive serve` processes beside one
@@ -60,6 +64,7 @@ mod release_server;
 mod replay;
 mod replay_rows;
 mod rounds;
+mod search;
 
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -93,6 +98,10 @@ async fn main() -> Result<()> {
         println!("| measure | SQLite | PostgreSQL |");
         println!("|---|---|---|");
         return purge::print_purge_figures(purge_rows).await;
+    }
+    let search_rows = env_usize("BENCH_SEARCH", rows);
+    if std::env::var("BENCH_SEARCH_ONLY").unwrap_or_default() == "1" {
+        return print_search_figures(search_rows, queries).await;
     }
     if std::env::var("BENCH_ROUNDS_ONLY").unwrap_or_default() == "1" {
         let figures = rounds::measure().await?;
@@ -245,6 +254,7 @@ async fn main() -> Result<()> {
     if purge_rows > 0 {
         purge::print_purge_figures(purge_rows).await?;
     }
+    print_search_figures(search_rows, queries).await?;
     if detail != "0" {
         print_detail_figures().await?;
     }
@@ -354,6 +364,47 @@ async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
             a.stats_ms, b.stats_ms
         );
     }
+    Ok(())
+}
+
+/// Free-text search (issue 12 item 2): what the search text and its index cost ingest
+/// (`BENCH_SEARCH_INGEST` records, default 20,000, with and without), and list-page latency
+/// of searches over `rows` bulk-loaded rows ([`search`]; `rows` 0 skips those).
+/// `BENCH_SEARCH_ONLY=1` runs just this.
+async fn print_search_figures(rows: usize, queries: usize) -> Result<()> {
+    let records = env_usize("BENCH_SEARCH_INGEST", 20_000);
+    let mut ingest = Vec::new();
+    if records > 0 {
+        let topic = kit::unique("bench_search.DLT");
+        kit::create_topic(&topic, 4, &[]).await?;
+        produce_spring_records(&topic, records).await?;
+        for backend in Backend::ALL {
+            let with = ingest_rate(&topic, records, backend, Variant::Default).await?;
+            let without = ingest_rate(&topic, records, backend, Variant::NoSearch).await?;
+            ingest.push((with, without));
+        }
+    }
+    let mut figures = Vec::new();
+    if rows > 0 {
+        for backend in Backend::ALL {
+            figures.push(search::measure(backend, rows, queries).await?);
+        }
+    }
+    println!();
+    println!("| free-text search (migration 0024) | SQLite | PostgreSQL |");
+    println!("|---|---|---|");
+    if let [s, p] = ingest[..] {
+        println!(
+            "| ingest rate, {records} x 1 KiB Spring records (1.5 KiB stack trace), with / without search | {:.0} / {:.0} msgs/s ({:.0} % cost) | {:.0} / {:.0} msgs/s ({:.0} % cost) |",
+            s.0,
+            s.1,
+            (1.0 - s.0 / s.1) * 100.0,
+            p.0,
+            p.1,
+            (1.0 - p.0 / p.1) * 100.0
+        );
+    }
+    search::print(&figures);
     Ok(())
 }
 
@@ -524,7 +575,30 @@ enum Variant {
     /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
     /// splits each out, tries its reduced form (refused too) and quarantines it.
     RefuseHostile,
+    /// Without free-text search (migration 0024): `dead_letter_text` replaced by a view whose
+    /// `INSTEAD OF INSERT` trigger discards the rows, so neither the text nor its index is
+    /// written: what search costs ingest.
+    NoSearch,
 }
+
+/// [`Variant::NoSearch`]'s statements, per database.
+const SQLITE_NO_SEARCH: [&str; 4] = [
+    "DROP TABLE dead_letter_fts",
+    "DROP TABLE dead_letter_text",
+    "CREATE VIEW dead_letter_text AS SELECT 0 AS id, '' AS message, '' AS stack_trace, \
+     '' AS payload WHERE 0",
+    "CREATE TRIGGER dead_letter_text_discard INSTEAD OF INSERT ON dead_letter_text \
+     BEGIN SELECT 1; END",
+];
+const POSTGRES_NO_SEARCH: [&str; 4] = [
+    "DROP TABLE dead_letter_text",
+    "CREATE VIEW dead_letter_text AS SELECT 0::bigint AS id, ''::text AS message, \
+     ''::text AS stack_trace, ''::text AS payload WHERE false",
+    "CREATE FUNCTION dead_letter_text_discard() RETURNS trigger LANGUAGE plpgsql AS \
+     $$ BEGIN RETURN NULL; END $$",
+    "CREATE TRIGGER dead_letter_text_discard INSTEAD OF INSERT ON dead_letter_text \
+     FOR EACH ROW EXECUTE FUNCTION dead_letter_text_discard()",
+];
 
 const SQLITE_REFUSE: &str = "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters \
      WHEN substr(NEW.key, 1, 8) = CAST('hostile-' AS BLOB) \
@@ -566,6 +640,25 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
                     sqlx::query(&format!("{q} ON dead_letters"))
                         .execute(&mut c)
                         .await?;
+                }
+            }
+        }
+    }
+    if variant == Variant::NoSearch {
+        match backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&url).await?;
+                sqlx::query("DROP TRIGGER dead_letters_text_delete")
+                    .execute(&mut c)
+                    .await?;
+                for q in SQLITE_NO_SEARCH {
+                    sqlx::query(q).execute(&mut c).await?;
+                }
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&url).await?;
+                for q in POSTGRES_NO_SEARCH {
+                    sqlx::query(q).execute(&mut c).await?;
                 }
             }
         }

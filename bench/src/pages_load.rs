@@ -64,7 +64,7 @@ async fn ingested(store: &Store, topic: &str) -> Result<i64> {
         ..Filter::default()
     };
     Ok(match store.count_matching(&filter, i64::MAX).await? {
-        MatchCount::Exact(n) | MatchCount::MoreThan(n) => n,
+        MatchCount::Exact(n) | MatchCount::MoreThan(n) | MatchCount::AtLeast(n) => n,
     })
 }
 

@@ -27,7 +27,9 @@ pub struct Filter {
     pub fingerprint: Option<String>,
     /// Exact error class, e.g. `java.lang.IllegalStateException`.
     pub error_class: Option<String>,
-    /// Free text, matched case-insensitively as a substring of the error message.
+    /// Free text, matched case-insensitively as a substring of the error message, the first
+    /// 8 KiB of the stack trace or the first 8 KiB of a text payload (`crate::search`; at
+    /// most [`crate::search::MAX_QUERY_CHARS`] characters).
     pub q: Option<String>,
     pub source_topic: Option<String>,
     pub dlq_topic: Option<String>,
@@ -156,6 +158,9 @@ pub enum FilterError {
     BadTier(String),
     #[error("`label` and `unlabelled` contradict each other: give one of them")]
     LabelConflict,
+    /// `q` longer than [`crate::search::MAX_QUERY_CHARS`] characters (its length).
+    #[error("`q` is a search term of at most {max} characters (got {0})", max = crate::search::MAX_QUERY_CHARS)]
+    QueryTooLong(usize),
 }
 
 impl Cursor {
@@ -258,7 +263,14 @@ impl Filter {
         match name {
             "fingerprint" => self.fingerprint = v,
             "error_class" => self.error_class = v,
-            "q" => self.q = v,
+            "q" => {
+                if let Some(n) = v.as_ref().map(|q| q.chars().count()) {
+                    if n > crate::search::MAX_QUERY_CHARS {
+                        return Err(FilterError::QueryTooLong(n));
+                    }
+                }
+                self.q = v
+            }
             "source_topic" => self.source_topic = exact_value(value),
             "dlq_topic" => self.dlq_topic = exact_value(value),
             "consumer_group" => self.consumer_group = exact_value(value),

@@ -25,6 +25,7 @@ pub mod permission;
 pub mod quarantine;
 pub mod replay_sample;
 pub mod request;
+pub mod search;
 pub mod sso;
 
 #[cfg(feature = "server")]

@@ -226,6 +226,10 @@ pub struct DeadLetterSummary {
     /// sorted it.
     #[serde(default)]
     pub tier: Option<crate::automation::Tier>,
+    /// Where it matched the list's free-text search `q`, with an excerpt (`crate::search`);
+    /// `None` without `q`, and on pages other than the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_match: Option<crate::search::SearchMatch>,
 }
 
 /// A whole dead letter: the raw record, byte-exact, plus everything normalised.

@@ -140,6 +140,22 @@ pub struct DeadLetterItem {
     /// Its automation tier: `transient`, `manual`, `poison` or `archive`; `null` while not
     /// sorted yet (`docs/automation.md`, "Tiers in the UI and API").
     pub tier: Option<&'static str>,
+    /// With free text `q`: where it matched and the text around the match (`docs/triage.md`,
+    /// "Search"); absent without `q`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<MatchItem>,
+}
+
+/// Where a dead letter matched the free text `q`: `field` is `message`, `stack_trace` or
+/// `payload`; `before` + `match` + `after` is an excerpt of that field (plain text, as stored:
+/// escape it before putting it in markup), `match` the matched part.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MatchItem {
+    pub field: &'static str,
+    pub before: String,
+    #[serde(rename = "match")]
+    pub matched: String,
+    pub after: String,
 }
 
 /// How and why a dead letter got its tier, and its automation state (`docs/automation.md`).
@@ -336,6 +352,12 @@ impl From<&DeadLetterSummary> for DeadLetterItem {
             labels: s.labels.clone(),
             group_labels: s.group_labels.clone(),
             tier: s.tier.map(|t| t.as_str()),
+            matched: s.search_match.as_ref().map(|m| MatchItem {
+                field: m.field.as_str(),
+                before: m.before.clone(),
+                matched: m.matched.clone(),
+                after: m.after.clone(),
+            }),
         }
     }
 }

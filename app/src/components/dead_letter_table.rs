@@ -1,4 +1,5 @@
 use leptos::prelude::*;
+use redrive_core::search::MatchField;
 use redrive_core::DeadLetterSummary;
 
 use super::{LabelChips, MalformedBadge, Picked, StatusBadge, TierBadge};
@@ -97,7 +98,39 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
     let no_error = d.error_class.is_none() && d.error_message.is_none();
     let class = d.error_class.clone().unwrap_or_default();
     let message_full = d.error_message.clone().unwrap_or_default();
-    let message = shorten(&message_full, MESSAGE_CHARS);
+    // A search match in the message replaces the shortened message with the excerpt around
+    // it; a match elsewhere is a line of its own under the message, naming the field.
+    let in_message = d
+        .search_match
+        .as_ref()
+        .is_some_and(|m| m.field == MatchField::Message);
+    let message = (!in_message).then(|| shorten(&message_full, MESSAGE_CHARS));
+    let excerpt = d.search_match.clone().map(|m| {
+        let field = m.field;
+        let body = view! {
+            {m.cut_before.then_some("…")}
+            {m.before}
+            <mark>{m.matched}</mark>
+            {m.after}
+            {m.cut_after.then_some("…")}
+        };
+        if field == MatchField::Message {
+            view! {
+                <div class="message search-match" data-match-field=field.as_str() title=message_full.clone()>
+                    {body}
+                </div>
+            }
+            .into_any()
+        } else {
+            view! {
+                <div class="search-match mono small" data-match-field=field.as_str()>
+                    <span class="dim match-field">{field.label()} ": "</span>
+                    {body}
+                </div>
+            }
+            .into_any()
+        }
+    });
     let retries = d.retry_count.map(|r| r.to_string()).unwrap_or_default();
     let labelled = !(d.labels.is_empty() && d.group_labels.is_empty());
     let chips = labelled.then(|| {
@@ -121,7 +154,8 @@ fn DeadLetterRow(d: DeadLetterSummary, picked: Option<Picked>) -> impl IntoView 
             <td class="error-cell">
                 {no_error.then(|| view! { <span class="dim">"no error recorded"</span> })}
                 <div class="mono error-class">{class}</div>
-                <div class="message" title=message_full>{message}</div>
+                {message.map(|m| view! { <div class="message" title=message_full>{m}</div> })}
+                {excerpt}
                 {chips}
             </td>
             <td class="num mono">{retries}</td>

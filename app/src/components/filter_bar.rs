@@ -54,9 +54,12 @@ pub fn FilterBar(
     );
     view! {
         <form class="filter-bar" method="get" action=action role="search">
-            <label class="wide">
-                <span>"Message contains"</span>
-                <input type="search" name="q" value=v("q") placeholder="e.g. timeout" />
+            <label
+                class="wide"
+                title="Text in the error message, the first 8 KiB of the stack trace or the first 8 KiB of a text or JSON payload (binary payloads are not searched); case-insensitive"
+            >
+                <span>"Search message, stack trace, payload"</span>
+                <input type="search" name="q" value=v("q") placeholder="e.g. timeout" maxlength="256" />
             </label>
             <label>
                 <span>"Error class"</span>

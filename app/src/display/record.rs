@@ -56,6 +56,25 @@ pub fn summary_row(s: &DeadLetterSummary) -> DeadLetterSummary {
         group_labels: s.group_labels.clone(),
         repeat_failures: s.repeat_failures,
         tier: s.tier,
+        search_match: s.search_match.as_ref().map(search_excerpt),
+    }
+}
+
+/// A search match's excerpt as a list row shows it: on one line (breaks and tabs as spaces),
+/// hidden characters marked, each part within [`NAME_BYTES`] (the store bounds them at
+/// 40, 256 and 80 characters already).
+fn search_excerpt(m: &redrive_core::search::SearchMatch) -> redrive_core::search::SearchMatch {
+    let one_line = |s: &str| {
+        let flat = s.replace(['\n', '\r', '\t'], " ");
+        shown(&flat, NAME_BYTES, Lines::Mark).text
+    };
+    redrive_core::search::SearchMatch {
+        field: m.field,
+        before: one_line(&m.before),
+        matched: one_line(&m.matched),
+        after: one_line(&m.after),
+        cut_before: m.cut_before,
+        cut_after: m.cut_after,
     }
 }
 

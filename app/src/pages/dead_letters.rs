@@ -65,7 +65,9 @@ pub fn DeadLettersPage() -> impl IntoView {
                         // An empty page has nothing to act on: no action bar.
                         Ok(Listing::Found(page)) if can_act && !page.items.is_empty() => {
                             let in_form = pairs.clone();
+                            let note = search_note(&pairs, page.items.len(), page.next_cursor.as_deref());
                             view! {
+                                {note}
                                 <ActionForm action=act attr:class="bulk-form">
                                     <CsrfField />
                                     <input type="hidden" name="back" value=back />
@@ -79,7 +81,9 @@ pub fn DeadLettersPage() -> impl IntoView {
                         }
                         Ok(Listing::Found(page)) => {
                             let any = !page.items.is_empty();
+                            let note = search_note(&pairs, page.items.len(), page.next_cursor.as_deref());
                             view! {
+                                {note}
                                 <DeadLetterTable items=page.items />
                                 <Pager pairs=pairs.clone() next_cursor=page.next_cursor />
                                 {any.then(|| view! { <ListTools pairs=pairs.clone() can_act=false /> })}
@@ -106,4 +110,29 @@ pub fn DeadLettersPage() -> impl IntoView {
             }}
         </Transition>
     }
+}
+
+/// Under a search whose page stopped early (`docs/triage.md`, "Search": a term too common for
+/// the index and too rare among the newest dead letters), what the page holds and that "Next"
+/// searches older ones; nothing otherwise.
+fn search_note(
+    pairs: &[(String, String)],
+    items: usize,
+    next_cursor: Option<&str>,
+) -> Option<impl IntoView> {
+    let searching = pairs.iter().any(|(k, v)| k == "q" && !v.trim().is_empty());
+    let limit = query::value(pairs, "limit")
+        .parse::<usize>()
+        .unwrap_or(redrive_core::filter::DEFAULT_LIMIT as usize);
+    let cursor = redrive_core::Cursor::decode(next_cursor?).ok()?;
+    (searching && items < limit).then(|| {
+        view! {
+            <p class="notice search-partial">
+                "This search read the newest dead letters down to "
+                {crate::display::format_time(cursor.dead_lettered_at_ms)}
+                " and stopped there to stay fast: older ones may match too. "
+                "Next page searches further back."
+            </p>
+        }
+    })
 }

@@ -9,8 +9,9 @@ use sqlx::QueryBuilder;
 
 use super::actions::{ids_json, now_ms};
 use super::dialect::{store_error, Dialect, Val};
-use super::insert::{insert_chunks, insert_values, Row};
+use super::insert::{insert_chunks, insert_values, search_texts, Inserted, Row};
 use super::rows::FullRow;
+use super::search::text_rows;
 use super::sql::FULL_COLUMNS;
 use super::{Pool, Store, StoreError};
 use crate::actions::HistoryEvent;
@@ -50,14 +51,6 @@ struct EventRow {
 struct StatusBeforeRow {
     id: i64,
     status_before: Option<String>,
-}
-
-#[derive(Debug, sqlx::FromRow)]
-struct Inserted {
-    id: i64,
-    dlq_topic: String,
-    dlq_partition: i32,
-    dlq_offset: i64,
 }
 
 impl Store {
@@ -210,6 +203,15 @@ impl Store {
                     .await
                     .map_err(store_error)?;
                 inserted.append(&mut got);
+            }
+            // Free-text search (migration 0024): their searched text, in this transaction.
+            let texts = search_texts(&rows, &inserted);
+            for mut qb in text_rows::<DB>(&texts) {
+                qb.build()
+                    .persistent(false)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
             }
             for ins in &inserted {
                 let key = (ins.dlq_topic.as_str(), ins.dlq_partition, ins.dlq_offset);

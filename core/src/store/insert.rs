@@ -13,6 +13,7 @@ use super::codec::{
 };
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
+use super::search::{text_rows, TextRow};
 use super::{Pool, Store, StoreError};
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -90,6 +91,28 @@ impl<'a> Row<'a> {
         outcome::Evidence::of(self.d, &self.normalized)
     }
 
+    /// Its searched text (`dead_letter_text`, [`crate::search`]) once stored as `id`: the
+    /// message and stack trace as stored (U+0000 as U+FFFD), the stack trace's and a text
+    /// payload's first [`crate::search::INDEXED_BYTES`].
+    pub(crate) fn search_text(&self, id: i64) -> TextRow<'_> {
+        let stack_trace = text_field(&self.normalized.stack_trace).map(|s| match s {
+            Cow::Borrowed(b) => Cow::Borrowed(crate::search::stack_trace_text(b)),
+            Cow::Owned(o) => Cow::Owned(crate::search::stack_trace_text(&o).to_string()),
+        });
+        TextRow {
+            id,
+            message: text_field(&self.normalized.error_message),
+            stack_trace,
+            payload: crate::search::payload_text(self.d.record.value.as_deref()),
+        }
+    }
+
+    /// (DLQ topic, partition, offset): what a `RETURNING` row is matched back by.
+    pub(crate) fn coordinates(&self) -> (&str, i32, i64) {
+        let r = &self.d.record;
+        (r.dlq_topic.as_str(), r.dlq_partition, r.dlq_offset)
+    }
+
     fn approx_bytes(&self) -> usize {
         let r = &self.d.record;
         r.key.as_ref().map_or(0, Vec::len)
@@ -125,6 +148,31 @@ pub(crate) fn insert_chunks<'r, 'a, DB: Dialect>(rows: &'r [Row<'a>]) -> Vec<&'r
         out.push(&rows[start..]);
     }
     out
+}
+
+/// A row `INSERT ... RETURNING id, dlq_topic, dlq_partition, dlq_offset` gave back: one new
+/// dead letter.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct Inserted {
+    pub id: i64,
+    pub dlq_topic: String,
+    pub dlq_partition: i32,
+    pub dlq_offset: i64,
+}
+
+/// The searched text of the new dead letters `inserted` (rows of `rows` matched by their
+/// coordinates; search.rs writes them).
+pub(crate) fn search_texts<'r>(rows: &'r [Row<'_>], inserted: &[Inserted]) -> Vec<TextRow<'r>> {
+    let by_coords: std::collections::HashMap<(&str, i32, i64), &Row<'_>> =
+        rows.iter().map(|r| (r.coordinates(), r)).collect();
+    inserted
+        .iter()
+        .filter_map(|i| {
+            by_coords
+                .get(&(i.dlq_topic.as_str(), i.dlq_partition, i.dlq_offset))
+                .map(|r| r.search_text(i.id))
+        })
+        .collect()
 }
 
 /// `INSERT ... VALUES (...), (...) ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO
@@ -231,17 +279,29 @@ impl Store {
             // lookups, one statement per kind of evidence), write the links after the insert.
             let mut linker = outcome::Linker::new(rows.iter().map(Row::evidence).collect());
             find_links!(linker, tx, DB);
-            let mut inserted = 0u64;
+            let mut new_rows: Vec<Inserted> = Vec::new();
             for chunk in insert_chunks::<DB>(rows) {
                 let mut qb = insert_values::<DB>(chunk);
-                let done = qb
-                    .build()
+                qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
+                let mut got: Vec<Inserted> = qb
+                    .build_query_as()
                     // Batch sizes vary: do not fill the prepared-statement cache with them.
+                    .persistent(false)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                new_rows.append(&mut got);
+            }
+            let inserted = new_rows.len() as u64;
+            // Free-text search (migration 0024): the new dead letters' searched text, in
+            // this transaction.
+            let texts = search_texts(rows, &new_rows);
+            for mut qb in text_rows::<DB>(&texts) {
+                qb.build()
                     .persistent(false)
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
-                inserted += done.rows_affected();
             }
             if linker.any() {
                 let linked = write_links!(linker, tx, DB, now);

@@ -201,6 +201,9 @@ mod rule_dry_run;
 mod rule_sets;
 mod rule_states;
 mod scope;
+// Free-text search (issue 12 item 2, migration 0024).
+mod search;
+pub use self::search::{INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS};
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).
 mod tier_candidates;
@@ -435,6 +438,12 @@ impl Store {
     ///
     /// `query.limit` 0 means [`DEFAULT_LIMIT`]; above [`MAX_LIMIT`] it is capped.
     /// `next_cursor` is set when more rows follow (it encodes the page's last row).
+    ///
+    /// With free text (`q`), each item carries where it matched
+    /// ([`DeadLetterSummary::search_match`]), and the work is bounded (`search.rs`): a page
+    /// may hold fewer than `limit` items and still have a `next_cursor`, when the search
+    /// stopped after reading [`SEARCH_SCAN_ROWS`] dead letters; the next page continues
+    /// with older ones.
     /// Errors: `Unavailable`, `Database`, `Corrupt` (a stored row that does not parse).
     pub async fn list(&self, query: &ListQuery) -> Result<Page<DeadLetterSummary>, StoreError> {
         let limit = match query.limit {
@@ -443,11 +452,19 @@ impl Store {
         } as usize;
         // One row more than the page tells whether another page follows.
         let fetch = limit as i64 + 1;
-        let rows: Vec<SummaryRow> = on_pool!(self, |pool, DB| {
-            let mut qb = sql::list::<DB>("", &query.filter, query.cursor, fetch);
-            qb.build_query_as().fetch_all(pool).await
-        })
-        .map_err(store_error)?;
+        // A search (`q`) is answered in bounded steps (`search.rs`) and may stop before a full
+        // page: `stopped_at` is then where the next page continues.
+        let (rows, stopped_at) = match query.filter.q.as_deref() {
+            Some(q) => self.search_rows(query, q, fetch).await?,
+            None => {
+                let rows: Vec<SummaryRow> = on_pool!(self, |pool, DB| {
+                    let mut qb = sql::list::<DB>("", &query.filter, query.cursor, fetch);
+                    qb.build_query_as().fetch_all(pool).await
+                })
+                .map_err(store_error)?;
+                (rows, None)
+            }
+        };
         let more = rows.len() > limit;
         let mut items = rows
             .into_iter()
@@ -455,6 +472,9 @@ impl Store {
             .map(SummaryRow::into_summary)
             .collect::<Result<Vec<_>, _>>()?;
         self.attach_labels(&mut items).await?;
+        if let Some(q) = query.filter.q.as_deref() {
+            self.attach_search_matches(&mut items, q).await?;
+        }
         let next_cursor = match items.last() {
             Some(last) if more => Some(
                 Cursor {
@@ -463,7 +483,7 @@ impl Store {
                 }
                 .encode(),
             ),
-            _ => None,
+            _ => stopped_at.map(|c| c.encode()),
         };
         Ok(Page { items, next_cursor })
     }

@@ -91,6 +91,7 @@ impl SummaryRow {
                 .tier
                 .as_deref()
                 .and_then(crate::automation::Tier::parse),
+            search_match: None,
         })
     }
 }

@@ -24,8 +24,9 @@ pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset,
      ingested_at_ms, replay_count, headers, key, value";
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
-/// status but `deleted`. `q` is a case-insensitive substring of the error message, with `%`,
-/// `_` and `!` in the user's text matched literally. `from_ms` is inclusive, `to_ms` exclusive.
+/// status but `deleted`. `q` is a case-insensitive substring of the searched text (the error
+/// message, the stack trace's and a text payload's first 8 KiB: `search.rs`), with `%`, `_`
+/// and `!` in the user's text matched literally. `from_ms` is inclusive, `to_ms` exclusive.
 pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filter) {
     let (op, status) = match f.status {
         Some(s) => (" = ", s),
@@ -51,9 +52,9 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
     // filtered read and action is held to it.
     push_topic_in(qb, f.dlq_topic_in.as_deref());
     if let Some(q) = &f.q {
-        qb.push(" AND error_message ").push(DB::ILIKE).push(" ");
-        DB::bind(qb, Val::OwnedText(Some(like_pattern(q))));
-        qb.push(" ESCAPE '").push(LIKE_ESCAPE).push("'");
+        // Migration 0024: the message, stack trace and text payload (`search.rs`).
+        qb.push(" AND id IN ");
+        super::search::push_matching_ids(qb, q);
     }
     if let Some(from) = f.from_ms {
         qb.push(" AND dead_lettered_at_ms >= ");
@@ -121,7 +122,7 @@ pub(crate) fn push_topic_in<'a, DB: Dialect>(
 
 /// The escape character of [`like_pattern`]. Not `\`: a PostgreSQL server with
 /// `standard_conforming_strings = off` would read `'\'` as an unterminated string.
-const LIKE_ESCAPE: char = '!';
+pub(crate) const LIKE_ESCAPE: char = '!';
 
 /// `%text%` with LIKE's wildcards (`%`, `_`) and the escape character in `text` escaped, for
 /// `LIKE ... ESCAPE '!'`.
@@ -157,8 +158,35 @@ pub(crate) fn page<'a, DB: Dialect>(
     cursor: Option<Cursor>,
     fetch: i64,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(format!("{prefix}SELECT {columns} FROM dead_letters"));
+    page_with(
+        prefix,
+        columns,
+        |qb| {
+            qb.push("dead_letters");
+        },
+        filter,
+        cursor,
+        |_| {},
+        fetch,
+    )
+}
+
+/// [`page`] with more: `from` appends the row source after `FROM` (`dead_letters`, or a
+/// driving row source joined to it, as `search.rs` does), and `extra` appends ` AND ...`
+/// conditions after the filter's.
+pub(crate) fn page_with<'a, DB: Dialect>(
+    prefix: &str,
+    columns: &str,
+    from: impl FnOnce(&mut QueryBuilder<'a, DB>),
+    filter: &'a Filter,
+    cursor: Option<Cursor>,
+    extra: impl FnOnce(&mut QueryBuilder<'a, DB>),
+    fetch: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(format!("{prefix}SELECT {columns} FROM "));
+    from(&mut qb);
     push_filter(&mut qb, filter);
+    extra(&mut qb);
     if let Some(c) = cursor {
         // (t, id) < (c.t, c.id), spelled so that both databases use `t <= c.t` as the index
         // range and check the tie-break on the few rows sharing c.t.

@@ -24,7 +24,8 @@ pub struct FilterArgs {
     /// Exact error class, e.g. `java.lang.IllegalStateException`.
     #[arg(long, value_name = "CLASS", help_heading = "Filter")]
     pub error_class: Option<String>,
-    /// Free text, matched case-insensitively within the error message (API name `q`).
+    /// Free text, matched case-insensitively within the error message, the stack trace or a
+    /// text payload (API name `q`; docs/triage.md, "Search").
     #[arg(
         short = 'q',
         long = "q",

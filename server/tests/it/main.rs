@@ -56,6 +56,7 @@ mod replay_order;
 mod replay_outcome;
 mod retention;
 mod schema_registry;
+mod search;
 mod soak;
 mod sso;
 mod stats;

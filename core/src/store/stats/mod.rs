@@ -406,7 +406,8 @@ impl Store {
     /// How many dead letters match `filter`, never more than `cap + 1` rows read: from the
     /// counts aggregate when the filter names only DLQ topic, source topic and status
     /// (exact), otherwise a count of at most `cap + 1` index entries (`Exact` below the cap,
-    /// `MoreThan(cap)` above).
+    /// `MoreThan(cap)` above). With free text (`q`), the search's bounded steps
+    /// (`store/search.rs`): exact when they see every match, else `AtLeast`.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn count_matching(
@@ -444,6 +445,10 @@ impl Store {
             })
             .map_err(store_error)?;
             return Ok(MatchCount::Exact(n.unwrap_or(0)));
+        }
+        if let Some(q) = filter.q.as_deref() {
+            // Free text: bounded as the list is (`search.rs`).
+            return self.search_count(filter, q, cap).await;
         }
         let n: i64 = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(

@@ -313,6 +313,9 @@ pub enum MatchCount {
     Exact(i64),
     /// More than this many: the bounded count stopped at the cap.
     MoreThan(i64),
+    /// At least this many: a free-text search (`q`) too common for its index step, counted
+    /// among the newest dead letters it reads only (`store/search.rs`).
+    AtLeast(i64),
 }
 
 /// Dead letters ever stored through one (DLQ topic, source topic) ([`super::Store::arrival_totals`]).

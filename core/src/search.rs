@@ -1,0 +1,274 @@
+//! Free-text search (`q`): what is searched, and where a match is (`docs/triage.md`,
+//! "Search"). Pure functions, shared by the store (what ingest indexes) and the pages (the
+//! highlighted excerpt).
+//!
+//! `q` matches, case-insensitively, a substring of any of three fields of a dead letter:
+//!
+//! - the error message (stored whole, at most 16 KiB: `crate::limits`);
+//! - the first [`INDEXED_BYTES`] of the stack trace;
+//! - the first [`INDEXED_BYTES`] of the payload when it is text: valid UTF-8 with no control
+//!   characters but tab, CR and LF (the same rule the detail page uses to show a payload as
+//!   text or JSON). A binary value, a tombstone and an empty value are not searched.
+//!
+//! The caps bound the index whatever a record's size: a 50 MiB JSON value costs the index
+//! 8 KiB, like an 8 KiB one.
+
+use serde::{Deserialize, Serialize};
+
+/// How much of a stack trace and of a text payload is searched: the first 8 KiB (bytes of
+/// UTF-8, cut at the last character boundary at or below it).
+pub const INDEXED_BYTES: usize = 8 * 1024;
+
+/// Shortest `q`, in characters, that the trigram indexes can serve (SQLite FTS5's `trigram`
+/// tokenizer and PostgreSQL's `pg_trgm` both index runs of 3 characters). A shorter `q` is
+/// still answered, by reading the searched text of the newest dead letters only (the
+/// store's bounded scan, `docs/triage.md`).
+pub const MIN_INDEXED_CHARS: usize = 3;
+
+/// Longest `q`, in characters: a search term, not a document (a longer one is refused with a
+/// message, `crate::filter::FilterError::QueryTooLong`).
+pub const MAX_QUERY_CHARS: usize = 256;
+
+/// Characters of context the list shows before and after a match.
+pub const CONTEXT_BEFORE_CHARS: usize = 40;
+pub const CONTEXT_AFTER_CHARS: usize = 80;
+
+/// Where a dead letter matched `q`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchField {
+    Message,
+    StackTrace,
+    Payload,
+}
+
+impl MatchField {
+    /// The API's name: `message`, `stack_trace`, `payload`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchField::Message => "message",
+            MatchField::StackTrace => "stack_trace",
+            MatchField::Payload => "payload",
+        }
+    }
+
+    /// What the list calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MatchField::Message => "in the message",
+            MatchField::StackTrace => "in the stack trace",
+            MatchField::Payload => "in the payload",
+        }
+    }
+}
+
+/// The first match of `q` in one dead letter: the field, and an excerpt around the match in
+/// three parts (text, not markup: a page escapes and neutralises each part as any stored text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchMatch {
+    pub field: MatchField,
+    /// Up to [`CONTEXT_BEFORE_CHARS`] characters before the match.
+    pub before: String,
+    /// The matched text, as stored (its case may differ from `q`'s).
+    pub matched: String,
+    /// Up to [`CONTEXT_AFTER_CHARS`] characters after the match.
+    pub after: String,
+    /// Text precedes `before` / follows `after` in the field.
+    pub cut_before: bool,
+    pub cut_after: bool,
+}
+
+/// The first `max` bytes of `s`, cut at the last character boundary at or below `max`.
+pub fn prefix(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The part of a stack trace that is searched: its first [`INDEXED_BYTES`].
+pub fn stack_trace_text(stack_trace: &str) -> &str {
+    prefix(stack_trace, INDEXED_BYTES)
+}
+
+/// The part of a payload that is searched: its first [`INDEXED_BYTES`] when the whole value is
+/// text (valid UTF-8, no control characters but tab, CR and LF); `None` for binary, empty and
+/// null values. One pass over the value (it is validated whole, so a value that turns binary
+/// after 8 KiB is binary).
+pub fn payload_text(value: Option<&[u8]>) -> Option<&str> {
+    let text = std::str::from_utf8(value?).ok()?;
+    if text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return None;
+    }
+    Some(prefix(text, INDEXED_BYTES))
+}
+
+/// `q` as an SQLite FTS5 query: one phrase, the whole text in double quotes (a `"` doubled),
+/// which the trigram tokenizer turns into "this substring". `None` when `q` is shorter than
+/// [`MIN_INDEXED_CHARS`] characters (the trigram index cannot serve it).
+pub fn fts_phrase(q: &str) -> Option<String> {
+    if q.chars().count() < MIN_INDEXED_CHARS {
+        return None;
+    }
+    Some(format!("\"{}\"", q.replace('"', "\"\"")))
+}
+
+/// Lowercases `s` and remembers, for every byte of the result, the byte offset in `s` of the
+/// character it came from (a character may lowercase to several).
+fn folded(s: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(s.len());
+    let mut origin = Vec::with_capacity(s.len());
+    for (i, c) in s.char_indices() {
+        for l in c.to_lowercase() {
+            let before = out.len();
+            out.push(l);
+            origin.extend(std::iter::repeat_n(i, out.len() - before));
+        }
+    }
+    (out, origin)
+}
+
+/// The first case-insensitive occurrence of `q` in `text` (Unicode lowercase on both sides),
+/// with its context: `None` when there is none. Linear in `text` and `q` (one lowercase copy
+/// of each, then a substring search).
+pub fn find_match(field: MatchField, text: &str, q: &str) -> Option<SearchMatch> {
+    let needle: String = q.chars().flat_map(char::to_lowercase).collect();
+    if needle.is_empty() {
+        return None;
+    }
+    let (hay, origin) = folded(text);
+    let at = hay.find(&needle)?;
+    let start = origin[at];
+    // The match ends after the original character that the match's last byte came from.
+    let last = origin[at + needle.len() - 1];
+    let end = last + text[last..].chars().next().map_or(0, char::len_utf8);
+    let head = &text[..start];
+    let tail = &text[end..];
+    let before_start = head
+        .char_indices()
+        .rev()
+        .nth(CONTEXT_BEFORE_CHARS - 1)
+        .map_or(0, |(i, _)| i);
+    let after_end = tail
+        .char_indices()
+        .nth(CONTEXT_AFTER_CHARS)
+        .map_or(tail.len(), |(i, _)| i);
+    Some(SearchMatch {
+        field,
+        before: head[before_start..].to_string(),
+        matched: text[start..end].to_string(),
+        after: tail[..after_end].to_string(),
+        cut_before: before_start > 0,
+        cut_after: after_end < tail.len(),
+    })
+}
+
+/// Where `q` is in a dead letter's searched text: the message first, then the stack trace,
+/// then the payload (the order the list shows them in).
+pub fn locate(
+    q: &str,
+    message: Option<&str>,
+    stack_trace: Option<&str>,
+    payload: Option<&str>,
+) -> Option<SearchMatch> {
+    [
+        (MatchField::Message, message),
+        (MatchField::StackTrace, stack_trace),
+        (MatchField::Payload, payload),
+    ]
+    .into_iter()
+    .find_map(|(field, text)| find_match(field, text?, q))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_text_is_utf8_without_controls_and_capped() {
+        assert_eq!(payload_text(Some(b"{\"a\": 1}\n")), Some("{\"a\": 1}\n"));
+        assert_eq!(
+            payload_text(Some(b"plain\ttext\r\n")),
+            Some("plain\ttext\r\n")
+        );
+        assert_eq!(payload_text(None), None);
+        assert_eq!(payload_text(Some(b"")), None);
+        assert_eq!(payload_text(Some(&[0xde, 0xad, 0xbe, 0xef])), None);
+        assert_eq!(payload_text(Some(b"text\0with nul")), None);
+        assert_eq!(payload_text(Some(b"bell\x07")), None);
+        // Whole value checked: binary after the indexed prefix is still binary.
+        let mut v = vec![b'a'; INDEXED_BYTES + 10];
+        assert_eq!(payload_text(Some(&v)).map(str::len), Some(INDEXED_BYTES));
+        v.push(0xff);
+        assert_eq!(payload_text(Some(&v)), None);
+        // Cut on a character boundary: 'é' is 2 bytes.
+        let s = "é".repeat(INDEXED_BYTES);
+        let p = payload_text(Some(s.as_bytes())).expect("text");
+        assert_eq!(p.len(), INDEXED_BYTES);
+        let s = format!("a{}", "é".repeat(INDEXED_BYTES));
+        let p = payload_text(Some(s.as_bytes())).expect("text");
+        assert_eq!(p.len(), INDEXED_BYTES - 1);
+    }
+
+    #[test]
+    fn stack_trace_prefix() {
+        let t = "x".repeat(INDEXED_BYTES * 3);
+        assert_eq!(stack_trace_text(&t).len(), INDEXED_BYTES);
+        assert_eq!(stack_trace_text("short"), "short");
+    }
+
+    #[test]
+    fn fts_phrase_quotes_and_needs_three_characters() {
+        assert_eq!(fts_phrase("ab"), None);
+        assert_eq!(fts_phrase("né"), None);
+        assert_eq!(fts_phrase("abc").as_deref(), Some("\"abc\""));
+        assert_eq!(
+            fts_phrase("say \"hi\" OR x*").as_deref(),
+            Some("\"say \"\"hi\"\" OR x*\"")
+        );
+    }
+
+    #[test]
+    fn finds_case_insensitively_with_context() {
+        let m = find_match(MatchField::StackTrace, "at Foo.BAR(Foo.java:1)", "foo.bar").unwrap();
+        assert_eq!(m.field, MatchField::StackTrace);
+        assert_eq!((m.before.as_str(), m.matched.as_str()), ("at ", "Foo.BAR"));
+        assert_eq!(m.after, "(Foo.java:1)");
+        assert!(!m.cut_before && !m.cut_after);
+
+        let long = format!("{}needle{}", "a".repeat(100), "b".repeat(100));
+        let m = find_match(MatchField::Payload, &long, "NEEDLE").unwrap();
+        assert_eq!(m.before, "a".repeat(CONTEXT_BEFORE_CHARS));
+        assert_eq!(m.after, "b".repeat(CONTEXT_AFTER_CHARS));
+        assert!(m.cut_before && m.cut_after);
+        assert_eq!(find_match(MatchField::Message, "abc", "abd"), None);
+    }
+
+    #[test]
+    fn finds_across_unicode_case_and_multibyte_text() {
+        // 'É' lowercases to 'é' (same byte length); 'İ' lowercases to two characters.
+        let m = find_match(MatchField::Message, "Ünïcode ÉCOLE ok", "école").unwrap();
+        assert_eq!(m.matched, "ÉCOLE");
+        assert_eq!(m.before, "Ünïcode ");
+        let m = find_match(MatchField::Message, "xİstanbul", "i̇stan").unwrap();
+        assert_eq!(m.matched, "İstan");
+        assert_eq!(m.before, "x");
+    }
+
+    #[test]
+    fn locate_prefers_message_then_stack_then_payload() {
+        let m = locate("key", Some("no"), Some("the key"), Some("key too")).unwrap();
+        assert_eq!(m.field, MatchField::StackTrace);
+        let m = locate("key", None, None, Some("{\"key\":1}")).unwrap();
+        assert_eq!(m.field, MatchField::Payload);
+        assert_eq!(locate("zzz", Some("a"), None, None), None);
+    }
+}

@@ -1,0 +1,423 @@
+//! Free-text search in the store (issue 12 item 2, migration 0024; what is searched:
+//! [`crate::search`]; `docs/triage.md`, "Search").
+//!
+//! **What is stored.** `dead_letter_text` holds each dead letter's searched text (message,
+//! stack trace's first 8 KiB, text payload's first 8 KiB), written by ingest in the
+//! transaction that stores the dead letter ([`text_rows`]) and deleted with it (SQLite: a
+//! trigger on `dead_letters`; PostgreSQL: `ON DELETE CASCADE`). SQLite indexes it with FTS5
+//! (`dead_letter_fts`, trigram tokenizer, kept by triggers), PostgreSQL with a `pg_trgm` GIN
+//! index on its three columns.
+//!
+//! **What matches.** A dead letter matches `q` when one of its three texts contains `q`:
+//! SQLite `LIKE` (ASCII letters case-insensitive), PostgreSQL `ILIKE` (all of Unicode),
+//! `%`, `_` and `!` literal. On SQLite the FTS5 phrase query (case folded in all of Unicode)
+//! is only a prefilter, so both ways of answering give the same rows.
+//!
+//! **Bounded work** ([`Store::search_rows`]). A list page of a search is answered in at most
+//! two steps, each bounded whatever the store's size and the term's frequency:
+//!
+//! 1. *scan*: the newest [`SCAN_ROWS`] dead letters that pass the other filters (the list's
+//!    own index, in list order), each checked against its text by primary key. A common term
+//!    fills its page here.
+//! 2. *index*: when the page is not full and older rows remain, the trigram index gives the
+//!    ids of at most [`INDEX_ROWS`] + 1 matching dead letters. If there are at most
+//!    [`INDEX_ROWS`], they are all of them: the page is read from them by primary key, in
+//!    list order, exact. A rare term is answered here.
+//! 3. Otherwise (a term too common for the index step and too rare under this filter to fill
+//!    a page from the newest rows) the page holds what the scan found, and its `next_cursor`
+//!    continues the scan after the last row it read: the list says so, and "Next" searches
+//!    older dead letters.
+//!
+//! Terms shorter than 3 characters cannot use a trigram index: they are answered by the scan
+//! only (step 1 and 3).
+
+use std::borrow::Cow;
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{store_error, Dialect, Val};
+use super::rows::SummaryRow;
+use super::sql::{self, like_pattern, LIKE_ESCAPE, SUMMARY_COLUMNS};
+use super::{Pool, Store, StoreError};
+use crate::filter::{Cursor, Filter, ListQuery};
+use crate::model::DeadLetterSummary;
+use crate::search;
+
+/// Dead letters the scan step reads per page (newest first, under the other filters).
+pub const SCAN_ROWS: i64 = 2_000;
+/// Most matching ids the index step takes; a term with more is left to the scan.
+pub const INDEX_ROWS: usize = 5_000;
+/// `dead_letter_text` rows per INSERT statement (4 binds each; at most 32 KiB of text each).
+const TEXT_ROWS_PER_STATEMENT: usize = 500;
+
+/// The searched columns of `dead_letter_text`.
+const TEXT_COLUMNS: [&str; 3] = ["message", "stack_trace", "payload"];
+
+fn is_sqlite<DB: Dialect>() -> bool {
+    <DB as Dialect>::NAME == "sqlite"
+}
+
+/// One dead letter's searched text, as ingest writes it to `dead_letter_text`.
+pub(crate) struct TextRow<'a> {
+    pub id: i64,
+    pub message: Option<Cow<'a, str>>,
+    pub stack_trace: Option<Cow<'a, str>>,
+    pub payload: Option<&'a str>,
+}
+
+impl TextRow<'_> {
+    fn is_empty(&self) -> bool {
+        self.message.is_none() && self.stack_trace.is_none() && self.payload.is_none()
+    }
+}
+
+/// `INSERT INTO dead_letter_text` statements for `rows` (rows with no text at all are left
+/// out: no row means nothing matches).
+pub(crate) fn text_rows<'a, DB: Dialect>(rows: &'a [TextRow<'a>]) -> Vec<QueryBuilder<'a, DB>> {
+    let rows: Vec<&TextRow<'_>> = rows.iter().filter(|r| !r.is_empty()).collect();
+    rows.chunks(TEXT_ROWS_PER_STATEMENT.min(DB::MAX_BINDS / 4))
+        .map(|chunk| {
+            let mut qb = QueryBuilder::new(
+                "INSERT INTO dead_letter_text (id, message, stack_trace, payload) VALUES ",
+            );
+            for (i, r) in chunk.iter().enumerate() {
+                qb.push(if i == 0 { "(" } else { ", (" });
+                DB::bind(&mut qb, Val::I64(Some(r.id)));
+                qb.push(", ");
+                DB::bind(&mut qb, Val::Text(r.message.as_deref()));
+                qb.push(", ");
+                DB::bind(&mut qb, Val::Text(r.stack_trace.as_deref()));
+                qb.push(", ");
+                DB::bind(&mut qb, Val::Text(r.payload));
+                qb.push(")");
+            }
+            qb
+        })
+        .collect()
+}
+
+/// Appends `(alias.message LIKE p OR alias.stack_trace LIKE p OR alias.payload LIKE p)`
+/// (`ILIKE` on PostgreSQL), `q` matched literally as a substring.
+fn push_text_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, alias: &str, q: &str) {
+    let pattern = like_pattern(q);
+    qb.push("(");
+    for (i, column) in TEXT_COLUMNS.iter().enumerate() {
+        if i > 0 {
+            qb.push(" OR ");
+        }
+        qb.push(format!("{alias}.{column} {} ", DB::ILIKE));
+        DB::bind(qb, Val::OwnedText(Some(pattern.clone())));
+        qb.push(format!(" ESCAPE '{LIKE_ESCAPE}'"));
+    }
+    qb.push(")");
+}
+
+/// Appends a parenthesised subquery of the ids of every dead letter whose searched text
+/// matches `q` (for `id IN ...`: counts, bulk actions, exports, error groups). SQLite: the
+/// FTS5 index gives the candidates (3 characters or more), `LIKE` decides; PostgreSQL: `ILIKE`
+/// over `dead_letter_text`, which the planner serves with the trigram index.
+pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &'a str) {
+    qb.push("(SELECT t.id FROM dead_letter_text t WHERE ");
+    if is_sqlite::<DB>() {
+        if let Some(phrase) = search::fts_phrase(q) {
+            qb.push("t.id IN (SELECT rowid FROM dead_letter_fts WHERE dead_letter_fts MATCH ");
+            DB::bind(qb, Val::OwnedText(Some(phrase)));
+            qb.push(") AND ");
+        }
+    }
+    push_text_match(qb, "t", q);
+    qb.push(")");
+}
+
+/// Appends ` AND (SELECT <match> FROM dead_letter_text t WHERE t.id = dead_letters.id)`: a
+/// check of each row the outer query reads, by primary key. A scalar subquery, so neither
+/// planner turns it into a join that would read the whole text table.
+fn push_row_check<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
+    qb.push(" AND (SELECT ");
+    push_text_match(qb, "t", q);
+    qb.push(" FROM dead_letter_text t WHERE t.id = dead_letters.id)");
+}
+
+/// Appends ` AND (t, id) >= (bound)` in list order: the scan's oldest row.
+fn push_bound<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, bound: Cursor) {
+    qb.push(" AND dead_lettered_at_ms >= ");
+    DB::bind(qb, Val::I64(Some(bound.dead_lettered_at_ms)));
+    qb.push(" AND (dead_lettered_at_ms > ");
+    DB::bind(qb, Val::I64(Some(bound.dead_lettered_at_ms)));
+    qb.push(" OR id >= ");
+    DB::bind(qb, Val::I64(Some(bound.id)));
+    qb.push(")");
+}
+
+/// Appends the row source `(ids) m CROSS JOIN dead_letters`: the page is read from `ids` (a
+/// JSON array) by primary key, never by walking the list's index (SQLite keeps a `CROSS
+/// JOIN`'s order; PostgreSQL plans a nested loop from the small id list).
+fn push_from_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: String) {
+    if is_sqlite::<DB>() {
+        qb.push("(SELECT value AS mid FROM json_each(");
+        DB::bind(qb, Val::OwnedText(Some(ids)));
+        qb.push(")) m CROSS JOIN dead_letters");
+    } else {
+        qb.push("(SELECT CAST(v AS BIGINT) AS mid FROM jsonb_array_elements_text(CAST(");
+        DB::bind(qb, Val::OwnedText(Some(ids)));
+        qb.push(" AS jsonb)) AS j(v)) m CROSS JOIN dead_letters");
+    }
+}
+
+/// The index step's query: at most `INDEX_ROWS + 1` ids of dead letters that may match `q`
+/// (SQLite: the FTS5 phrase, a superset of the `LIKE` matches; PostgreSQL: exact).
+fn index_candidates<'a, DB: Dialect>(q: &'a str, phrase: String) -> QueryBuilder<'a, DB> {
+    let mut qb = if is_sqlite::<DB>() {
+        let mut qb =
+            QueryBuilder::new("SELECT rowid FROM dead_letter_fts WHERE dead_letter_fts MATCH ");
+        DB::bind(&mut qb, Val::OwnedText(Some(phrase)));
+        qb
+    } else {
+        let mut qb = QueryBuilder::new("SELECT t.id FROM dead_letter_text t WHERE ");
+        push_text_match(&mut qb, "t", q);
+        qb
+    };
+    qb.push(" LIMIT ");
+    DB::bind(&mut qb, Val::I64(Some(INDEX_ROWS as i64 + 1)));
+    qb
+}
+
+impl Store {
+    /// The rows of one list page of a search (`query.filter.q` is `q`): at most `fetch` rows
+    /// in list order, and, when the page stopped at the scan's bound rather than at the end of
+    /// the list or a full page, the cursor to continue from (the oldest row the scan read).
+    /// See the module's documentation for the steps and their bounds.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub(super) async fn search_rows(
+        &self,
+        query: &ListQuery,
+        q: &str,
+        fetch: i64,
+    ) -> Result<(Vec<SummaryRow>, Option<Cursor>), StoreError> {
+        let base = Filter {
+            q: None,
+            ..query.filter.clone()
+        };
+        let cursor = query.cursor;
+        on_pool!(self, |pool, DB| {
+            // Step 1: the scan's bound, then the page within it.
+            let mut qb = sql::page::<DB>("", "dead_lettered_at_ms, id", &base, cursor, 1);
+            qb.push(" OFFSET ");
+            DB::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
+            let bound: Option<(i64, i64)> = qb
+                .build_query_as()
+                .persistent(false)
+                .fetch_optional(pool)
+                .await
+                .map_err(store_error)?;
+            let bound = bound.map(|(t, id)| Cursor {
+                dead_lettered_at_ms: t,
+                id,
+            });
+            let mut qb = sql::page_with::<DB>(
+                "",
+                SUMMARY_COLUMNS,
+                |qb| {
+                    qb.push("dead_letters");
+                },
+                &base,
+                cursor,
+                |qb| {
+                    if let Some(b) = bound {
+                        push_bound(qb, b);
+                    }
+                    push_row_check(qb, q);
+                },
+                fetch,
+            );
+            let rows: Vec<SummaryRow> = qb
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(pool)
+                .await
+                .map_err(store_error)?;
+            let Some(bound) = bound else {
+                // The scan read every remaining row: the answer is complete.
+                return Ok((rows, None));
+            };
+            if rows.len() as i64 >= fetch {
+                return Ok((rows, None));
+            }
+            // Step 2: the index, if the term is rare enough.
+            let Some(phrase) = search::fts_phrase(q) else {
+                return Ok((rows, Some(bound)));
+            };
+            let mut tx = pool.begin().await.map_err(store_error)?;
+            if !is_sqlite::<DB>() {
+                // `ILIKE '%...%'` with a LIMIT can look cheaper as a sequential scan that
+                // stops early; for a rare term that is a scan of the whole table.
+                sqlx::query("SET LOCAL enable_seqscan = off")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            let mut qb = index_candidates::<DB>(q, phrase);
+            let ids: Vec<i64> = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.rollback().await.map_err(store_error)?;
+            if ids.len() > INDEX_ROWS {
+                return Ok((rows, Some(bound)));
+            }
+            let json =
+                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+            let mut qb = sql::page_with::<DB>(
+                "",
+                SUMMARY_COLUMNS,
+                |qb| push_from_ids(qb, json),
+                &base,
+                cursor,
+                |qb| {
+                    qb.push(" AND dead_letters.id = m.mid");
+                    push_row_check(qb, q);
+                },
+                fetch,
+            );
+            let rows: Vec<SummaryRow> = qb
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(pool)
+                .await
+                .map_err(store_error)?;
+            Ok((rows, None))
+        })
+    }
+
+    /// Sets each item's [`DeadLetterSummary::search_match`]: where `q` is in its searched
+    /// text, with an excerpt (one primary-key read of at most 32 KiB of text per item).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub(super) async fn attach_search_matches(
+        &self,
+        items: &mut [DeadLetterSummary],
+        q: &str,
+    ) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = items.iter().map(|d| d.id).collect();
+        let json = serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+        type Texts = (i64, Option<String>, Option<String>, Option<String>);
+        let texts: Vec<Texts> = on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT id, message, stack_trace, payload FROM dead_letter_text WHERE id IN ",
+            );
+            DB::push_json_ids(&mut qb, json);
+            qb.build_query_as().persistent(false).fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        let by_id: std::collections::HashMap<i64, &Texts> =
+            texts.iter().map(|t| (t.0, t)).collect();
+        for item in items.iter_mut() {
+            item.search_match = by_id
+                .get(&item.id)
+                .and_then(|t| search::locate(q, t.1.as_deref(), t.2.as_deref(), t.3.as_deref()));
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// How many dead letters match `filter` (whose free text is `q`), in the list's bounded
+    /// steps: `Exact` when the scan read every row under the other filters or the index step
+    /// applies (then at most `cap + 1` are counted: `MoreThan(cap)` above), else `AtLeast`
+    /// the matches among the [`SCAN_ROWS`] newest.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub(super) async fn search_count(
+        &self,
+        filter: &Filter,
+        q: &str,
+        cap: i64,
+    ) -> Result<super::MatchCount, StoreError> {
+        use super::MatchCount;
+        let base = Filter {
+            q: None,
+            ..filter.clone()
+        };
+        let capped = |n: i64| {
+            if n > cap {
+                MatchCount::MoreThan(cap)
+            } else {
+                MatchCount::Exact(n)
+            }
+        };
+        on_pool!(self, |pool, DB| {
+            let mut qb = sql::page::<DB>("", "dead_lettered_at_ms, id", &base, None, 1);
+            qb.push(" OFFSET ");
+            DB::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
+            let bound: Option<(i64, i64)> = qb
+                .build_query_as()
+                .persistent(false)
+                .fetch_optional(pool)
+                .await
+                .map_err(store_error)?;
+            let bound = bound.map(|(t, id)| Cursor {
+                dead_lettered_at_ms: t,
+                id,
+            });
+            let mut qb = QueryBuilder::<DB>::new(
+                "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
+            );
+            sql::push_filter(&mut qb, &base);
+            if let Some(b) = bound {
+                push_bound(&mut qb, b);
+            }
+            push_row_check(&mut qb, q);
+            qb.push(") AS scanned");
+            let scanned: i64 = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_one(pool)
+                .await
+                .map_err(store_error)?;
+            if bound.is_none() {
+                return Ok(capped(scanned));
+            }
+            let Some(phrase) = search::fts_phrase(q) else {
+                return Ok(MatchCount::AtLeast(scanned));
+            };
+            let mut tx = pool.begin().await.map_err(store_error)?;
+            if !is_sqlite::<DB>() {
+                sqlx::query("SET LOCAL enable_seqscan = off")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            let mut qb = index_candidates::<DB>(q, phrase);
+            let ids: Vec<i64> = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.rollback().await.map_err(store_error)?;
+            if ids.len() > INDEX_ROWS {
+                return Ok(MatchCount::AtLeast(scanned));
+            }
+            let json =
+                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+            let mut qb = QueryBuilder::<DB>::new("SELECT CAST(COUNT(*) AS BIGINT) FROM ");
+            push_from_ids(&mut qb, json);
+            sql::push_filter(&mut qb, &base);
+            qb.push(" AND dead_letters.id = m.mid");
+            push_row_check(&mut qb, q);
+            let n: i64 = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_one(pool)
+                .await
+                .map_err(store_error)?;
+            Ok(capped(n))
+        })
+    }
+}

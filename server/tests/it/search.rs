@@ -1,0 +1,450 @@
+//! Free-text search (issue 12 item 2, migration 0024; `docs/triage.md`, "Search"): records
+//! ingested from the real broker are found by a substring of their stack trace, a JSON payload
+//! or a text payload (not of a binary payload, nor past the indexed 8 KiB), through the API
+//! and the list page (the match highlighted and escaped), combined with other filters; a soft
+//! delete hides a match, a restore shows it again, and a hard delete (what the retention purge
+//! does) removes it from the index. And the store's bounded steps: a rare term beyond the scan
+//! is found through the index, and a term too common for the index under a filter it rarely
+//! meets pages through the list in bounded steps without losing a row.
+
+use std::time::Duration;
+
+use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
+use redrive_core::store::{
+    MatchCount, Store, DEPENDENT_TABLES, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS,
+};
+use redrive_core::{Cursor, Filter, ListQuery};
+use redrive_testkit::{
+    create_topic, fresh_database, kafka_brokers, produce, unique, Backend, TestRecord,
+};
+use serde_json::{json, Value};
+
+use crate::support::{eventually, Auth, Csrf, TestApp};
+
+fn spring(source: &str, message: &str, stack: &str, value: Vec<u8>) -> TestRecord {
+    TestRecord {
+        key: None,
+        value: Some(value),
+        headers: vec![
+            (
+                "kafka_dlt-original-topic".into(),
+                Some(source.as_bytes().to_vec()),
+            ),
+            (
+                "kafka_dlt-exception-fqcn".into(),
+                Some(b"java.lang.IllegalStateException".to_vec()),
+            ),
+            (
+                "kafka_dlt-exception-message".into(),
+                Some(message.as_bytes().to_vec()),
+            ),
+            (
+                "kafka_dlt-exception-stacktrace".into(),
+                Some(stack.as_bytes().to_vec()),
+            ),
+        ],
+        partition: Some(0),
+        timestamp_ms: None,
+    }
+}
+
+/// `GET /api/v1/dead-letters?<query>`: the items.
+async fn search(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
+    let res = app
+        .get(
+            &format!("/api/v1/dead-letters?{query}"),
+            Auth::Bearer(token),
+        )
+        .await;
+    assert_eq!(res.status(), 200, "{query}");
+    let body: Value = res.json().await.expect("json");
+    body["items"].as_array().expect("items").clone()
+}
+
+fn offsets(items: &[Value]) -> Vec<i64> {
+    let mut o: Vec<i64> = items
+        .iter()
+        .map(|i| i["dlq_offset"].as_i64().expect("offset"))
+        .collect();
+    o.sort();
+    o
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
+    for backend in Backend::ALL {
+        let topic = unique("search.DLT");
+        create_topic(&topic, 1, &[]).await.unwrap();
+        let frames = "\tat com.example.Frame.call(Frame.java:1)\n".repeat(10);
+        let far = format!(
+            "{}\tat com.example.FarBeyondTheCap.call(X.java:9)\n",
+            "\tat com.example.Filler.call(Filler.java:1)\n".repeat(300)
+        );
+        let records = vec![
+            // 0: the needle in the stack trace, a JSON payload with another.
+            spring(
+                "orders",
+                "plain failure",
+                &format!("java.lang.IllegalStateException: boom\n{frames}\tat com.example.NeedleInStack42.run(N.java:7)\n{frames}"),
+                br#"{"orderId": "json-needle-77", "amount": 12}"#.to_vec(),
+            ),
+            // 1: a text payload.
+            spring(
+                "payments",
+                "other failure",
+                "short trace",
+                b"text payload with txtneedle99 inside".to_vec(),
+            ),
+            // 2: a binary payload that holds the bytes of a needle.
+            spring(
+                "orders",
+                "third failure",
+                "short trace",
+                [b"binneedle".as_slice(), &[0x00, 0xff, 0xfe, 0x01]].concat(),
+            ),
+            // 3: markup in the message.
+            spring(
+                "payments",
+                "<script>alert(1)</script> htmlneedle & more",
+                "short trace",
+                b"{}".to_vec(),
+            ),
+            // 4: a needle past the indexed 8 KiB of the stack trace.
+            spring("orders", "fourth failure", &far, b"{}".to_vec()),
+        ];
+        produce(&topic, &records).await.unwrap();
+        let brokers = kafka_brokers();
+        let app = TestApp::start_on(
+            backend,
+            &[
+                ("REDRIVE_INGEST_ENABLED", "true"),
+                ("REDRIVE_KAFKA_BROKERS", &brokers),
+                ("REDRIVE_DLQ_TOPICS", &topic),
+                ("REDRIVE_GROUP_ID", &unique("search-group")),
+            ],
+        )
+        .await;
+        let token = app.admin_token().await;
+        let store = app.store.clone();
+        eventually("every record ingested", Duration::from_secs(60), || async {
+            store.count(&Filter::default()).await.unwrap() == 5
+        })
+        .await;
+
+        // Stack trace, case-insensitive; the API says where and gives the match as stored.
+        let items = search(&app, &token, "q=needleinstack42").await;
+        assert_eq!(offsets(&items), [0], "{backend:?}");
+        let m = &items[0]["matched"];
+        assert_eq!(m["field"], "stack_trace", "{backend:?}: {m}");
+        assert_eq!(m["match"], "NeedleInStack42", "{backend:?}");
+        assert!(
+            m["before"].as_str().unwrap().ends_with("com.example."),
+            "{m}"
+        );
+        // JSON payload, text payload.
+        let items = search(&app, &token, "q=json-needle-77").await;
+        assert_eq!(offsets(&items), [0], "{backend:?}");
+        assert_eq!(items[0]["matched"]["field"], "payload");
+        let items = search(&app, &token, "q=TXTNEEDLE99").await;
+        assert_eq!(offsets(&items), [1], "{backend:?}");
+        assert_eq!(items[0]["matched"]["field"], "payload");
+        assert_eq!(items[0]["matched"]["match"], "txtneedle99");
+        // Binary payloads and text past the cap are not searched.
+        assert!(
+            search(&app, &token, "q=binneedle").await.is_empty(),
+            "{backend:?}"
+        );
+        assert!(
+            search(&app, &token, "q=FarBeyondTheCap").await.is_empty(),
+            "{backend:?}"
+        );
+        // The message; a term shorter than 3 characters (the scan only).
+        let items = search(&app, &token, "q=htmlneedle").await;
+        assert_eq!(offsets(&items), [3], "{backend:?}");
+        assert_eq!(items[0]["matched"]["field"], "message");
+        let items = search(&app, &token, "q=42").await;
+        assert_eq!(offsets(&items), [0], "{backend:?}: two characters");
+        // LIKE's wildcards are literal.
+        assert!(search(&app, &token, "q=needle%25inside").await.is_empty());
+        // Combined with other filters.
+        let items = search(&app, &token, "q=needle").await;
+        assert_eq!(offsets(&items), [0, 1, 3], "{backend:?}");
+        let items = search(&app, &token, "q=needle&source_topic=orders").await;
+        assert_eq!(offsets(&items), [0], "{backend:?}");
+        let items = search(&app, &token, "q=needle&source_topic=payments&limit=1").await;
+        assert_eq!(items.len(), 1, "{backend:?}");
+        // A term that is too long is refused with a message.
+        let res = app
+            .get(
+                &format!("/api/v1/dead-letters?q={}", "x".repeat(300)),
+                Auth::Bearer(&token),
+            )
+            .await;
+        assert_eq!(res.status(), 400, "{backend:?}");
+        assert!(res.text().await.unwrap().contains("at most 256 characters"));
+        // The page's count runs the same search.
+        assert_eq!(
+            store
+                .count_matching(
+                    &Filter {
+                        q: Some("needle".into()),
+                        ..Filter::default()
+                    },
+                    1000
+                )
+                .await
+                .unwrap(),
+            MatchCount::Exact(3),
+            "{backend:?}"
+        );
+
+        // The list page: the match marked, the markup of the record escaped.
+        app.add_user("searcher", "viewer", "searcher-password-1")
+            .await;
+        let session = app.sign_in("searcher", "searcher-password-1").await;
+        let html = app
+            .get("/?q=htmlneedle", Auth::Session(&session))
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            html.contains("<mark>htmlneedle</mark>"),
+            "{backend:?}: {html}"
+        );
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>alert(1)"),
+            "{backend:?}: not escaped"
+        );
+        assert!(html.contains(r#"data-match-field="message""#), "{html}");
+        let html = app
+            .get("/?q=needleinstack42", Auth::Session(&session))
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(html.contains("<mark>NeedleInStack42</mark>"), "{backend:?}");
+        assert!(html.contains("in the stack trace"), "{backend:?}");
+
+        // Soft delete hides the match, restore brings it back.
+        let id = items_id(&search(&app, &token, "q=needleinstack42").await);
+        let res = app
+            .post_json(
+                "/api/v1/dead-letters/delete",
+                Auth::Bearer(&token),
+                Csrf::Right,
+                &json!({"ids": [id], "reason": "search test"}),
+            )
+            .await;
+        assert_eq!(res.status(), 200, "{backend:?}");
+        assert!(search(&app, &token, "q=needleinstack42").await.is_empty());
+        assert_eq!(
+            offsets(&search(&app, &token, "q=needleinstack42&status=deleted").await),
+            [0]
+        );
+        let res = app
+            .post_json(
+                "/api/v1/dead-letters/restore",
+                Auth::Bearer(&token),
+                Csrf::Right,
+                &json!({"ids": [id], "reason": "search test"}),
+            )
+            .await;
+        assert_eq!(res.status(), 200, "{backend:?}");
+        assert_eq!(
+            offsets(&search(&app, &token, "q=needleinstack42").await),
+            [0]
+        );
+
+        // A hard delete (the retention purge's statement) takes the text and index entry.
+        delete_row(backend, &app.db_url, id).await;
+        assert!(search(&app, &token, "q=needleinstack42&status=deleted")
+            .await
+            .is_empty());
+        assert_eq!(text_rows(backend, &app.db_url, id).await, 0, "{backend:?}");
+    }
+}
+
+fn items_id(items: &[Value]) -> i64 {
+    assert_eq!(items.len(), 1, "{items:?}");
+    items[0]["id"].as_i64().unwrap()
+}
+
+async fn delete_row(backend: Backend, url: &str, id: i64) {
+    // As the retention purge does: the dependent rows first, in its order, then the row.
+    let mut statements: Vec<String> = DEPENDENT_TABLES
+        .iter()
+        .map(|(table, column)| format!("DELETE FROM {table} WHERE {column} = {id}"))
+        .collect();
+    statements.push(format!("DELETE FROM dead_letters WHERE id = {id}"));
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+            for sql in &statements {
+                sqlx::query(sql).execute(&pool).await.expect(sql);
+            }
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            for sql in &statements {
+                sqlx::query(sql).execute(&pool).await.expect(sql);
+            }
+            pool.close().await;
+        }
+    }
+}
+
+/// Rows left for dead letter `id` in `dead_letter_text` (and, on SQLite, FTS5 index entries
+/// for its needle).
+async fn text_rows(backend: Backend, url: &str, id: i64) -> i64 {
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+            let text: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = ?")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            let fts: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM dead_letter_fts WHERE dead_letter_fts MATCH '\"NeedleInStack42\"'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            text + fts
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            let text: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            pool.close().await;
+            text
+        }
+    }
+}
+
+fn dl(topic: &str, offset: i64, at_ms: i64, message: &str) -> NewDeadLetter {
+    NewDeadLetter {
+        record: RawRecord {
+            dlq_topic: topic.to_string(),
+            dlq_partition: 0,
+            dlq_offset: offset,
+            timestamp_ms: Some(at_ms),
+            key: None,
+            value: Some(b"{}".to_vec()),
+            headers: vec![],
+        },
+        convention: Convention::Unknown,
+        normalized: Normalized {
+            error_message: Some(message.to_string()),
+            ..Normalized::default()
+        },
+        fingerprint: "0000000000000000".to_string(),
+        dead_lettered_at_ms: at_ms,
+        ingested_at_ms: at_ms,
+    }
+}
+
+/// The bounded steps: a term past the scan is found through the index, exactly; a term too
+/// common for the index step, under a filter whose newest rows never match, gives a partial
+/// page with a cursor, and walking the pages finds every match, in list order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_steps_find_every_match_in_order() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let hot = SEARCH_INDEX_ROWS as i64 + 100;
+        let cold = SEARCH_SCAN_ROWS + 100;
+        let mut rows = Vec::new();
+        // The oldest: topic A, all "hot".
+        for i in 0..hot {
+            rows.push(dl("a.DLT", i, 1_000_000 + i, &format!("hot row {i}")));
+        }
+        // Topic B: its two oldest are "hot" (one of them "rare"), the rest are not.
+        rows.push(dl("b.DLT", 0, 2_000_000, "hot and rare row"));
+        rows.push(dl("b.DLT", 1, 2_000_001, "hot row b"));
+        for i in 0..cold {
+            rows.push(dl("b.DLT", 2 + i, 3_000_000 + i, &format!("cold row {i}")));
+        }
+        for chunk in rows.chunks(1000) {
+            store.insert_batch(chunk).await.unwrap();
+        }
+        let q = |text: &str, topic: Option<&str>| Filter {
+            q: Some(text.into()),
+            dlq_topic: topic.map(str::to_string),
+            ..Filter::default()
+        };
+        // Rare, older than the scan reads: the index step, exact and complete.
+        let page = store
+            .list(&ListQuery {
+                filter: q("RARE", None),
+                limit: 50,
+                cursor: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1, "{backend:?}");
+        assert_eq!(page.items[0].dlq_topic, "b.DLT");
+        assert_eq!(page.next_cursor, None, "{backend:?}");
+        // Common: a full page from the scan, newest first.
+        let page = store
+            .list(&ListQuery {
+                filter: q("hot row", Some("a.DLT")),
+                limit: 50,
+                cursor: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 50);
+        assert_eq!(page.items[0].dlq_offset, hot - 1, "{backend:?}");
+        // Too common for the index, too rare in B's newest rows: bounded pages.
+        let filter = q("hot", Some("b.DLT"));
+        let first = store
+            .list(&ListQuery {
+                filter: filter.clone(),
+                limit: 50,
+                cursor: None,
+            })
+            .await
+            .unwrap();
+        assert!(first.items.is_empty(), "{backend:?}: the scan found none");
+        assert!(
+            first.next_cursor.is_some(),
+            "{backend:?}: and says where it stopped"
+        );
+        assert_eq!(
+            store.count_matching(&filter, 1000).await.unwrap(),
+            MatchCount::AtLeast(0),
+            "{backend:?}"
+        );
+        let mut found = Vec::new();
+        let mut cursor = first.next_cursor;
+        for _ in 0..10 {
+            let Some(c) = cursor else { break };
+            let page = store
+                .list(&ListQuery {
+                    filter: filter.clone(),
+                    limit: 50,
+                    cursor: Some(Cursor::decode(&c).unwrap()),
+                })
+                .await
+                .unwrap();
+            found.extend(page.items.iter().map(|s| s.dlq_offset));
+            cursor = page.next_cursor;
+        }
+        assert_eq!(cursor, None, "{backend:?}: the walk ends");
+        assert_eq!(found, [1, 0], "{backend:?}: both, newest first");
+    }
+}
