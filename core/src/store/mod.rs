@@ -184,6 +184,8 @@ mod order;
 mod outbox;
 pub(crate) mod outcome;
 mod quarantine;
+// A replay job's rate limit shared by every relay instance (issue 12, migration 0026).
+mod replay_rate;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
 mod rounds;
@@ -211,6 +213,8 @@ pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::canary::CANARY_ACTOR;
+pub(crate) use self::replay_rate::RateSlot;
+pub use self::replay_rate::RateState;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
