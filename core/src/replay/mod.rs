@@ -81,6 +81,10 @@ pub use self::record::{
 };
 pub use self::status::{RelaySnapshot, RelayStatus};
 
+/// Batches of one unthrottled job in flight at once (`worker.rs`): enough that a claim, a
+/// batch's delivery reports and a mark overlap; each holds at most `batch_size` claimed rows.
+const BATCHES_IN_FLIGHT: usize = 3;
+
 /// Test hook (see the module docs): abort the process after this many delivery reports.
 pub const FAULT_ABORT_AFTER_PUBLISH_ENV: &str = "REDRIVE_FAULT_RELAY_ABORT_AFTER_PUBLISH";
 
@@ -137,6 +141,7 @@ pub async fn run(
         outage_streak: AtomicU32::new(0),
         write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
         marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
+        batches_in_flight: BATCHES_IN_FLIGHT,
         partitions: placement::PartitionCounts::default(),
         lag: lag_gate::LagGates::default(),
     });

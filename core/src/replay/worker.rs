@@ -2,6 +2,7 @@
 //! what became of each (the batch the store marks in one transaction).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +42,10 @@ pub(super) struct Relay {
     pub(super) write_turn: Option<tokio::sync::Mutex<()>>,
     /// Batches being marked at once per job: 1 on SQLite (one writer anyway), 2 on PostgreSQL.
     pub(super) marks_in_flight: usize,
+    /// Batches of one unthrottled job in flight at once (claimed, sent, awaiting delivery
+    /// reports or their mark): the claim of the next overlaps the broker's and the store's
+    /// round trips of the last.
+    pub(super) batches_in_flight: usize,
     /// Target topics' partition counts, for jobs that publish to original partitions.
     pub(super) partitions: super::placement::PartitionCounts,
     /// Lag-aware replay: consumer group lag readings and each gated job's headroom.
@@ -59,10 +64,21 @@ impl Relay {
         }
         let claim_size = self.config.claim_size(job.rate_per_sec);
         let lease = Duration::from_millis(self.config.lease_ms);
-        let transform = JobTransform::for_job(&job);
+        let transform = Arc::new(JobTransform::for_job(&job));
+        let job = Arc::new(job);
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
-        let mut marking: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
-            std::collections::VecDeque::new();
+        // Batches of this job published and marked at once: while one waits for its delivery
+        // reports (or its mark), the next is claimed and sent. A throttled job has one (its
+        // pace is the rate's, not the round trips'). Their marks are bounded apart
+        // (`marks_in_flight`): a slow store slows the relay down instead of piling up marks.
+        let depth = if job.rate_per_sec.is_some() {
+            1
+        } else {
+            self.batches_in_flight.max(1)
+        };
+        let marks = Arc::new(tokio::sync::Semaphore::new(self.marks_in_flight.max(1)));
+        let mut in_flight: VecDeque<tokio::task::JoinHandle<bool>> = VecDeque::new();
+        let mut outage = false;
         // Walk the job in outbox-id order; when the walk runs dry, one more pass from the
         // start picks up retries that came due and leases that expired.
         let mut cursor: Option<i64> = None;
@@ -70,6 +86,16 @@ impl Relay {
         let mut claimed_any = false;
         loop {
             if self.shutdown.is_cancelled() {
+                break;
+            }
+            // Batches done meanwhile: one that met an outage stops the claims (its rows wait
+            // out the backoff; the job is `waiting`).
+            while in_flight.front().is_some_and(|b| b.is_finished()) {
+                if let Some(b) = in_flight.pop_front() {
+                    outage |= b.await.unwrap_or(false);
+                }
+            }
+            if outage {
                 break;
             }
             // Lag-aware replay (`lag_gate.rs`): a job whose consumer group is too far behind
@@ -106,11 +132,11 @@ impl Relay {
                     reclaim = true;
                     continue;
                 }
-                // Batches still being marked may make rows claimable (per-key order: the next
+                // Batches still in flight may make rows claimable (per-key order: the next
                 // record of a key is released when the one before it is marked published).
-                if !marking.is_empty() {
-                    for m in marking.drain(..) {
-                        let _ = m.await;
+                if !in_flight.is_empty() {
+                    for b in in_flight.drain(..) {
+                        outage |= b.await.unwrap_or(false);
                     }
                     continue;
                 }
@@ -120,37 +146,40 @@ impl Relay {
             let claim_ms = claimed_at.elapsed().as_millis() as u64;
             let rows = claim.rows.len();
             self.lag.claimed(&job.id, rows);
-            // A throttled claim waits for its job's shared rate (other instances take slots
-            // too): what is not sent by half the lease is handed back, never republished.
-            let send_by = claimed_at + lease / 2;
-            let mut batch = self.publish(&job, claim, send_by, &transform).await;
-            batch.last = rows < limit;
-            tracing::debug!(
-                target: "redrive::replay",
-                rows,
-                claim_ms,
-                publish_ms = claimed_at.elapsed().as_millis() as u64 - claim_ms,
-                "batch published"
-            );
-            let outage = batch.outage;
-            // A bounded number of marks in flight: a slow store slows the relay down
-            // instead of piling up claims (and held leases).
-            while marking.len() >= self.marks_in_flight {
-                if let Some(m) = marking.pop_front() {
-                    let _ = m.await;
+            let relay = self.clone();
+            let (job_ref, transform, marks) = (job.clone(), transform.clone(), marks.clone());
+            let last = rows < limit;
+            in_flight.push_back(tokio::spawn(
+                async move {
+                    // A throttled claim waits for its job's shared rate (other instances take
+                    // slots too): what is not sent by half the lease is handed back, never
+                    // republished.
+                    let send_by = claimed_at + lease / 2;
+                    let mut batch = relay.publish(&job_ref, claim, send_by, &transform).await;
+                    batch.last = last;
+                    tracing::debug!(
+                        target: "redrive::replay",
+                        rows,
+                        claim_ms,
+                        publish_ms = claimed_at.elapsed().as_millis() as u64 - claim_ms,
+                        "batch published"
+                    );
+                    let outage = batch.outage;
+                    let deadline = claimed_at + lease.saturating_sub(margin);
+                    let _permit = marks.acquire().await;
+                    relay.mark(batch, deadline).await;
+                    outage
+                }
+                .in_current_span(),
+            ));
+            while in_flight.len() >= depth {
+                if let Some(b) = in_flight.pop_front() {
+                    outage |= b.await.unwrap_or(false);
                 }
             }
-            let relay = self.clone();
-            let deadline = claimed_at + lease.saturating_sub(margin);
-            marking.push_back(tokio::spawn(
-                async move { relay.mark(batch, deadline).await }.in_current_span(),
-            ));
-            if outage {
-                break;
-            }
         }
-        for m in marking {
-            let _ = m.await;
+        for b in in_flight {
+            let _ = b.await;
         }
         match self.store.finish_job_if_done(&job.id).await {
             Ok(true) => tracing::info!(target: "redrive::replay", "replay job finished"),
