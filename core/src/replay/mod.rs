@@ -6,12 +6,14 @@
 //! throttled job never holds up another. A worker loops: claim up to `batch_size` due rows
 //! under a lease → build each record (original key, value and application headers, minus the
 //! convention's diagnostics, plus the five `redrive-*` headers) → send them all through one
-//! idempotent producer (`enable.idempotence=true`, `acks=all`), paced by the job's token
-//! bucket → await every delivery report → record the batch in ONE store transaction (outbox
-//! rows published with partition/offset, dead letters `replayed` with `replay_count + 1`,
-//! history events, job counters). Marking a batch overlaps with claiming and publishing the
-//! next one (on SQLite the relay's claims and marks take turns for the single writer lock;
-//! on PostgreSQL two marks may run at once). A worker walks its job in outbox-id order with a
+//! idempotent producer (`enable.idempotence=true`, `acks=all`), a throttled job's paced by
+//! slots of its rate taken from the store (`store/replay_rate.rs`: one bucket per job,
+//! shared by every instance) → await every delivery report → record the batch in ONE store
+//! transaction (outbox rows published with partition/offset, dead letters `replayed` with
+//! `replay_count + 1`, history events, job counters). Up to `BATCHES_IN_FLIGHT` (3) batches of
+//! an unthrottled job are in flight at once: the next claim overlaps the last batch's
+//! delivery reports and mark (on SQLite the relay's claims and marks take turns for the
+//! single writer lock; on PostgreSQL two marks of a job may run at once). A worker walks its job in outbox-id order with a
 //! cursor, then makes one more pass from the start for retries that came due.
 //!
 //! # Failures
