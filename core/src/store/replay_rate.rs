@@ -99,7 +99,8 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(k)));
             qb.push(", 1, n.now_us FROM (SELECT ");
             push_now(&mut qb);
-            qb.push(" AS now_us) n ON CONFLICT (job_id) DO UPDATE SET tat_us = ")
+            // `WHERE true`: SQLite cannot otherwise tell the upsert's ON from a join's.
+            qb.push(" AS now_us) n WHERE true ON CONFLICT (job_id) DO UPDATE SET tat_us = ")
                 .push(greatest)
                 .push("(replay_rate.tat_us, ");
             push_now(&mut qb);
