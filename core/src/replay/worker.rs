@@ -68,11 +68,12 @@ impl Relay {
         let job = Arc::new(job);
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
         // Batches of this job published and marked at once: while one waits for its delivery
-        // reports (or its mark), the next is claimed and sent. A throttled job has one (its
-        // pace is the rate's, not the round trips'). Their marks are bounded apart
-        // (`marks_in_flight`): a slow store slows the relay down instead of piling up marks.
+        // reports (or its mark), the next is claimed and sent. A throttled job has two (its
+        // pace is the rate's, not the round trips': the next batch takes its slots while the
+        // last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
+        // slows the relay down instead of piling up marks.
         let depth = if job.rate_per_sec.is_some() {
-            1
+            2
         } else {
             self.batches_in_flight.max(1)
         };
