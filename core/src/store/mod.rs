@@ -213,7 +213,6 @@ pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::canary::CANARY_ACTOR;
-pub(crate) use self::replay_rate::RateSlot;
 pub use self::replay_rate::RateState;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
