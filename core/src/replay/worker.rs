@@ -1,8 +1,8 @@
 //! One job's worker: claim due rows, publish them, await their delivery reports, and say
 //! what became of each (the batch the store marks in one transaction).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -213,11 +213,11 @@ pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
 pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::canary::CANARY_ACTOR;
-pub use self::replay_rate::RateState;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub use self::replay_rate::RateState;
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };

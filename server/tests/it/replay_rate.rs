@@ -47,7 +47,14 @@ async fn three_instances_share_one_jobs_rate() {
         ("REDRIVE_RELAY_POLL_INTERVAL_MS", "100"),
     ];
     let records: Vec<NewDeadLetter> = (0..N)
-        .map(|i| dead_letter(i, Some(format!("k{i}").into_bytes()), Some(vec![b'x'; 64]), vec![]))
+        .map(|i| {
+            dead_letter(
+                i,
+                Some(format!("k{i}").into_bytes()),
+                Some(vec![b'x'; 64]),
+                vec![],
+            )
+        })
         .collect();
     let first = TestApp::with_records(Backend::Postgres, &records, &env).await;
     let second = first.another_instance(&env).await;
