@@ -20,7 +20,7 @@ use redrive_testkit::{create_topic, kafka_brokers, unique, Backend};
 use crate::replay::{ann, consume, dead_letter, record_count, wait_job};
 use crate::support::TestApp;
 
-/// `redrive_relay_published` from an instance's `/metrics` (0 when absent).
+/// `redrive_relay_published_total` from an instance's `/metrics` (0 when absent).
 async fn published_by(app: &TestApp) -> u64 {
     let text = reqwest::get(app.url("/metrics"))
         .await
@@ -29,7 +29,7 @@ async fn published_by(app: &TestApp) -> u64 {
         .await
         .expect("metrics text");
     text.lines()
-        .find_map(|l| l.strip_prefix("redrive_relay_published "))
+        .find_map(|l| l.strip_prefix("redrive_relay_published_total "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
