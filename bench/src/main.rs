@@ -79,6 +79,14 @@ const SOURCE_TOPICS: usize = 20;
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // `RUST_LOG=redrive::replay=debug` shows the relay's per-batch timings (claim, publish,
+    // mark) on stderr; nothing is logged without it.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let detail = std::env::var("BENCH_DETAIL").unwrap_or_default();
     if detail == "only" {
         return print_detail_figures().await;

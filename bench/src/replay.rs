@@ -95,18 +95,67 @@ impl Case {
     }
 }
 
-/// Runs `case` on a fresh store of `backend` with its own relay and target topic: the
-/// published records per second, request to `finished`.
+/// What one replay row measured, msgs/s.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rates {
+    /// Published records per second from the request (the store transactions writing the
+    /// outbox) to the job's `finished`.
+    pub end_to_end: f64,
+    /// The relay's share: published records per second from the request's return (the job
+    /// `running`, its outbox written) to `finished`.
+    pub relay: f64,
+    /// A throttled job's achieved rate at the broker: `(n - 1) / (last - first)` of the
+    /// records' broker timestamps (CreateTime, set by the relay when it hands a record over).
+    /// `None` for an unthrottled row (reading the topic back costs time).
+    pub broker: Option<f64>,
+}
+
+/// Runs `case` on a fresh store of `backend` with its own relay and target topic.
 ///
 /// Errors: the store's, the broker's, a job that does not finish within 30 min, or one that
 /// published other than `n` records.
-pub async fn replay_rate(backend: Backend, case: &Case) -> Result<f64> {
-    Ok(run(backend, case).await?.0)
+pub async fn replay_rate(backend: Backend, case: &Case) -> Result<Rates> {
+    let (mut rates, target, _store, _dir) = run(backend, case).await?;
+    if case.rate_per_sec.is_some() && case.n > 1 {
+        let (first, last) = timestamp_span(&target, case.n).await?;
+        if last > first {
+            rates.broker = Some((case.n - 1) as f64 * 1000.0 / (last - first) as f64);
+        }
+        eprintln!(
+            "throttled replay on {backend:?}: {:?} msgs/s at the broker ({} ms from the first \
+             record to the last)",
+            rates.broker,
+            last - first
+        );
+    }
+    Ok(rates)
 }
 
-/// One run of [`replay_rate`]: (msgs/s, the fresh 4-partition target topic holding the `n`
+/// The earliest and latest broker timestamps (ms) of the `n` records of `topic`.
+async fn timestamp_span(topic: &str, n: usize) -> Result<(i64, i64)> {
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::Message;
+    let c: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kit::kafka_brokers())
+        .set("group.id", kit::unique("bench_span"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    c.subscribe(&[topic])?;
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    for _ in 0..n {
+        let m = tokio::time::timeout(Duration::from_secs(60), c.recv()).await??;
+        if let Some(ts) = m.timestamp().to_millis() {
+            first = first.min(ts);
+            last = last.max(ts);
+        }
+    }
+    Ok((first, last))
+}
+
+/// One run of [`replay_rate`]: (its rates, the fresh 4-partition target topic holding the `n`
 /// records, the store and the directory keeping it, for a check afterwards).
-type Ran = (f64, String, Store, tempfile::TempDir);
+type Ran = (Rates, String, Store, tempfile::TempDir);
 
 async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     let n = case.n;
@@ -162,7 +211,12 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         },
     )
     .await?;
-    let rate = done.published as f64 / t.elapsed().as_secs_f64();
+    let total_s = t.elapsed().as_secs_f64();
+    let rates = Rates {
+        end_to_end: done.published as f64 / total_s,
+        relay: done.published as f64 / (total_s - requested_s).max(1e-9),
+        broker: None,
+    };
     shutdown.cancel();
     relay.await??;
     if done.published != n as i64 {
@@ -175,11 +229,11 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         );
     }
     eprintln!(
-        "replay on {backend:?} to {target} ({case:?}): {rate:.0} msgs/s; the request (outbox \
-         written) took {requested_s:.1} s of {:.1} s",
-        t.elapsed().as_secs_f64()
+        "replay on {backend:?} to {target} ({case:?}): {:.0} msgs/s request to finished, {:.0} \
+         msgs/s the relay; the request (outbox written) took {requested_s:.1} s of {total_s:.1} s",
+        rates.end_to_end, rates.relay
     );
-    Ok((rate, target, store, dir))
+    Ok((rates, target, store, dir))
 }
 
 /// Rewrites every stored key to `order-{source_offset % k}` (the key's records then follow
@@ -261,8 +315,8 @@ mod tests {
                 Case::transform(n),
             ];
             for case in cases {
-                let (rate, target, store, _dir) = run(backend, &case).await.expect("replay");
-                assert!(rate > 0.0, "{backend:?} {case:?}");
+                let (rates, target, store, _dir) = run(backend, &case).await.expect("replay");
+                assert!(rates.end_to_end > 0.0, "{backend:?} {case:?}");
                 let got = consume(&target, n).await;
                 let keys: BTreeSet<Vec<u8>> = got
                     .iter()

@@ -17,7 +17,7 @@ use anyhow::Result;
 use redrive_testkit::Backend;
 
 use crate::env_usize;
-use crate::replay::{replay_rate, Case};
+use crate::replay::{replay_rate, Case, Rates};
 
 /// How a row's figure relates to the plain row's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,15 +30,17 @@ enum Compare {
     Alone,
 }
 
-/// One measured row: its label and msgs/s on SQLite and PostgreSQL.
+/// One measured row: its label and rates on SQLite and PostgreSQL.
 pub struct Row {
     label: String,
     /// The plain row (the others' reference).
     plain: bool,
     /// Compared with the plain row (same size, same store) in the table.
     vs_plain: bool,
-    sqlite: f64,
-    postgres: f64,
+    /// The job's rate limit, msgs/s (the throttled row).
+    limit: Option<u32>,
+    sqlite: Rates,
+    postgres: Rates,
 }
 
 /// Runs every replay row not skipped, plain first.
@@ -100,6 +102,7 @@ pub async fn measure() -> Result<Vec<Row>> {
             label,
             plain: compare == Compare::IsPlain,
             vs_plain: compare == Compare::WithPlain && case.n == plain_n,
+            limit: case.rate_per_sec,
             sqlite,
             postgres,
         });
@@ -107,22 +110,37 @@ pub async fn measure() -> Result<Vec<Row>> {
     Ok(out)
 }
 
-/// Prints one table line per row (the table's header is the caller's); a row of the plain
-/// row's size says its rate as a multiple of plain replay's.
+/// Prints one table line per row (the table's header is the caller's): the relay's rate
+/// (outbox written to `finished`) and, in brackets, request to `finished`; a row of the
+/// plain row's size says its relay rate as a multiple of plain replay's; the throttled row
+/// its achieved rate at the broker and how far that is from its limit.
 pub fn print(rows: &[Row]) {
     let plain = rows.iter().find(|r| r.plain);
     for r in rows {
-        let cell = |rate: f64, base: Option<f64>| match base {
-            Some(b) if r.vs_plain && b > 0.0 => {
-                format!("{rate:.0} msgs/s ({:.2}x plain)", rate / b)
+        let cell = |rates: &Rates, base: Option<&Rates>| {
+            if let (Some(limit), Some(b)) = (r.limit, rates.broker) {
+                let off = (b / f64::from(limit) - 1.0) * 100.0;
+                return format!(
+                    "{b:.0} msgs/s at the broker ({off:+.1} %); {:.0} request to finished",
+                    rates.end_to_end
+                );
             }
-            _ => format!("{rate:.0} msgs/s"),
+            let vs = match base {
+                Some(b) if r.vs_plain && b.relay > 0.0 => {
+                    format!(", {:.2}x plain", rates.relay / b.relay)
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{:.0} msgs/s relay ({:.0} request to finished{vs})",
+                rates.relay, rates.end_to_end
+            )
         };
         println!(
             "| {} | {} | {} |",
             r.label,
-            cell(r.sqlite, plain.map(|p| p.sqlite)),
-            cell(r.postgres, plain.map(|p| p.postgres)),
+            cell(&r.sqlite, plain.map(|p| &p.sqlite)),
+            cell(&r.postgres, plain.map(|p| &p.postgres)),
         );
     }
 }

@@ -11,7 +11,8 @@ pub struct RelayConfig {
     /// relay's guarantees and its delivery/lease timing stay its own.
     pub kafka_properties: Vec<(String, String)>,
     /// Most outbox rows one claim takes (rows; default 1000). A throttled job claims at most
-    /// what it can publish in a quarter of the lease.
+    /// one second's worth at its rate (and what it can publish in a quarter of the lease),
+    /// so that several instances sharing its rate each hold a claim.
     pub batch_size: usize,
     /// How long a claim holds its rows, ms (default 30000). If the relay dies, another (or
     /// the same after a restart) publishes them again after this. Must exceed a batch's
@@ -137,14 +138,17 @@ impl RelayConfig {
         self.lag_poll_ms.max(100)
     }
 
-    /// Rows one claim of a job with this rate takes.
+    /// Rows one claim of a job with this rate (msgs/s) takes: `batch_size`, and for a
+    /// throttled job at most one second's worth and what it can publish in a quarter of the
+    /// lease (at least 1).
     pub(crate) fn claim_size(&self, rate_per_sec: Option<u32>) -> usize {
         let max = self.batch_size.max(1);
         match rate_per_sec {
             None => max,
             Some(r) => {
                 let quarter_lease = (u64::from(r) * self.lease_ms / 4_000).max(1);
-                max.min(usize::try_from(quarter_lease).unwrap_or(max))
+                let per_claim = quarter_lease.min(u64::from(r)).max(1);
+                max.min(usize::try_from(per_claim).unwrap_or(max))
             }
         }
     }
@@ -201,7 +205,8 @@ mod tests {
     fn throttled_claims_fit_the_lease() {
         let c = RelayConfig::default();
         assert_eq!(c.claim_size(None), 1000);
-        assert_eq!(c.claim_size(Some(10)), 75); // 7.5 s of publishing in a 30 s lease
+        assert_eq!(c.claim_size(Some(10)), 10); // one second's worth
+        assert_eq!(c.claim_size(Some(500)), 500);
         assert_eq!(c.claim_size(Some(1_000_000)), 1000);
         let tiny = RelayConfig {
             lease_ms: 2_000,

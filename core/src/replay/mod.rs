@@ -6,12 +6,14 @@
 //! throttled job never holds up another. A worker loops: claim up to `batch_size` due rows
 //! under a lease → build each record (original key, value and application headers, minus the
 //! convention's diagnostics, plus the five `redrive-*` headers) → send them all through one
-//! idempotent producer (`enable.idempotence=true`, `acks=all`), paced by the job's token
-//! bucket → await every delivery report → record the batch in ONE store transaction (outbox
-//! rows published with partition/offset, dead letters `replayed` with `replay_count + 1`,
-//! history events, job counters). Marking a batch overlaps with claiming and publishing the
-//! next one (on SQLite the relay's claims and marks take turns for the single writer lock;
-//! on PostgreSQL two marks may run at once). A worker walks its job in outbox-id order with a
+//! idempotent producer (`enable.idempotence=true`, `acks=all`), a throttled job's paced by
+//! slots of its rate taken from the store (`store/replay_rate.rs`: one bucket per job,
+//! shared by every instance) → await every delivery report → record the batch in ONE store
+//! transaction (outbox rows published with partition/offset, dead letters `replayed` with
+//! `replay_count + 1`, history events, job counters). Up to `BATCHES_IN_FLIGHT` (3) batches of
+//! an unthrottled job are in flight at once: the next claim overlaps the last batch's
+//! delivery reports and mark (on SQLite the relay's claims and marks take turns for the
+//! single writer lock; on PostgreSQL two marks of a job may run at once). A worker walks its job in outbox-id order with a
 //! cursor, then makes one more pass from the start for retries that came due.
 //!
 //! # Failures
@@ -81,6 +83,10 @@ pub use self::record::{
 };
 pub use self::status::{RelaySnapshot, RelayStatus};
 
+/// Batches of one unthrottled job in flight at once (`worker.rs`): enough that a claim, a
+/// batch's delivery reports and a mark overlap; each holds at most `batch_size` claimed rows.
+const BATCHES_IN_FLIGHT: usize = 3;
+
 /// Test hook (see the module docs): abort the process after this many delivery reports.
 pub const FAULT_ABORT_AFTER_PUBLISH_ENV: &str = "REDRIVE_FAULT_RELAY_ABORT_AFTER_PUBLISH";
 
@@ -137,6 +143,7 @@ pub async fn run(
         outage_streak: AtomicU32::new(0),
         write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
         marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
+        batches_in_flight: BATCHES_IN_FLIGHT,
         partitions: placement::PartitionCounts::default(),
         lag: lag_gate::LagGates::default(),
     });

@@ -1,12 +1,11 @@
 //! One job's worker: claim due rows, publish them, await their delivery reports, and say
 //! what became of each (the batch the store marks in one transaction).
 
-use std::num::NonZeroU32;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::future_producer::DeliveryFuture;
 use rdkafka::producer::{FutureRecord, Producer, PurgeConfig};
@@ -43,6 +42,10 @@ pub(super) struct Relay {
     pub(super) write_turn: Option<tokio::sync::Mutex<()>>,
     /// Batches being marked at once per job: 1 on SQLite (one writer anyway), 2 on PostgreSQL.
     pub(super) marks_in_flight: usize,
+    /// Batches of one unthrottled job in flight at once (claimed, sent, awaiting delivery
+    /// reports or their mark): the claim of the next overlaps the broker's and the store's
+    /// round trips of the last.
+    pub(super) batches_in_flight: usize,
     /// Target topics' partition counts, for jobs that publish to original partitions.
     pub(super) partitions: super::placement::PartitionCounts,
     /// Lag-aware replay: consumer group lag readings and each gated job's headroom.
@@ -59,13 +62,24 @@ impl Relay {
         if !self.canary_allows_claims(&job).await {
             return;
         }
-        let limiter = job.rate_per_sec.and_then(NonZeroU32::new).map(token_bucket);
         let claim_size = self.config.claim_size(job.rate_per_sec);
         let lease = Duration::from_millis(self.config.lease_ms);
-        let transform = JobTransform::for_job(&job);
+        let transform = Arc::new(JobTransform::for_job(&job));
+        let job = Arc::new(job);
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
-        let mut marking: std::collections::VecDeque<tokio::task::JoinHandle<()>> =
-            std::collections::VecDeque::new();
+        // Batches of this job published and marked at once: while one waits for its delivery
+        // reports (or its mark), the next is claimed and sent. A throttled job has two (its
+        // pace is the rate's, not the round trips': the next batch takes its slots while the
+        // last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
+        // slows the relay down instead of piling up marks.
+        let depth = if job.rate_per_sec.is_some() {
+            2
+        } else {
+            self.batches_in_flight.max(1)
+        };
+        let marks = Arc::new(tokio::sync::Semaphore::new(self.marks_in_flight.max(1)));
+        let mut in_flight: VecDeque<tokio::task::JoinHandle<bool>> = VecDeque::new();
+        let mut outage = false;
         // Walk the job in outbox-id order; when the walk runs dry, one more pass from the
         // start picks up retries that came due and leases that expired.
         let mut cursor: Option<i64> = None;
@@ -73,6 +87,16 @@ impl Relay {
         let mut claimed_any = false;
         loop {
             if self.shutdown.is_cancelled() {
+                break;
+            }
+            // Batches done meanwhile: one that met an outage stops the claims (its rows wait
+            // out the backoff; the job is `waiting`).
+            while in_flight.front().is_some_and(|b| b.is_finished()) {
+                if let Some(b) = in_flight.pop_front() {
+                    outage |= b.await.unwrap_or(false);
+                }
+            }
+            if outage {
                 break;
             }
             // Lag-aware replay (`lag_gate.rs`): a job whose consumer group is too far behind
@@ -109,11 +133,11 @@ impl Relay {
                     reclaim = true;
                     continue;
                 }
-                // Batches still being marked may make rows claimable (per-key order: the next
+                // Batches still in flight may make rows claimable (per-key order: the next
                 // record of a key is released when the one before it is marked published).
-                if !marking.is_empty() {
-                    for m in marking.drain(..) {
-                        let _ = m.await;
+                if !in_flight.is_empty() {
+                    for b in in_flight.drain(..) {
+                        outage |= b.await.unwrap_or(false);
                     }
                     continue;
                 }
@@ -126,36 +150,40 @@ impl Relay {
             // operator (or the several-instances test) can tell who holds what.
             tracing::debug!(target: "redrive::replay", rows, claim = %claim.token, "rows claimed");
             self.lag.claimed(&job.id, rows);
-            let mut batch = self
-                .publish(&job, claim, limiter.as_ref(), &transform)
-                .await;
-            batch.last = rows < limit;
-            tracing::debug!(
-                target: "redrive::replay",
-                rows,
-                claim_ms,
-                publish_ms = claimed_at.elapsed().as_millis() as u64 - claim_ms,
-                "batch published"
-            );
-            let outage = batch.outage;
-            // A bounded number of marks in flight: a slow store slows the relay down
-            // instead of piling up claims (and held leases).
-            while marking.len() >= self.marks_in_flight {
-                if let Some(m) = marking.pop_front() {
-                    let _ = m.await;
+            let relay = self.clone();
+            let (job_ref, transform, marks) = (job.clone(), transform.clone(), marks.clone());
+            let last = rows < limit;
+            in_flight.push_back(tokio::spawn(
+                async move {
+                    // A throttled claim waits for its job's shared rate (other instances take
+                    // slots too): what is not sent by half the lease is handed back, never
+                    // republished.
+                    let send_by = claimed_at + lease / 2;
+                    let mut batch = relay.publish(&job_ref, claim, send_by, &transform).await;
+                    batch.last = last;
+                    tracing::debug!(
+                        target: "redrive::replay",
+                        rows,
+                        claim_ms,
+                        publish_ms = claimed_at.elapsed().as_millis() as u64 - claim_ms,
+                        "batch published"
+                    );
+                    let outage = batch.outage;
+                    let deadline = claimed_at + lease.saturating_sub(margin);
+                    let _permit = marks.acquire().await;
+                    relay.mark(batch, deadline).await;
+                    outage
+                }
+                .in_current_span(),
+            ));
+            while in_flight.len() >= depth {
+                if let Some(b) = in_flight.pop_front() {
+                    outage |= b.await.unwrap_or(false);
                 }
             }
-            let relay = self.clone();
-            let deadline = claimed_at + lease.saturating_sub(margin);
-            marking.push_back(tokio::spawn(
-                async move { relay.mark(batch, deadline).await }.in_current_span(),
-            ));
-            if outage {
-                break;
-            }
         }
-        for m in marking {
-            let _ = m.await;
+        for b in in_flight {
+            let _ = b.await;
         }
         match self.store.finish_job_if_done(&job.id).await {
             Ok(true) => tracing::info!(target: "redrive::replay", "replay job finished"),
@@ -169,7 +197,7 @@ impl Relay {
         &self,
         job: &ActiveJob,
         claim: Claim,
-        limiter: Option<&DefaultDirectRateLimiter>,
+        send_by: Instant,
         transform: &JobTransform,
     ) -> MarkBatch {
         let producer = self.producer.get();
@@ -196,10 +224,19 @@ impl Relay {
         // A throttled batch takes a while to send: every PAUSE_CHECK the job's status is read,
         // and a job paused (or cancelled) meanwhile gets its unsent rows handed back.
         let mut next_check = Instant::now() + PAUSE_CHECK;
-        for row in rows.by_ref() {
-            if let Some(l) = limiter {
+        let mut pace = job.rate_per_sec.filter(|r| *r > 0).map(Pace::new);
+        while let Some(row) = rows.next() {
+            if let Some(p) = pace.as_mut() {
+                let left = rows.len() + 1;
+                let Some(at) = p.next_send_at(self, &job.id, left, send_by).await else {
+                    // No slot (the store is unavailable) or the lease's half is spent: the
+                    // unsent rows go back, due again shortly.
+                    batch.released.push(row.outbox_id);
+                    batch.release_at_ms = now_ms().saturating_add(1_000);
+                    break;
+                };
                 tokio::select! {
-                    _ = l.until_ready() => {}
+                    _ = tokio::time::sleep_until(at) => {}
                     _ = self.shutdown.cancelled() => {}
                 }
                 if Instant::now() >= next_check {
@@ -525,9 +562,84 @@ impl Relay {
     }
 }
 
-/// The job's token bucket: `rate` msgs/s, bursts of at most 1/20 s worth, so the pace is even
-/// from the first record and a burst never exceeds 5 % of a second's budget.
-fn token_bucket(rate: NonZeroU32) -> DefaultDirectRateLimiter {
-    let burst = NonZeroU32::new(rate.get() / 20).unwrap_or(NonZeroU32::MIN);
-    RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+/// How long a throttled job may catch up after falling behind its slots (a slow store
+/// round trip, an idle spell), µs: also its largest burst, 1/20 s worth of records, so the
+/// pace is even and a burst never exceeds 5 % of a second's budget.
+const RATE_TOLERANCE_US: i64 = 50_000;
+
+/// A throttled batch's pacing: slots of the job's rate taken from the store
+/// (`store/replay_rate.rs`, shared by every relay instance), each record sent at its place in
+/// its slot.
+struct Pace {
+    /// msgs/s.
+    rate: u32,
+    /// When the current slot's next record may go.
+    next: Instant,
+    /// Its records' spacing.
+    interval: Duration,
+    /// Records left in the current slot.
+    left: u32,
+}
+
+impl Pace {
+    fn new(rate: u32) -> Pace {
+        Pace {
+            rate,
+            next: Instant::now(),
+            interval: Duration::ZERO,
+            left: 0,
+        }
+    }
+
+    /// When the next record may be sent, taking a new slot of up to 1/20 s worth of records
+    /// (at most `rows_left`) when the current one is used up. `None`: no slot could be taken
+    /// (the store is unavailable, recorded in the status) or the slot would start after
+    /// `send_by`.
+    async fn next_send_at(
+        &mut self,
+        relay: &Relay,
+        job_id: &str,
+        rows_left: usize,
+        send_by: Instant,
+    ) -> Option<Instant> {
+        if self.left == 0 {
+            if Instant::now() >= send_by {
+                return None;
+            }
+            let k = (self.rate / 20)
+                .max(1)
+                .min(u32::try_from(rows_left).unwrap_or(u32::MAX).max(1));
+            let slot = {
+                let _turn = relay.write_turn().await;
+                relay
+                    .store
+                    .take_rate_slot(job_id, k, self.rate, RATE_TOLERANCE_US)
+                    .await
+            };
+            let slot = match slot {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(target: "redrive::replay", error = %e, "cannot take a rate slot; unsent rows handed back");
+                    relay.status.record_error(format!("store: {e}"));
+                    return None;
+                }
+            };
+            let now = Instant::now();
+            self.next = if slot.wait_us > 0 {
+                now + Duration::from_micros(slot.wait_us as u64)
+            } else {
+                now.checked_sub(Duration::from_micros(slot.wait_us.unsigned_abs()))
+                    .unwrap_or(now)
+            };
+            if self.next > send_by {
+                return None;
+            }
+            self.interval = Duration::from_micros(slot.interval_us.max(0) as u64);
+            self.left = k;
+        }
+        let at = self.next;
+        self.next += self.interval;
+        self.left -= 1;
+        Some(at)
+    }
 }

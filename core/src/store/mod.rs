@@ -194,6 +194,8 @@ mod order;
 mod outbox;
 pub(crate) mod outcome;
 mod quarantine;
+// A replay job's rate limit shared by every relay instance (issue 12, migration 0026).
+mod replay_rate;
 mod replay_sample;
 // Automatic reprocessing (issue 13, migration 0022): the versioned rule set.
 mod rounds;
@@ -230,6 +232,7 @@ pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub use self::replay_rate::RateState;
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };

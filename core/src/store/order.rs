@@ -130,6 +130,18 @@ pub(super) fn order_statements<'a, DB: Dialect>(
     out
 }
 
+/// `SELECT 1 FROM outbox WHERE job_id = ? AND status = 'pending' AND held = 1 LIMIT 1`:
+/// whether any row of the job still waits for an earlier one of its key (one probe of
+/// `outbox_claimable (job_id, status, held, id)`). Rows are held only when the job's outbox
+/// is written, before it runs, so once this is empty it stays empty, and a mark skips
+/// [`release_next`] (which probes once per published row) for a job whose keys are distinct.
+pub(super) fn any_held<'a, DB: Dialect>(job_id: &'a str) -> QueryBuilder<'a, DB> {
+    let mut qb: QueryBuilder<'a, DB> = QueryBuilder::new("SELECT 1 FROM outbox WHERE job_id = ");
+    DB::bind(&mut qb, Val::Text(Some(job_id)));
+    qb.push(" AND status = 'pending' AND held = 1 LIMIT 1");
+    qb
+}
+
 /// Releases the next held row of the key group of each of `published` (outbox ids just
 /// marked published): one statement, one index probe per group.
 pub(super) fn release_next<'a, DB: Dialect>(published: &[i64]) -> QueryBuilder<'a, DB> {

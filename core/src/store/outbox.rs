@@ -571,13 +571,21 @@ impl Store {
                     DB::push_json_ids(&mut qb, ids_json(&outbox_ids));
                     qb.push(" ORDER BY id");
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                    // Per-key order: the next record of each key may go now.
-                    super::order::release_next::<DB>(&outbox_ids)
-                        .build()
-                        .persistent(false)
-                        .execute(&mut *tx)
+                    // Per-key order: the next record of each key may go now (when any
+                    // record of the job still waits).
+                    let held: Option<i32> = super::order::any_held::<DB>(job)
+                        .build_query_scalar()
+                        .fetch_optional(&mut *tx)
                         .await
                         .map_err(store_error)?;
+                    if held.is_some() {
+                        super::order::release_next::<DB>(&outbox_ids)
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                    }
                 }
                 summary.published = marked.len() as u64;
             }

@@ -54,6 +54,7 @@ mod replay;
 mod replay_control;
 mod replay_order;
 mod replay_outcome;
+mod replay_rate;
 mod retention;
 mod schema_registry;
 mod search;
