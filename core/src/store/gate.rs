@@ -256,3 +256,15 @@ impl Store {
         self.gate.as_ref().map(|g| *lock(&g.stats))
     }
 }
+
+/// A transaction that only reads, outside the write gate: PostgreSQL's planner settings
+/// (`SET LOCAL enable_seqscan = off`, the free-text search's index step) hold for one
+/// transaction only. It must never write: a deferred SQLite transaction that reads then writes
+/// fails with "database is locked" (use [`Store::begin_write`] for writes).
+///
+/// Errors: `Unavailable`, `Database` (from [`store_error`]).
+pub(crate) async fn begin_read<DB: Database>(
+    pool: &sqlx::Pool<DB>,
+) -> Result<Transaction<'static, DB>, StoreError> {
+    pool.begin().await.map_err(store_error)
+}

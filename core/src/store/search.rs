@@ -248,7 +248,7 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok((rows, Some(bound)));
             };
-            let mut tx = pool.begin().await.map_err(store_error)?;
+            let mut tx = super::gate::begin_read(pool).await?;
             if !is_sqlite::<DB>() {
                 // `ILIKE '%...%'` with a LIMIT can look cheaper as a sequential scan that
                 // stops early; for a rare term that is a scan of the whole table.
@@ -386,7 +386,7 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            let mut tx = pool.begin().await.map_err(store_error)?;
+            let mut tx = super::gate::begin_read(pool).await?;
             if !is_sqlite::<DB>() {
                 sqlx::query("SET LOCAL enable_seqscan = off")
                     .execute(&mut *tx)
