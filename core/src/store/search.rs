@@ -164,6 +164,33 @@ fn push_from_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: String) {
     }
 }
 
+/// The index step (step 2): the ids the trigram index gives for `phrase` (at most
+/// `INDEX_ROWS + 1`), in one read transaction so that PostgreSQL's `SET LOCAL enable_seqscan =
+/// off` holds for it: `ILIKE '%...%'` with a LIMIT can look cheaper as a sequential scan that
+/// stops early, which for a rare term is a scan of the whole table. A macro, not a function:
+/// it runs inside `on_pool!`, once per database type. Evaluates to `Vec<i64>`; returns
+/// `Err(StoreError)` from the enclosing closure on a database error.
+macro_rules! index_ids {
+    ($pool:expr, $db:ty, $q:expr, $phrase:expr) => {{
+        let mut tx = super::gate::begin_read($pool).await?;
+        if !is_sqlite::<$db>() {
+            sqlx::query("SET LOCAL enable_seqscan = off")
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+        }
+        let mut qb = index_candidates::<$db>($q, $phrase);
+        let ids: Vec<i64> = qb
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        tx.rollback().await.map_err(store_error)?;
+        ids
+    }};
+}
+
 /// The index step's query: at most `INDEX_ROWS + 1` ids of dead letters that may match `q`
 /// (SQLite: the FTS5 phrase, a superset of the `LIKE` matches; PostgreSQL: exact).
 fn index_candidates<'a, DB: Dialect>(q: &'a str, phrase: String) -> QueryBuilder<'a, DB> {
@@ -248,23 +275,7 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok((rows, Some(bound)));
             };
-            let mut tx = super::gate::begin_read(pool).await?;
-            if !is_sqlite::<DB>() {
-                // `ILIKE '%...%'` with a LIMIT can look cheaper as a sequential scan that
-                // stops early; for a rare term that is a scan of the whole table.
-                sqlx::query("SET LOCAL enable_seqscan = off")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
-            let mut qb = index_candidates::<DB>(q, phrase);
-            let ids: Vec<i64> = qb
-                .build_query_scalar()
-                .persistent(false)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            tx.rollback().await.map_err(store_error)?;
+            let ids = index_ids!(pool, DB, q, phrase);
             if ids.len() > INDEX_ROWS {
                 return Ok((rows, Some(bound)));
             }
@@ -386,21 +397,7 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            let mut tx = super::gate::begin_read(pool).await?;
-            if !is_sqlite::<DB>() {
-                sqlx::query("SET LOCAL enable_seqscan = off")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
-            let mut qb = index_candidates::<DB>(q, phrase);
-            let ids: Vec<i64> = qb
-                .build_query_scalar()
-                .persistent(false)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            tx.rollback().await.map_err(store_error)?;
+            let ids = index_ids!(pool, DB, q, phrase);
             if ids.len() > INDEX_ROWS {
                 return Ok(MatchCount::AtLeast(scanned));
             }
