@@ -2,8 +2,9 @@
 //!
 //! Start-up order: database (retried while unreachable, for `database_wait_ms`), migrations,
 //! the listener, ingest, then HTTP. Shutdown (SIGINT or SIGTERM): stop accepting connections
-//! and cancel ingest together; ingest stores the batch in hand and commits its offsets; wait
-//! for both, at most `shutdown_timeout_ms`; close the store; exit 0. A second signal exits at
+//! and cancel ingest together; ingest stores the batch in hand and commits its offsets, the
+//! relay marks the batch it published, the alert dispatcher records the notifications in
+//! flight; wait for all, at most `shutdown_timeout_ms`; close the store; exit 0. A second signal exits at
 //! once (nothing is lost: uncommitted records are re-read at the next start).
 
 use std::net::SocketAddr;
@@ -252,7 +253,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
                 backpressure: retention.backpressure.clone(),
             }),
     );
-    start_alerts(
+    let notify_task = start_alerts(
         &config,
         alerts_config,
         alerts_store.clone(),
@@ -392,6 +393,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
                 vec![store, ingest_store, relay_store, alerts_store, retention_store],
                 ingest_task,
                 relay_task,
+                notify_task,
                 None,
                 failure,
                 config.shutdown_timeout_ms,
@@ -419,6 +421,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         ],
         ingest_task,
         relay_task,
+        notify_task,
         Some(server_task),
         failure,
         config.shutdown_timeout_ms,
@@ -428,6 +431,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
 
 /// Starts the alert evaluator and the notification dispatcher (`docs/alerts.md`). Both run
 /// on the leader only (`leader`: always on SQLite; one instance per PostgreSQL store).
+/// Returns the dispatcher's task: shutdown waits for it, so notifications in flight are
+/// recorded before the store closes (and not sent again after a restart).
 #[allow(clippy::too_many_arguments)]
 fn start_alerts(
     config: &Config,
@@ -437,7 +442,7 @@ fn start_alerts(
     status: Arc<AlertStatus>,
     leader: Leadership,
     shutdown: &CancellationToken,
-) {
+) -> JoinHandle<()> {
     let is_leader: IsLeader = Arc::new(move || leader.is_leader());
     if !alerts.rules.is_empty() {
         tracing::info!(
@@ -465,7 +470,7 @@ fn start_alerts(
         is_leader,
         Arc::new(tokio::sync::Notify::new()),
         shutdown.child_token(),
-    ));
+    ))
 }
 
 /// Finishes bulk actions whose process died mid-way (`docs/replay.md`, "Bulk actions"): at
@@ -578,6 +583,7 @@ async fn finish(
     stores: Vec<Store>,
     ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
     relay_task: Option<JoinHandle<Result<(), RelayError>>>,
+    notify_task: JoinHandle<()>,
     server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
     mut failure: Option<ServeError>,
     timeout_ms: u64,
@@ -606,7 +612,11 @@ async fn finish(
                 let _ = t.await;
             }
         };
-        let (ingest, server, ()) = tokio::join!(ingest, server, relay);
+        // The alert dispatcher records the notifications in flight (`notify::dispatch`).
+        let notify = async {
+            let _ = notify_task.await;
+        };
+        let (ingest, server, (), ()) = tokio::join!(ingest, server, relay, notify);
         (ingest, server)
     };
     match tokio::time::timeout(Duration::from_millis(timeout_ms), wait_all).await {

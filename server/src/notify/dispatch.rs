@@ -12,7 +12,9 @@
 //!
 //! Bounded time: one attempt takes at most `notify_timeout_ms` per request; a delivery ends
 //! after at most `notify_max_attempts` attempts. A claimed delivery is leased for
-//! [`lease_ms`], so one whose sender died is retried once the lease runs out.
+//! [`lease_ms`], so one whose sender died is retried once the lease runs out. At a graceful
+//! shutdown the sends in flight finish and are recorded first ([`drain`]), so a restart
+//! does not notify twice.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -137,11 +139,43 @@ pub async fn run(
             _ = tokio::time::sleep(POLL_EVERY) => {}
             _ = wake.notified() => {}
             _ = shutdown.cancelled() => {
-                // Unfinished sends are retried after their lease, by whoever leads then.
-                tasks.abort_all();
+                drain(tasks, drain_grace(&config)).await;
                 return;
             }
         }
+    }
+}
+
+/// The longest a graceful shutdown waits for the notifications in flight, ms: one request
+/// timeout, at most this (within `shutdown_timeout_ms`, default 30 s, a hanging receiver must
+/// not hold the shutdown up for long).
+pub const DRAIN_MAX_MS: u64 = 10_000;
+
+/// How long shutdown waits for the sends in flight: `notify_timeout_ms`, at most
+/// [`DRAIN_MAX_MS`].
+fn drain_grace(config: &AlertsConfig) -> Duration {
+    Duration::from_millis(config.notify_timeout_ms.min(DRAIN_MAX_MS))
+}
+
+/// Graceful shutdown: claims nothing more and lets the sends in flight finish and record
+/// their outcome, for at most `grace`. A send that reached its receiver is then not sent
+/// again after a restart; one still running after `grace` is aborted and retried after its
+/// lease, by whoever leads then (at-least-once, as after a crash).
+async fn drain(mut tasks: tokio::task::JoinSet<()>, grace: Duration) {
+    if tasks.is_empty() {
+        return;
+    }
+    tracing::info!(
+        in_flight = tasks.len(),
+        "waiting for alert notifications in flight"
+    );
+    let all = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all).await.is_err() {
+        tracing::warn!(
+            aborted = tasks.len(),
+            "alert notifications still in flight at shutdown; retried after their lease"
+        );
+        tasks.abort_all();
     }
 }
 

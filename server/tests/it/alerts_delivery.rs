@@ -2,7 +2,8 @@
 //! isolated from one another (a receiver that hangs holds only its own send slots); a rule
 //! grouping by a column with thousands of values pages a bounded number of times (the
 //! per-rule cap and its summary alert); the no-JS test-notification form answers a bad
-//! request with an HTML page.
+//! request with an HTML page; a graceful restart while a notification is in flight records
+//! it and does not send it again.
 
 use redrive_core::alerts::{AlertState, DeliveryStatus, EventKind};
 use redrive_core::model::RawRecord;
@@ -380,4 +381,77 @@ async fn the_test_notification_form_answers_errors_as_a_page() {
         receiver.requests("/slack/T/B/X").len() == 1
     })
     .await;
+}
+
+/// SIGTERM while a notification is in flight (the receiver has it and answers 3 s later):
+/// shutdown waits for the answer and records the delivery, so the restarted instance does
+/// not send it again once the lease runs out (`notify::dispatch::drain`).
+async fn a_graceful_restart_mid_send_notifies_once(backend: Backend) {
+    let receiver = Receiver::start().await;
+    receiver.answer_after(std::time::Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            r#"
+[alerts]
+interval_ms = 200
+notify_timeout_ms = 8000
+
+[alerts.notifiers.hook]
+kind = "webhook"
+url = "{}/hook"
+secret = "{SECRET}"
+
+[[alerts.rules]]
+name = "quarantine"
+kind = "quarantined"
+"#,
+            receiver.base
+        ),
+    );
+    let env = [("REDRIVE_CONFIG", config.as_str())];
+    let app = TestApp::start_on(backend, &env).await;
+    let raw = RawRecord {
+        dlq_topic: "orders.DLT".into(),
+        dlq_partition: 0,
+        dlq_offset: 1,
+        timestamp_ms: None,
+        key: None,
+        value: Some(b"x".to_vec()),
+        headers: vec![],
+    };
+    app.store
+        .quarantine_record(&raw, "refused", false, 1)
+        .await
+        .unwrap();
+    eventually("the notification in flight", DEADLINE, || async {
+        receiver.requests("/hook").len() == 1
+    })
+    .await;
+
+    let app = app.restart(&env).await;
+    let deliveries = app
+        .store
+        .recent_alert_deliveries(Some("hook"), 10)
+        .await
+        .unwrap();
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(
+        (deliveries[0].status, deliveries[0].attempts),
+        (DeliveryStatus::Delivered, 1),
+        "recorded before the store closed\n{}",
+        app.log()
+    );
+    assert_eq!(receiver.requests("/hook").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_mid_send_notifies_once_on_sqlite() {
+    a_graceful_restart_mid_send_notifies_once(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_restart_mid_send_notifies_once_on_postgres() {
+    a_graceful_restart_mid_send_notifies_once(Backend::Postgres).await;
 }

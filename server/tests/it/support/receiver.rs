@@ -38,6 +38,8 @@ struct Shared {
     requests: Arc<Mutex<Vec<Received>>>,
     /// Forced answer for every path, when set.
     forced: Arc<Mutex<Option<u16>>>,
+    /// How long every answer waits after the request is recorded (none when unset).
+    delay: Arc<Mutex<Option<std::time::Duration>>>,
 }
 
 /// The receiver; stops when dropped (its task is aborted).
@@ -60,6 +62,10 @@ async fn record(State(s): State<Shared>, uri: Uri, headers: HeaderMap, body: Byt
         headers,
         body,
     });
+    let delay = *s.delay.lock().unwrap();
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
     if let Some(code) = *s.forced.lock().unwrap() {
         return (StatusCode::from_u16(code).unwrap(), "forced failure").into_response();
     }
@@ -90,6 +96,12 @@ impl Receiver {
     /// From now on every request is answered `code`.
     pub fn answer_with(&self, code: u16) {
         *self.shared.forced.lock().unwrap() = Some(code);
+    }
+
+    /// From now on every answer comes `delay` after its request was recorded: a send that
+    /// is still in flight while the test does something else.
+    pub fn answer_after(&self, delay: std::time::Duration) {
+        *self.shared.delay.lock().unwrap() = Some(delay);
     }
 
     /// Requests to `path` so far, in arrival order.
