@@ -65,6 +65,7 @@ mod replay;
 mod replay_rows;
 mod rounds;
 mod search;
+mod server_rss;
 
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -100,6 +101,10 @@ async fn main() -> Result<()> {
     let load = std::env::var("BENCH_LOAD").unwrap_or_default();
     if load == "only" {
         return print_load_figures(rows).await;
+    }
+    let rss_records = env_usize("BENCH_RSS_RECORDS", 1_000_000);
+    if std::env::var("BENCH_RSS").unwrap_or_default() == "only" {
+        return print_rss_figures(rss_records).await;
     }
     let purge_rows = env_usize("BENCH_PURGE", rows);
     if std::env::var("BENCH_PURGE_ONLY").unwrap_or_default() == "1" {
@@ -278,6 +283,9 @@ async fn main() -> Result<()> {
     if load != "0" {
         print_load_figures(rows).await?;
     }
+    if rss_records > 0 && std::env::var("BENCH_RSS").unwrap_or_default() != "0" {
+        print_rss_figures(rss_records).await?;
+    }
     Ok(())
 }
 
@@ -296,6 +304,28 @@ async fn print_load_figures(rows: usize) -> Result<()> {
         );
     }
     pages_load::print(rows, &figs);
+    Ok(())
+}
+
+/// `BENCH_RSS=only`: the release server's peak RSS while it ingests `records` and serves
+/// pages, per database ([`server_rss`]).
+async fn print_rss_figures(records: usize) -> Result<()> {
+    let topic = kit::unique("bench_rss.DLT");
+    kit::create_topic(&topic, 4, &[]).await?;
+    let t = Instant::now();
+    produce_spring_records(&topic, records).await?;
+    eprintln!(
+        "produced {records} records in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut figures = Vec::new();
+    for backend in Backend::ALL {
+        figures.push(server_rss::measure(backend, &topic, records).await?);
+    }
+    println!();
+    println!("| server memory (issue 12 item 6) | SQLite | PostgreSQL |");
+    println!("|---|---|---|");
+    server_rss::print(&figures);
     Ok(())
 }
 

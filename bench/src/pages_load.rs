@@ -58,7 +58,7 @@ fn path(kind: &str, i: usize, rows: usize) -> String {
 }
 
 /// Dead letters stored from `topic` (exact, from the aggregates).
-async fn ingested(store: &Store, topic: &str) -> Result<i64> {
+pub(crate) async fn ingested(store: &Store, topic: &str) -> Result<i64> {
     let filter = Filter {
         dlq_topic: Some(topic.to_string()),
         ..Filter::default()

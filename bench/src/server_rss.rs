@@ -1,0 +1,137 @@
+//! `BENCH_RSS=only` (issue 12 item 6): the release server's peak RSS while it ingests
+//! `BENCH_RSS_RECORDS` (default 1,000,000) 1 KiB Spring records from the real broker and
+//! serves pages, per database; with the ingest rate of the whole server (consumer, decode,
+//! store, offset commit, with its default configuration) beside it.
+//!
+//! How it is measured: the records are produced once into a fresh 4-partition DLQ topic
+//! before any server starts. For each database a release `redrive serve`
+//! ([`ReleaseServer`]) starts on an empty store with ingest on, in a consumer group of its
+//! own, so it reads the whole backlog (the "first attach to an old DLQ topic" case); a reader
+//! task meanwhile GETs the list, the error groups and a text search, one after the other, with
+//! 100 ms between GETs, as an on-call engineer watching the incident would. The rate is the
+//! records stored (exact, from the aggregates) over the seconds from the server's start to
+//! the last one stored; the peak RSS is the server's `VmHWM` (`/proc/PID/status`) at the end:
+//! the most resident memory it held at any moment of the run.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use redrive_core::store::Store;
+use redrive_testkit::{self as kit, Backend};
+
+use crate::release_server::ReleaseServer;
+
+/// The pages the reader task GETs, in turn.
+const PAGES: [&str; 3] = ["/", "/groups", "/?q=calling%20payments"];
+
+/// The longest one backend's ingest may take before the bench gives up.
+const DEADLINE: Duration = Duration::from_secs(3_600);
+
+/// One backend's figures.
+pub struct Figures {
+    /// Records stored, and the seconds from the server's start to the last one stored.
+    pub records: usize,
+    pub secs: f64,
+    /// The server's peak RSS over the run, KiB.
+    pub peak_rss_kib: u64,
+    /// Pages served during the run, and non-2xx answers or transport errors among them.
+    pub pages: usize,
+    pub page_errors: usize,
+}
+
+/// Serves an empty store of `backend` with the release binary, ingesting the `n` records
+/// already in `topic`, while a reader GETs pages.
+///
+/// Errors: the binary is missing, the server does not start, or ingest does not store all
+/// `n` records within an hour.
+pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures> {
+    let (db_url, _dir) = kit::fresh_database(backend).await?;
+    let store = Store::connect(&db_url).await?;
+    store.migrate().await?;
+    let started = Instant::now();
+    let server = Arc::new(
+        ReleaseServer::start(
+            &db_url,
+            &[
+                ("REDRIVE_INGEST_ENABLED", "true".into()),
+                ("REDRIVE_KAFKA_BROKERS", kit::kafka_brokers()),
+                ("REDRIVE_DLQ_TOPICS", topic.to_string()),
+                ("REDRIVE_GROUP_ID", kit::unique("bench_rss")),
+            ],
+            Duration::from_secs(120),
+        )
+        .await?,
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (pages, errors) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let reader = {
+        let (server, stop, pages, errors) =
+            (server.clone(), stop.clone(), pages.clone(), errors.clone());
+        tokio::spawn(async move {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                if server.get(PAGES[i % PAGES.len()]).await.is_err() {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+                pages.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut last = (0i64, Instant::now());
+    let mut stored = 0i64;
+    while stored < n as i64 {
+        if started.elapsed() > DEADLINE {
+            stop.store(true, Ordering::Relaxed);
+            bail!("{backend:?}: {stored} of {n} records stored after {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stored = crate::pages_load::ingested(&store, topic).await?;
+        if stored != last.0 {
+            last = (stored, Instant::now());
+            eprintln!(
+                "server RSS on {backend:?}: {stored} of {n} stored, RSS peak {} MiB",
+                server.peak_rss_kib()? / 1024
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = reader.await;
+    let peak_rss_kib = server.peak_rss_kib()?;
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.stop().await;
+    }
+    store.close().await;
+    Ok(Figures {
+        records: n,
+        secs: last.1.duration_since(started).as_secs_f64(),
+        peak_rss_kib,
+        pages: pages.load(Ordering::Relaxed),
+        page_errors: errors.load(Ordering::Relaxed),
+    })
+}
+
+/// Prints the figures as rows of a `| measure | SQLite | PostgreSQL |` table.
+pub fn print(figures: &[Figures]) {
+    let cell = |f: &dyn Fn(&Figures) -> String| -> Vec<String> { figures.iter().map(f).collect() };
+    let row = |name: String, cells: Vec<String>| println!("| {name} | {} |", cells.join(" | "));
+    let n = figures.first().map_or(0, |f| f.records);
+    row(
+        format!("server ingest of {n} x 1 KiB Spring records, empty store to the last stored"),
+        cell(&|f| format!("{:.0} msgs/s ({:.0} s)", f.records as f64 / f.secs, f.secs)),
+    );
+    row(
+        "server peak RSS over that ingest (`VmHWM`), pages served meanwhile".into(),
+        cell(&|f| {
+            format!(
+                "{:.0} MiB; {} pages, {} errors",
+                f.peak_rss_kib as f64 / 1024.0,
+                f.pages,
+                f.page_errors
+            )
+        }),
+    );
+}
