@@ -7,6 +7,11 @@
 //! the client commands `dead-letters`, `replay`, `delete`, `restore`, `jobs`, which talk to
 //! a running server's API (`client/`, docs/cli.md).
 
+/// jemalloc instead of glibc's malloc: bounded resident memory under many threads (see the
+/// `tikv-jemallocator` entry in Cargo.toml and docs/configuration.md, "Memory bounds").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod alerts_metrics;
 mod api;
 mod api_actions;
