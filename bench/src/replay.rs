@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use redrive_core::actions::{
-    Actor, JobStatus, ReplayOptions, ReplayRequest, Role, Selection, TransformOptions,
+    Actor, JobStatus, ReplayOptions, ReplayRequest, Selection, TransformOptions,
 };
 use redrive_core::replay::{self, RelayConfig, RelayStatus};
 use redrive_core::store::Store;
@@ -176,14 +176,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         Arc::new(RelayStatus::default()),
         shutdown.clone(),
     ));
-    let actor = Actor {
-        user: "bench".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let actor = Actor::operator("bench");
     let t = Instant::now();
     let job = store
         .request_replay(

@@ -274,14 +274,7 @@ async fn new_cell(app: &TestApp) -> Cell {
     let mut page = app.store.list(&q).await.expect("list").items;
     page.sort_by_key(|d| d.dlq_offset);
     let ids: Vec<i64> = page.iter().map(|d| d.id).collect();
-    let setup = Actor {
-        user: "setup".into(),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let setup = Actor::admin("setup");
     app.store
         .delete(&setup, &Selection::Ids(vec![ids[2]]), None)
         .await

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use redrive_core::actions::{AuditQuery, JobStatus, ReplayJob, ReplayOptions, Role};
+use redrive_core::actions::{AuditQuery, JobStatus, ReplayJob, ReplayOptions};
 use redrive_core::canary::{CanaryOptions, CanaryState};
 use redrive_core::replay::HEADER_REPLAY_ID;
 use redrive_core::store::{Store, CANARY_ACTOR};
@@ -190,14 +190,7 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
     redrive
         .store
         .resume_job(
-            &redrive_core::actions::Actor {
-                user: "oncall".into(),
-                role: Role::Operator,
-                via_token: None,
-                client_ip: None,
-                user_agent: None,
-                read_only: false,
-            },
+            &redrive_core::actions::Actor::operator("oncall"),
             &started.id,
             Some("LLM back"),
         )

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Selection};
 use redrive_core::conventions;
 use redrive_core::model::{Header, NewDeadLetter, RawRecord, Status};
 use redrive_core::replay::{
@@ -32,14 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support::redrive_std_command;
 
 pub(crate) fn ann() -> Actor {
-    Actor {
-        user: "ann".to_string(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: Some("192.0.2.10".to_string()),
-        user_agent: Some("redrive-test".to_string()),
-        read_only: false,
-    }
+    Actor::operator("ann").with_client("192.0.2.10", "redrive-test")
 }
 
 fn h(name: &str, value: Option<&[u8]>) -> Header {
