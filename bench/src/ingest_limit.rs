@@ -217,6 +217,32 @@ macro_rules! push_row {
     }};
 }
 
+/// The time (a `Duration`) to write `$rows` with plain prepared multi-row INSERTs (`$head`
+/// then one `push_row!` per row) on connection `$c` of database `$db`: one transaction per
+/// `$batch` rows, each statement holding as many rows as `$max_params` bind parameters allow
+/// (SQLite's limit is 32,766, PostgreSQL's 65,535). A macro because the two databases'
+/// connections and query builders are different types.
+macro_rules! time_inserts {
+    ($c:expr, $db:ty, $max_params:expr, $head:expr, $rows:expr, $batch:expr) => {{
+        let t = Instant::now();
+        for chunk in $rows.chunks($batch.max(1)) {
+            let mut tx = $c.begin().await?;
+            for part in chunk.chunks($max_params / NCOLS) {
+                let mut qb = QueryBuilder::<$db>::new($head);
+                for (i, r) in part.iter().enumerate() {
+                    if i > 0 {
+                        qb.push(", ");
+                    }
+                    push_row!(qb, r);
+                }
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        }
+        t.elapsed()
+    }};
+}
+
 /// msgs/s of plain prepared multi-row INSERTs of `rows` (one transaction per `batch`) into a
 /// fresh database with redrive's schema (`schema`) or the bare table.
 async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, schema: bool) -> Result<f64> {
@@ -248,44 +274,14 @@ async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, schema: bool)
             if !schema {
                 sqlx::query(&bare).execute(&mut c).await?;
             }
-            let t = Instant::now();
-            for chunk in rows.chunks(batch.max(1)) {
-                let mut tx = c.begin().await?;
-                for part in chunk.chunks(32_766 / NCOLS) {
-                    let mut qb = QueryBuilder::<sqlx::Sqlite>::new(&head);
-                    for (i, r) in part.iter().enumerate() {
-                        if i > 0 {
-                            qb.push(", ");
-                        }
-                        push_row!(qb, r);
-                    }
-                    qb.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-            }
-            t.elapsed()
+            time_inserts!(c, sqlx::Sqlite, 32_766, &head, rows, batch)
         }
         Backend::Postgres => {
             let mut c = sqlx::PgConnection::connect(&url).await?;
             if !schema {
                 sqlx::query(&bare).execute(&mut c).await?;
             }
-            let t = Instant::now();
-            for chunk in rows.chunks(batch.max(1)) {
-                let mut tx = c.begin().await?;
-                for part in chunk.chunks(65_535 / NCOLS) {
-                    let mut qb = QueryBuilder::<sqlx::Postgres>::new(&head);
-                    for (i, r) in part.iter().enumerate() {
-                        if i > 0 {
-                            qb.push(", ");
-                        }
-                        push_row!(qb, r);
-                    }
-                    qb.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-            }
-            let took = t.elapsed();
+            let took = time_inserts!(c, sqlx::Postgres, 65_535, &head, rows, batch);
             c.close().await.ok();
             drop_postgres(&url).await;
             took

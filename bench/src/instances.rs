@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use redrive_core::actions::{Actor, JobStatus, ReplayOptions, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, JobStatus, ReplayOptions, ReplayRequest, Selection};
 use redrive_core::store::Store;
 use redrive_core::Filter;
 use redrive_testkit::{self as kit, Backend, TestRecord};
@@ -170,14 +170,7 @@ async fn replay_rate(k: usize, n: usize) -> Result<f64> {
     for _ in 0..k {
         instances.push(start(&url, &env).await?);
     }
-    let actor = Actor {
-        user: "bench".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let actor = Actor::operator("bench");
     let t = Instant::now();
     let job = store
         .request_replay(

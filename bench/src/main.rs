@@ -903,17 +903,10 @@ async fn list_latencies(backend: Backend, rows: usize, queries: usize) -> Result
 
 /// A delete of `n` rows by filter on SQLite: (total s, longest chunk transaction ms, chunks).
 async fn bulk_delete(n: usize) -> Result<(f64, f64, i64)> {
-    use redrive_core::actions::{Actor, Role, Selection};
+    use redrive_core::actions::{Actor, Selection};
     let now = 1_796_104_800_000i64;
     let (store, _dir) = filled_store(Backend::Sqlite, n, now).await?;
-    let actor = Actor {
-        user: "bench".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let actor = Actor::operator("bench");
     let t = Instant::now();
     let deleted = store
         .delete(&actor, &Selection::Filter(Filter::default()), Some("bench"))

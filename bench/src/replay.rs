@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use redrive_core::actions::{
-    Actor, JobStatus, ReplayOptions, ReplayRequest, Role, Selection, TransformOptions,
+    Actor, JobStatus, ReplayOptions, ReplayRequest, Selection, TransformOptions,
 };
 use redrive_core::replay::{self, RelayConfig, RelayStatus};
 use redrive_core::store::Store;
@@ -133,24 +133,15 @@ pub async fn replay_rate(backend: Backend, case: &Case) -> Result<Rates> {
 
 /// The earliest and latest broker timestamps (ms) of the `n` records of `topic`.
 async fn timestamp_span(topic: &str, n: usize) -> Result<(i64, i64)> {
-    use rdkafka::consumer::{Consumer, StreamConsumer};
     use rdkafka::message::Message;
-    let c: StreamConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kit::kafka_brokers())
-        .set("group.id", kit::unique("bench_span"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()?;
-    c.subscribe(&[topic])?;
-    let (mut first, mut last) = (i64::MAX, i64::MIN);
-    for _ in 0..n {
-        let m = tokio::time::timeout(Duration::from_secs(60), c.recv()).await??;
-        if let Some(ts) = m.timestamp().to_millis() {
-            first = first.min(ts);
-            last = last.max(ts);
-        }
-    }
-    Ok((first, last))
+    let stamps = kit::consume(topic, n)
+        .await?
+        .iter()
+        .filter_map(|m| m.timestamp().to_millis())
+        .fold((i64::MAX, i64::MIN), |(first, last), ts| {
+            (first.min(ts), last.max(ts))
+        });
+    Ok(stamps)
 }
 
 /// One run of [`replay_rate`]: (its rates, the fresh 4-partition target topic holding the `n`
@@ -176,14 +167,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         Arc::new(RelayStatus::default()),
         shutdown.clone(),
     ));
-    let actor = Actor {
-        user: "bench".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let actor = Actor::operator("bench");
     let t = Instant::now();
     let job = store
         .request_replay(
@@ -263,37 +247,12 @@ async fn share_keys(url: &str, k: usize) -> Result<()> {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use rdkafka::consumer::{Consumer, StreamConsumer};
     use rdkafka::message::{Headers, Message, OwnedMessage};
-    use rdkafka::ClientConfig;
 
     use super::*;
 
     /// The header [`TRANSFORM_SCRIPT`] adds (name, value).
     const TRANSFORM_HEADER: (&str, &[u8]) = ("x-bench", b"1");
-
-    /// Every record of `topic` (exactly `n` are expected).
-    async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
-        let c: StreamConsumer = ClientConfig::new()
-            .set("bootstrap.servers", kit::kafka_brokers())
-            .set("group.id", kit::unique("bench_verify"))
-            .set("auto.offset.reset", "earliest")
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
-        c.subscribe(&[topic]).expect("subscribe");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, c.recv()).await {
-                Ok(Ok(m)) => out.push(m.detach()),
-                Ok(Err(e)) => panic!("consume {topic}: {e}"),
-                Err(_) => panic!("only {} of {n} records on {topic} after 60 s", out.len()),
-            }
-        }
-        out
-    }
 
     fn header<'a>(m: &'a OwnedMessage, name: &str) -> Option<&'a [u8]> {
         let hs = m.headers()?;
@@ -317,7 +276,9 @@ mod tests {
             for case in cases {
                 let (rates, target, store, _dir) = run(backend, &case).await.expect("replay");
                 assert!(rates.end_to_end > 0.0, "{backend:?} {case:?}");
-                let got = consume(&target, n).await;
+                let got = kit::consume(&target, n)
+                    .await
+                    .expect("the replayed records");
                 let keys: BTreeSet<Vec<u8>> = got
                     .iter()
                     .map(|m| m.key().expect("a key").to_vec())

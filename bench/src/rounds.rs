@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use redrive_core::actions::{Actor, JobStatus, Role, MAX_RATE_PER_SEC};
+use redrive_core::actions::{Actor, JobStatus, MAX_RATE_PER_SEC};
 use redrive_core::automation::rules::MAX_BATCH_SIZE;
 use redrive_core::replay::{self, RelayConfig, RelayStatus};
 use redrive_core::store::{RuleSetOrigin, Store};
@@ -109,14 +109,7 @@ schedule = {{ every = "1s", backoff = "0s", jitter = 0.0, batch_size = {MAX_BATC
 gate.quiet_for = "1s"
 "#
     );
-    let admin = Actor {
-        user: "bench".into(),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let admin = Actor::admin("bench");
     let version = store
         .save_rule_set(&admin, RuleSetOrigin::Api, &rules, None)
         .await?;

@@ -30,6 +30,43 @@ pub struct Actor {
     pub read_only: bool,
 }
 
+impl Actor {
+    /// `user` acting with `role` from a signed-in session: no API token, no client address or
+    /// user agent recorded, not read-only. The shape of every actor that is not an HTTP request
+    /// (CLI commands, config reloads, automation rules, tests, benches); a request's actor adds
+    /// its token, address and user agent (`with_client`, or struct update syntax).
+    pub fn new(user: impl Into<String>, role: Role) -> Actor {
+        Actor {
+            user: user.into(),
+            role,
+            via_token: None,
+            client_ip: None,
+            user_agent: None,
+            read_only: false,
+        }
+    }
+
+    /// [`Actor::new`] with the built-in [`Role::Operator`] (every permission but `manage_users`).
+    pub fn operator(user: impl Into<String>) -> Actor {
+        Actor::new(user, Role::Operator)
+    }
+
+    /// [`Actor::new`] with the built-in [`Role::Admin`] (every permission).
+    pub fn admin(user: impl Into<String>) -> Actor {
+        Actor::new(user, Role::Admin)
+    }
+
+    /// This actor as seen from client address `client_ip` (IPv4 or IPv6, as the audit trail
+    /// shows it) with HTTP `User-Agent` `user_agent`.
+    pub fn with_client(self, client_ip: impl Into<String>, user_agent: impl Into<String>) -> Actor {
+        Actor {
+            client_ip: Some(client_ip.into()),
+            user_agent: Some(user_agent.into()),
+            ..self
+        }
+    }
+}
+
 /// Which dead letters an action applies to: explicit ids, or everything matching a filter
 /// (evaluated inside the action's transaction, so the count audited is the count acted on).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -743,14 +743,7 @@ mod tests {
         let r = Role::named("gone-team");
         assert!(!r.is_defined());
         assert_eq!(r.as_str(), "gone-team");
-        let actor = Actor {
-            user: "u".into(),
-            role: r,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        };
+        let actor = Actor::new("u", r);
         for p in Permission::ALL {
             assert!(!actor.can(p));
         }

@@ -828,7 +828,7 @@ fn operations(s: &mut Schemas) -> Vec<Op> {
             "retryQuarantine",
             "quarantine",
             "Try to store quarantined records again",
-            Permission("delete"),
+            Permission("replay"),
         )
         .body(s.of::<quar::RetryBody>(), true)
         .ok(200, Body::Json(any_object()))

@@ -20,7 +20,8 @@ use anyhow::{bail, Context, Result};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use sqlx::Connection;
 
@@ -271,6 +272,45 @@ pub async fn produce_with(
             .context("producer dropped before delivery")?
             .map_err(|(e, _)| anyhow::anyhow!("delivery failed: {e}"))?;
         out.push((d.partition, d.offset));
+    }
+    Ok(out)
+}
+
+/// How long [`consume`] waits, in total, for the records it expects: 60 s.
+pub const CONSUME_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The first `n` records of `topic` from its earliest offset, every partition, as owned
+/// messages: the one way the tests and benches read back what a replay (or anything else)
+/// published. Oldest first within a partition; partitions interleave as fetches return them.
+///
+/// It reads as a fresh consumer group (`unique("consume")`, `auto.offset.reset=earliest`) that
+/// commits nothing, with `isolation.level=read_uncommitted`: redrive's relay producer is
+/// idempotent but not transactional, so both isolation levels return the same records, and
+/// read_uncommitted is the level that can hide nothing (a test counting the copies a
+/// republish made sees every one). Pass the count a check expects, often the topic's
+/// watermarks; records beyond the `n`-th are not read.
+///
+/// Errors: the consumer's (creating, subscribing, fetching), or fewer than `n` records after
+/// [`CONSUME_TIMEOUT`] (the message says how many arrived).
+pub async fn consume(topic: &str, n: usize) -> Result<Vec<OwnedMessage>> {
+    let c: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kafka_brokers())
+        .set("group.id", unique("consume"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_uncommitted")
+        .create()?;
+    c.subscribe(&[topic])?;
+    let deadline = tokio::time::Instant::now() + CONSUME_TIMEOUT;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, c.recv()).await {
+            Ok(m) => out.push(m.with_context(|| format!("consuming {topic}"))?.detach()),
+            Err(_) => bail!(
+                "only {} of {n} records on {topic} after {CONSUME_TIMEOUT:?}",
+                out.len()
+            ),
+        }
     }
     Ok(out)
 }

@@ -767,7 +767,6 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::Role;
     use crate::approval::{ApprovalConfig, ReasonsConfig};
     use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
     use crate::store::CHUNK_ROWS;
@@ -792,17 +791,6 @@ mod tests {
             },
             dead_lettered_at_ms: 1_000,
             ingested_at_ms: 1_000,
-        }
-    }
-
-    fn actor(user: &str) -> Actor {
-        Actor {
-            user: user.into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
         }
     }
 
@@ -864,7 +852,12 @@ mod tests {
         let store = store_with("orders.DLT", n).await;
         let req = replay_all("orders.DLT");
         let pending = store
-            .submit_for_approval(&policy(100), &actor("ann"), ActionKind::Replay, &req)
+            .submit_for_approval(
+                &policy(100),
+                &Actor::operator("ann"),
+                ActionKind::Replay,
+                &req,
+            )
             .await
             .unwrap()
             .expect("over min_records: pending");
@@ -879,12 +872,12 @@ mod tests {
             .unwrap();
 
         let e = store
-            .approve_request(&actor("ann"), pending.id, None)
+            .approve_request(&Actor::operator("ann"), pending.id, None)
             .await
             .unwrap_err();
         assert!(matches!(e, StoreError::Invalid(_)), "{e}");
         let out = store
-            .approve_request(&actor("bob"), pending.id, Some("ok"))
+            .approve_request(&Actor::operator("bob"), pending.id, Some("ok"))
             .await
             .unwrap();
         assert_eq!(out.affected, n);
@@ -899,7 +892,7 @@ mod tests {
         };
         assert_eq!(store.count(&late).await.unwrap(), 1, "only the late one");
         let e = store
-            .approve_request(&actor("bob"), pending.id, None)
+            .approve_request(&Actor::operator("bob"), pending.id, None)
             .await
             .unwrap_err();
         assert!(matches!(e, StoreError::Conflict(_)), "{e}");
@@ -912,7 +905,12 @@ mod tests {
         let store = store_with("payments.DLT", 2).await;
         let small = replay_all("orders.DLT");
         assert!(store
-            .submit_for_approval(&policy(100), &actor("ann"), ActionKind::Replay, &small)
+            .submit_for_approval(
+                &policy(100),
+                &Actor::operator("ann"),
+                ActionKind::Replay,
+                &small
+            )
             .await
             .unwrap()
             .is_none());
@@ -921,17 +919,24 @@ mod tests {
             ..replay_all("payments.DLT")
         };
         let r = store
-            .submit_for_approval(&policy(100), &actor("ann"), ActionKind::Delete, &req)
+            .submit_for_approval(
+                &policy(100),
+                &Actor::operator("ann"),
+                ActionKind::Delete,
+                &req,
+            )
             .await
             .unwrap()
             .expect("a gated topic");
         assert!(r.why.contains("payments.DLT"), "{}", r.why);
         assert!(matches!(
-            store.decline_request(&actor("bob"), r.id, None).await,
+            store
+                .decline_request(&Actor::operator("bob"), r.id, None)
+                .await,
             Err(StoreError::Invalid(_))
         ));
         let d = store
-            .decline_request(&actor("bob"), r.id, Some("no"))
+            .decline_request(&Actor::operator("bob"), r.id, Some("no"))
             .await
             .unwrap();
         assert_eq!(d.status, RequestStatus::Declined);
@@ -942,7 +947,9 @@ mod tests {
         };
         assert_eq!(store.count(&deleted).await.unwrap(), 0);
         assert!(matches!(
-            store.cancel_request(&actor("ann"), r.id, None).await,
+            store
+                .cancel_request(&Actor::operator("ann"), r.id, None)
+                .await,
             Err(StoreError::Conflict(_))
         ));
     }

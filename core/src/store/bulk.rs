@@ -892,7 +892,7 @@ mod job_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::{ReplayRequest, Role};
+    use crate::actions::ReplayRequest;
     use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 
     fn dead_letter(offset: i64) -> NewDeadLetter {
@@ -919,12 +919,8 @@ mod tests {
 
     pub(super) fn eve() -> Actor {
         Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
             client_ip: Some("192.0.2.7".into()),
-            user_agent: None,
-            read_only: false,
+            ..Actor::operator("eve")
         }
     }
 

@@ -4,24 +4,13 @@
 
 use super::*;
 use crate::actions::{
-    Actor, AuditQuery, JobStatus, ReplayJob, ReplayOptions, ReplayRequest, Role, Selection,
+    Actor, AuditQuery, JobStatus, ReplayJob, ReplayOptions, ReplayRequest, Selection,
 };
 use crate::canary::Percent;
 use crate::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
 use crate::store::{Claim, MarkBatch, Published};
 
 const WAIT: u64 = 1_000;
-
-fn actor() -> Actor {
-    Actor {
-        user: "eve".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 fn dead_letter(offset: i64, key: &str, headers: Vec<Header>) -> NewDeadLetter {
     NewDeadLetter {
@@ -66,7 +55,7 @@ async fn job_of(n: i64, key: impl Fn(i64) -> String, options: ReplayOptions) -> 
     store.insert_batch(&batch).await.unwrap();
     let job = store
         .request_replay(
-            &actor(),
+            &Actor::operator("eve"),
             &ReplayRequest {
                 selection: Selection::Filter(crate::Filter::default()),
                 target_topic: None,
@@ -216,7 +205,10 @@ async fn too_many_came_back_pauses_the_job_with_an_audit_row_and_resume_goes_on(
     // Stepping again changes nothing (decided), and another pause row is never written.
     assert_eq!(step(&store, &job, now_ms()).await, Step::Claim);
 
-    store.resume_job(&actor(), &job.id, None).await.unwrap();
+    store
+        .resume_job(&Actor::operator("eve"), &job.id, None)
+        .await
+        .unwrap();
     assert_eq!(step(&store, &job, now_ms()).await, Step::Claim);
     let rest = claim(&store, &job).await;
     assert_eq!(rest.rows.len(), 2, "resumed: the rest, no second canary");
@@ -333,7 +325,7 @@ async fn bad_canary_options_are_refused_and_queue_nothing() {
     for (c, want) in bad {
         let e = store
             .request_replay(
-                &actor(),
+                &Actor::operator("eve"),
                 &ReplayRequest {
                     selection: Selection::Ids(vec![1]),
                     target_topic: None,

@@ -246,7 +246,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::Role;
     use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord};
     use crate::store::bulk::CHUNK_ROWS;
 
@@ -266,17 +265,6 @@ mod tests {
             normalized: Normalized::default(),
             dead_lettered_at_ms: 1_000 + offset,
             ingested_at_ms: 1_000,
-        }
-    }
-
-    fn eve() -> Actor {
-        Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
         }
     }
 
@@ -305,7 +293,7 @@ mod tests {
         let all = Selection::Filter(Filter::default());
         for op in [LabelOp::Add, LabelOp::Remove] {
             let half = store
-                .label_selection_chunks(&eve(), &all, "needs-fix", op, 1)
+                .label_selection_chunks(&Actor::operator("eve"), &all, "needs-fix", op, 1)
                 .await
                 .unwrap();
             assert_eq!(half.changed, CHUNK_ROWS as i64);

@@ -192,7 +192,7 @@ pub(crate) fn held_back_error(dead_letter_id: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::{MarkBatch, Published, Store};
-    use crate::actions::{Actor, ReplayOptions, ReplayRequest, Role, Selection};
+    use crate::actions::{Actor, ReplayOptions, ReplayRequest, Selection};
     use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord};
 
     const KEYS: i64 = 12;
@@ -231,17 +231,6 @@ mod tests {
             .collect()
     }
 
-    fn eve() -> Actor {
-        Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        }
-    }
-
     async fn store() -> Store {
         let url = std::env::var("REDRIVE_ORDER_TEST_URL")
             .unwrap_or_else(|_| "sqlite::memory:".to_string());
@@ -258,7 +247,7 @@ mod tests {
         store.insert_batch(&scrambled()).await.unwrap();
         let job = store
             .request_replay(
-                &eve(),
+                &Actor::operator("eve"),
                 &ReplayRequest {
                     selection: Selection::Filter(crate::Filter::default()),
                     target_topic: None,

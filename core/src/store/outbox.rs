@@ -778,7 +778,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
+    use crate::actions::{Actor, JobStatus, ReplayRequest, Selection};
     use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 
     fn dead_letter(offset: i64) -> NewDeadLetter {
@@ -810,14 +810,7 @@ mod tests {
         store.migrate().await.unwrap();
         let batch: Vec<NewDeadLetter> = (0..n).map(dead_letter).collect();
         store.insert_batch(&batch).await.unwrap();
-        let actor = Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        };
+        let actor = Actor::operator("eve");
         let job = store
             .request_replay(
                 &actor,

@@ -140,7 +140,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::super::Store;
-    use crate::actions::{Actor, ReplayOptions, ReplayRequest, Role, Selection};
+    use crate::actions::{Actor, ReplayOptions, ReplayRequest, Selection};
 
     /// Slots of one job never overlap and are counted: ten slots of 5 records at 100 msgs/s
     /// cover at least 500 ms, whenever they are taken.
@@ -150,14 +150,7 @@ mod tests {
             .unwrap_or_else(|_| "sqlite::memory:".to_string());
         let store = Store::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
-        let actor = Actor {
-            user: "eve".into(),
-            role: Role::Operator,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        };
+        let actor = Actor::operator("eve");
         let job = store
             .request_replay(
                 &actor,

@@ -26,7 +26,6 @@ use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest, Selection};
 use crate::automation::TierRule;
-use crate::permission::Role;
 
 /// Prefix of a rule's actor name: a round's job, events and audit rows, and a self-pause,
 /// are by `rule:<name>` (a system actor, as the canary's `(canary)`).
@@ -34,14 +33,7 @@ pub const RULE_ACTOR_PREFIX: &str = "rule:";
 
 /// The system actor of rule `name` (`rule:<name>`): admin powers, no topic scope, no client.
 pub fn rule_actor(name: &str) -> Actor {
-    Actor {
-        user: format!("{RULE_ACTOR_PREFIX}{name}"),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
+    Actor::admin(format!("{RULE_ACTOR_PREFIX}{name}"))
 }
 
 /// What a round's scheduler needs from a rule's `rule_states` row.

@@ -208,14 +208,7 @@ impl Store {
         if last_config.as_deref() == Some(sha.as_str()) {
             return Ok(None);
         }
-        let actor = Actor {
-            user: CONFIG_ACTOR.into(),
-            role: crate::permission::Role::Admin,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        };
+        let actor = Actor::admin(CONFIG_ACTOR);
         self.save_rule_set(
             &actor,
             RuleSetOrigin::Config,

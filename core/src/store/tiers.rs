@@ -476,14 +476,7 @@ schedule = { max_attempts = 2, backoff = "10s", jitter = 0.0 }
     }
 
     fn actor(role: crate::actions::Role) -> crate::actions::Actor {
-        crate::actions::Actor {
-            user: "u".into(),
-            role,
-            via_token: None,
-            client_ip: None,
-            user_agent: None,
-            read_only: false,
-        }
+        crate::actions::Actor::new("u", role)
     }
 
     #[test]

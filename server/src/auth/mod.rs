@@ -142,12 +142,10 @@ impl ClientMeta {
     /// An actor for `user` acting from here.
     pub fn actor(&self, user: &str, role: Role, via_token: Option<i64>) -> Actor {
         Actor {
-            user: user.to_string(),
-            role,
             via_token,
             client_ip: self.ip.clone(),
             user_agent: self.user_agent.clone(),
-            read_only: false,
+            ..Actor::new(user, role)
         }
     }
 }

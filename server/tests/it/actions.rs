@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redrive_core::actions::{
-    Actor, AuditQuery, JobStatus, NewAuditEntry, ReplayRequest, Role, Selection,
+    Actor, AuditQuery, JobStatus, NewAuditEntry, ReplayRequest, Selection,
 };
 use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 use redrive_core::replay::{self, RelayConfig, RelayStatus};
@@ -73,14 +73,7 @@ fn dl(offset: i64, source: Option<&str>, class: &str) -> NewDeadLetter {
 }
 
 fn operator(name: &str) -> Actor {
-    Actor {
-        user: name.to_string(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: Some("203.0.113.7".to_string()),
-        user_agent: Some("Mozilla/5.0 (test)".to_string()),
-        read_only: false,
-    }
+    Actor::operator(name).with_client("203.0.113.7", "Mozilla/5.0 (test)")
 }
 
 fn class_filter(class: &str) -> Filter {

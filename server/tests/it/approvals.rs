@@ -13,10 +13,10 @@ use std::time::Duration;
 use redrive_core::model::{Header, NewDeadLetter};
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::Status;
-use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
+use redrive_testkit::{consume, create_topic, kafka_brokers, unique, wait_for, Backend};
 use serde_json::{json, Value};
 
-use crate::replay::{consume, dead_letter, header_text, headers_of, record_count};
+use crate::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{location, Auth, Csrf, TestApp};
 use crate::ui_actions::{Browser, ACT};
 
@@ -221,7 +221,7 @@ async fn a_request_approved_by_another_user_is_published_once_each() {
         .await
         .expect("the job finishes");
 
-        let got = consume(&source, 3).await;
+        let got = consume(&source, 3).await.expect("the replayed records");
         assert_eq!(record_count(&source, 1), 3, "{backend:?}: each once");
         let mut published: Vec<i64> = got
             .iter()

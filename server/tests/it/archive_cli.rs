@@ -7,7 +7,7 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use redrive_core::actions::{Actor, Role, Selection};
+use redrive_core::actions::{Actor, Selection};
 use redrive_core::model::{Convention, DeadLetter, Header, NewDeadLetter, Normalized, RawRecord};
 use redrive_core::store::Store;
 use redrive_core::{Filter, ListQuery, Status};
@@ -16,17 +16,6 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::support::{run_redrive, TestApp};
-
-fn operator() -> Actor {
-    Actor {
-        user: "ops".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 /// Awkward records: null key, tombstone, empty value, non-UTF-8 bytes, duplicate and
 /// null-valued headers, two partitions.
@@ -211,7 +200,11 @@ async fn archive_create_by_filter_then_restore_into_a_fresh_store_is_byte_exact(
             .collect();
         assert_eq!(victims.len(), 3);
         app.store
-            .delete(&operator(), &Selection::Ids(victims), Some("cli test"))
+            .delete(
+                &Actor::operator("ops"),
+                &Selection::Ids(victims),
+                Some("cli test"),
+            )
             .await
             .expect("delete");
         let live = stored(&app.store, &topic, None).await;

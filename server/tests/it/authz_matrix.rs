@@ -13,14 +13,17 @@
 //! - a call without credentials or with a missing or wrong CSRF token changed nothing and
 //!   wrote nothing.
 //!
-//! Adding a route is one line in [`routes`].
+//! Adding a route is one line in [`routes`]. [`the_matrix_covers_every_state_changing_api_operation`]
+//! holds the matrix to the OpenAPI document (`server/src/openapi.rs`): every `/api/v1`
+//! operation other than a GET is in the matrix with the permission the document names, or in
+//! [`NOT_IN_MATRIX`] with the reason and the test that covers it.
 
 use crate::support::{location, Auth, Csrf, Session, TestApp};
 use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
 use redrive_core::auth::secret_hash;
-use redrive_core::labels::Target;
+use redrive_core::labels::{LabelOp, Target};
 use redrive_core::permission::Permission;
-use redrive_core::store::SessionLimits;
+use redrive_core::store::{RuleSetOrigin, SessionLimits};
 use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_testkit::{unique, Backend};
 use serde_json::{json, Value};
@@ -28,8 +31,10 @@ use serde_json::{json, Value};
 /// How a route is called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// JSON API: 401 without credentials, 403 JSON refusals.
+    /// JSON API by POST: 401 without credentials, 403 JSON refusals.
     Api,
+    /// JSON API by PUT (a rule set, a note): as `Api`.
+    Put,
     /// HTML form POST: 303 to the sign-in page without a session.
     Form,
 }
@@ -62,7 +67,7 @@ struct Route {
 #[rustfmt::skip]
 fn routes() -> Vec<Route> {
     use Effect::{Changes, None as NoEffect};
-    use Kind::{Api, Form};
+    use Kind::{Api, Form, Put};
     const REPLAY: &[Permission] = &[Permission::Replay];
     const DELETE: &[Permission] = &[Permission::Delete];
     const EDIT: &[Permission] = &[Permission::Edit];
@@ -123,8 +128,37 @@ fn routes() -> Vec<Route> {
         r("decline request", Api, |c| format!("/api/v1/requests/{}/decline", c.approval_id), |_| json!({"reason": "matrix"}), APPROVE, 200, Changes),
         r("ui approve request", Form, |_| "/api/ui/approve".into(), |c| json!({"id": c.approval_id.to_string()}), APPROVE, 302, Changes),
         r("ui decline request", Form, |_| "/api/ui/decline".into(), |c| json!({"id": c.approval_id.to_string(), "reason": "matrix"}), APPROVE, 302, Changes),
+        // Annotations beyond adding a label: the cell's `to_delete` and its error group carry
+        // the label `matrix-old`, the group's fingerprint is the cell's own.
+        r("remove label", Api, |c| format!("/api/v1/dead-letters/{}/labels/remove", c.to_delete), |_| json!({"label": "matrix-old"}), ANNOTATE, 200, Changes),
+        r("note", Put, |c| format!("/api/v1/dead-letters/{}/note", c.to_replay), |_| json!({"note": "matrix note"}), ANNOTATE, 200, Changes),
+        r("group label", Api, |c| format!("/api/v1/error-groups/{}/labels", c.fingerprint), |_| json!({"label": "matrix"}), ANNOTATE, 200, Changes),
+        r("remove group label", Api, |c| format!("/api/v1/error-groups/{}/labels/remove", c.fingerprint), |_| json!({"label": "matrix-old"}), ANNOTATE, 200, Changes),
+        r("group note", Put, |c| format!("/api/v1/error-groups/{}/note", c.fingerprint), |_| json!({"note": "matrix note"}), ANNOTATE, 200, Changes),
+        // Automation rules (`manage_rules`: admins only among the built-in roles). The rule
+        // set is the app's [`MATRIX_RULES`]; each cell finds `to-pause` running and
+        // `to-resume` paused, and saving the same text makes a new version.
+        r("save rules", Put, |_| "/api/v1/automation/rules".into(), |_| json!({"source": MATRIX_RULES, "reason": "matrix"}), MANAGE_RULES, 201, Changes),
+        r("rules dry run", Api, |_| "/api/v1/automation/dry-run".into(), |_| json!({"source": MATRIX_RULES}), MANAGE_RULES, 200, NoEffect),
+        r("pause rule", Api, |_| "/api/v1/automation/rules/to-pause/pause".into(), |_| json!({"reason": "matrix"}), MANAGE_RULES, 200, Changes),
+        r("resume rule", Api, |_| "/api/v1/automation/rules/to-resume/resume".into(), |_| json!({}), MANAGE_RULES, 200, Changes),
     ]
 }
+
+/// The app's rule set: two transient rules for a DLQ topic nothing is ever written to, so
+/// their rounds find nothing to replay and only the matrix changes their state.
+const MATRIX_RULES: &str = r#"default_tier = "manual"
+
+[[rule]]
+name = "to-pause"
+tier = "transient"
+match.dlq_topics = ["matrix-automation-nothing.DLT"]
+
+[[rule]]
+name = "to-resume"
+tier = "transient"
+match.dlq_topics = ["matrix-automation-nothing.DLT"]
+"#;
 
 /// Who calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +237,8 @@ fn expect(route: &Route, who: Who) -> Expect {
 /// Fresh data for one cell.
 struct Cell {
     topic: String,
+    /// The error group of the cell's dead letters (its own, 16 hex characters).
+    fingerprint: String,
     to_replay: i64,
     to_delete: i64,
     to_restore: i64,
@@ -241,6 +277,10 @@ struct Snapshot {
     accounts: String,
     /// The approval request's status.
     approval: String,
+    /// Labels and note of the cell's error group.
+    group_annotations: (Vec<String>, Option<String>),
+    /// The active rule set version and whether `to-pause` and `to-resume` are paused.
+    rules: (Option<i64>, Vec<(String, bool)>),
 }
 
 fn record(topic: &str, offset: i64) -> NewDeadLetter {
@@ -267,25 +307,40 @@ fn record(topic: &str, offset: i64) -> NewDeadLetter {
 
 async fn new_cell(app: &TestApp) -> Cell {
     let topic = unique("matrix.DLT");
-    let batch: Vec<NewDeadLetter> = (0..6).map(|o| record(&topic, o)).collect();
+    // 16 lowercase hex characters, as an error group fingerprint is.
+    let fingerprint = format!("0000{}", &unique("f")[2..]);
+    let batch: Vec<NewDeadLetter> = (0..6)
+        .map(|o| NewDeadLetter {
+            fingerprint: fingerprint.clone(),
+            ..record(&topic, o)
+        })
+        .collect();
     app.store.insert_batch(&batch).await.expect("insert");
     let q = redrive_core::ListQuery::from_pairs([("dlq_topic", topic.as_str()), ("limit", "10")])
         .expect("query");
     let mut page = app.store.list(&q).await.expect("list").items;
     page.sort_by_key(|d| d.dlq_offset);
     let ids: Vec<i64> = page.iter().map(|d| d.id).collect();
-    let setup = Actor {
-        user: "setup".into(),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let setup = Actor::admin("setup");
     app.store
         .delete(&setup, &Selection::Ids(vec![ids[2]]), None)
         .await
         .expect("delete");
+    for target in [
+        Target::DeadLetter(ids[1]),
+        Target::Group(fingerprint.clone()),
+    ] {
+        app.store
+            .change_label(&setup, &target, "matrix-old", LabelOp::Add)
+            .await
+            .expect("label");
+    }
+    for (rule, paused) in [("to-pause", false), ("to-resume", true)] {
+        app.store
+            .set_rule_paused(&setup, rule, paused, None)
+            .await
+            .expect("rule state");
+    }
     let job = app
         .store
         .request_replay(
@@ -405,6 +460,7 @@ async fn new_cell(app: &TestApp) -> Cell {
         approval_id,
         quarantined,
         topic,
+        fingerprint,
         to_replay: ids[0],
         to_delete: ids[1],
         to_restore: ids[2],
@@ -461,17 +517,31 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .await
         .expect("latest version");
     let mut annotations = Vec::new();
-    for id in [cell.to_replay, cell.to_delete] {
-        let a = app
-            .store
-            .annotations(&Target::DeadLetter(id))
-            .await
-            .expect("annotations");
+    for target in [
+        Target::DeadLetter(cell.to_replay),
+        Target::DeadLetter(cell.to_delete),
+        Target::Group(cell.fingerprint.clone()),
+    ] {
+        let a = app.store.annotations(&target).await.expect("annotations");
         annotations.push((
             a.labels.into_iter().map(|l| l.label).collect(),
             a.note.map(|n| n.text),
         ));
     }
+    let group_annotations = annotations.pop().expect("the group's");
+    let overview = app
+        .store
+        .automation_overview()
+        .await
+        .expect("automation overview");
+    let rules = (
+        overview.active.map(|v| v.version),
+        overview
+            .rules
+            .into_iter()
+            .map(|r| (r.name, r.state.is_some_and(|s| s.paused)))
+            .collect(),
+    );
     let target = app.store.user(&cell.target).await.expect("user");
     let hash = app
         .store
@@ -511,6 +581,8 @@ async fn snapshot(app: &TestApp, cell: &Cell, session: Option<&Session>) -> Snap
         .to_string();
     Snapshot {
         approval,
+        group_annotations,
+        rules,
         statuses,
         job,
         paused_job,
@@ -551,6 +623,15 @@ async fn matrix(backend: Backend) {
     }
     let viewer_token = app.create_token("viewer").await;
     let operator_token = app.create_token("operator").await;
+    app.store
+        .save_rule_set(
+            &Actor::admin("setup"),
+            RuleSetOrigin::Api,
+            MATRIX_RULES,
+            Some("the matrix's rules"),
+        )
+        .await
+        .expect("the matrix's rule set");
 
     let mut failures = Vec::new();
     for route in routes() {
@@ -583,6 +664,10 @@ async fn matrix(backend: Backend) {
             let body = (route.body)(&cell);
             let res = match route.kind {
                 Kind::Api => app.post_json(&path, auth, csrf, &body).await,
+                Kind::Put => {
+                    app.send_json(reqwest::Method::PUT, &path, auth, csrf, &body)
+                        .await
+                }
                 Kind::Form => {
                     let fields: Vec<(String, String)> = body
                         .as_object()
@@ -617,7 +702,7 @@ async fn matrix(backend: Backend) {
             let expected = expect(&route, who);
             let want_status = match (expected, route.kind) {
                 (Expect::Allowed, _) => route.ok,
-                (Expect::Unauthenticated, Kind::Api) => 401,
+                (Expect::Unauthenticated, Kind::Api | Kind::Put) => 401,
                 (Expect::Unauthenticated, Kind::Form) => 303,
                 (Expect::DeniedByRole | Expect::CsrfRefused, _) => 403,
             };
@@ -682,6 +767,149 @@ async fn every_state_changing_route_by_every_caller_on_sqlite() {
 #[tokio::test]
 async fn every_state_changing_route_by_every_caller_on_postgres() {
     matrix(Backend::Postgres).await;
+}
+
+/// The `/api/v1` operations other than GET that the matrix leaves out, with why and where
+/// they are tested: (method as the OpenAPI document spells it, path template, reason). Each
+/// acts on the caller's own account, which every signed-in caller may do, so there is no
+/// permission to hold a role to.
+const NOT_IN_MATRIX: &[(&str, &str, &str)] = &[
+    (
+        "post",
+        "/api/v1/requests/{id}/cancel",
+        "the requester cancels their own request: approvals.rs",
+    ),
+    (
+        "post",
+        "/api/v1/account/password",
+        "the caller's own password: users.rs",
+    ),
+    (
+        "post",
+        "/api/v1/sessions/{handle}/end",
+        "the caller's own session: users.rs",
+    ),
+    (
+        "post",
+        "/api/v1/sessions/end-others",
+        "the caller's own sessions: users.rs",
+    ),
+    (
+        "delete",
+        "/api/v1/tokens/{id}",
+        "the same as POST /api/v1/tokens/{id}/revoke (in the matrix): users.rs",
+    ),
+];
+
+/// Whether `path` is an instance of the OpenAPI path `template` (`{name}` is one segment).
+fn path_matches(template: &str, path: &str) -> bool {
+    let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    t.len() == p.len()
+        && t.iter()
+            .zip(&p)
+            .all(|(t, p)| t == p || (t.starts_with('{') && t.ends_with('}') && !p.is_empty()))
+}
+
+/// A cell with made-up values, enough to compute the matrix's paths.
+fn placeholder_cell() -> Cell {
+    Cell {
+        topic: "t.DLT".into(),
+        fingerprint: "0123456789abcdef".into(),
+        to_replay: 1,
+        to_delete: 2,
+        to_restore: 3,
+        pending: 4,
+        job_id: "job".into(),
+        paused_job_id: "paused-job".into(),
+        quarantined: 5,
+        target: "target".into(),
+        target_token: 6,
+        disabled_target: "disabled".into(),
+        new_user: "new".into(),
+        approval_id: 7,
+    }
+}
+
+/// Every `/api/v1` operation other than a GET that the OpenAPI document lists is in the
+/// matrix, needing the permission the document names (`Needs the `P` permission`), or in
+/// [`NOT_IN_MATRIX`]: a route added to the API without its line in [`routes`] fails here.
+#[tokio::test]
+async fn the_matrix_covers_every_state_changing_api_operation() {
+    let app = TestApp::start(&[]).await;
+    let token = app.admin_token().await;
+    let doc: Value = app
+        .get("/api/v1/openapi.json", Auth::Bearer(&token))
+        .await
+        .json()
+        .await
+        .expect("the OpenAPI document is JSON");
+    let cell = placeholder_cell();
+    let matrix: Vec<(&str, String, &'static [Permission])> = routes()
+        .into_iter()
+        .filter_map(|r| {
+            let method = match r.kind {
+                Kind::Api => "post",
+                Kind::Put => "put",
+                Kind::Form => return None,
+            };
+            Some((method, (r.path)(&cell), r.needs))
+        })
+        .collect();
+    let needs = regex::Regex::new(r"Needs the `([a-z_]+)` permission").expect("regex");
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (template, ops) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in ops.as_object().expect("operations") {
+            if !["post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            checked += 1;
+            let exempt = NOT_IN_MATRIX
+                .iter()
+                .any(|(m, t, _)| m == method && t == template);
+            let rows: Vec<&&'static [Permission]> = matrix
+                .iter()
+                .filter(|(m, p, _)| m == method && path_matches(template, p))
+                .map(|(_, _, n)| n)
+                .collect();
+            match (rows.is_empty(), exempt) {
+                (true, false) => problems.push(format!(
+                    "{} {template} is in no row of `routes()` (nor in NOT_IN_MATRIX)",
+                    method.to_uppercase()
+                )),
+                (false, true) => problems.push(format!(
+                    "{} {template} is in the matrix and in NOT_IN_MATRIX",
+                    method.to_uppercase()
+                )),
+                _ => {}
+            }
+            let description = op["description"].as_str().unwrap_or_default();
+            if let Some(c) = needs.captures(description) {
+                let p = Permission::parse(&c[1]).expect("a permission the document names");
+                for row in &rows {
+                    if !row.contains(&p) {
+                        problems.push(format!(
+                            "{} {template} needs `{}` by the document; its matrix row needs {row:?}",
+                            method.to_uppercase(),
+                            &c[1]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (m, t, _) in NOT_IN_MATRIX {
+        if doc["paths"][*t][*m].is_null() {
+            problems.push(format!(
+                "NOT_IN_MATRIX names {m} {t}, which the document does not list"
+            ));
+        }
+    }
+    assert!(
+        checked > 30,
+        "only {checked} state-changing operations in the document"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 /// GET `path`: the status and the JSON body (`null` if it is not JSON).

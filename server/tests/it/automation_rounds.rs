@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use redrive_core::actions::{Actor, ReplayJob, Role};
+use redrive_core::actions::{Actor, ReplayJob};
 use redrive_core::alerts::AlertState;
 use redrive_core::automation::Tier;
 use redrive_core::model::Status;
@@ -36,17 +36,6 @@ use crate::support::{eventually, TestApp};
 
 const RULE: &str = "llm";
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn admin() -> Actor {
-    Actor {
-        user: "ops".into(),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 /// The demo (outage on), its `GET /health` on a port of its own, and `redrive serve` with
 /// ingest on the demo's DLQ topic and the rule set `rules(dlq_topic, health_url)` installed
@@ -95,7 +84,7 @@ impl Pipeline {
         ));
         store
             .save_rule_set(
-                &admin(),
+                &Actor::admin("ops"),
                 RuleSetOrigin::Api,
                 &rules(&demo.config.dlq_topic, &health),
                 Some("automation rounds test"),

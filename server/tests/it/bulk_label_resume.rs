@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use redrive_core::actions::{Actor, Role, Selection};
+use redrive_core::actions::{Actor, Selection};
 use redrive_core::labels::LabelOp;
 use redrive_core::store::{Store, CHUNK_ROWS};
 use redrive_core::{Filter, NewDeadLetter, Normalized};
@@ -15,17 +15,6 @@ use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::{fresh_database, unique, Backend};
 
 use crate::support::{eventually, TestApp};
-
-fn eve() -> Actor {
-    Actor {
-        user: "eve".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 /// One value from plain SQL.
 async fn scalar(backend: Backend, url: &str, sql: &str) -> i64 {
@@ -80,7 +69,12 @@ async fn an_interrupted_bulk_label_is_finished_by_the_next_start_once() {
         // Ten already carry it (by ids, audited on their own): skipped by the bulk action.
         let first_ids: Vec<i64> = (1..=10).collect();
         store
-            .label_selection(&eve(), &Selection::Ids(first_ids), LABEL, LabelOp::Add)
+            .label_selection(
+                &Actor::operator("eve"),
+                &Selection::Ids(first_ids),
+                LABEL,
+                LabelOp::Add,
+            )
             .await
             .expect("by ids");
 
@@ -97,7 +91,7 @@ async fn an_interrupted_bulk_label_is_finished_by_the_next_start_once() {
                 .items
                 .len();
             let half = store
-                .label_selection_chunks(&eve(), &filter, LABEL, op, 2)
+                .label_selection_chunks(&Actor::operator("eve"), &filter, LABEL, op, 2)
                 .await
                 .expect("two chunks");
             let bulk = &store.bulk_actions(5).await.expect("bulk")[0];

@@ -17,15 +17,15 @@
 
 use std::time::Duration;
 
-use redrive_core::actions::{AuditQuery, JobStatus, ReplayJob, ReplayOptions, Role};
+use redrive_core::actions::{AuditQuery, JobStatus, ReplayJob, ReplayOptions};
 use redrive_core::canary::{CanaryOptions, CanaryState};
 use redrive_core::replay::HEADER_REPLAY_ID;
 use redrive_core::store::{Store, CANARY_ACTOR};
 use redrive_core::Filter;
 use redrive_testkit::ingest::wait_for_count;
-use redrive_testkit::{wait_for, Backend};
+use redrive_testkit::{consume, wait_for, Backend};
 
-use crate::replay::{consume, headers_of, record_count};
+use crate::replay::{headers_of, record_count};
 use crate::replay_outcome::{Demo, Redrive};
 
 /// Requests of the demo, all dead-lettered while its outage is on.
@@ -79,6 +79,7 @@ async fn replayed_on_source(demo: &Demo, job: &str) -> Vec<String> {
     let all = record_count(topic, 1) as usize;
     let mut ids: Vec<String> = consume(topic, all)
         .await
+        .expect("the replayed records")
         .iter()
         .map(headers_of)
         .filter(|h| {
@@ -190,14 +191,7 @@ async fn a_canary_that_comes_back_pauses_the_job(backend: Backend) {
     redrive
         .store
         .resume_job(
-            &redrive_core::actions::Actor {
-                user: "oncall".into(),
-                role: Role::Operator,
-                via_token: None,
-                client_ip: None,
-                user_agent: None,
-                read_only: false,
-            },
+            &redrive_core::actions::Actor::operator("oncall"),
             &started.id,
             Some("LLM back"),
         )

@@ -18,7 +18,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
-use redrive_core::actions::{Actor, JobStatus, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, JobStatus, ReplayRequest, Selection};
 use redrive_core::ingest::{IngestConfig, IngestStatus};
 use redrive_core::model::Convention;
 use redrive_core::replay::{RelayConfig, RelayStatus};
@@ -437,14 +437,7 @@ async fn demo_retries_dead_letters_loses_nothing_and_replays_once() {
     )
     .await
     .unwrap();
-    let actor = Actor {
-        user: "demo-test".to_string(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let actor = Actor::operator("demo-test");
     let job = store
         .request_replay(
             &actor,

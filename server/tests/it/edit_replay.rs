@@ -17,10 +17,10 @@ use redrive_core::replay::{
     HEADER_REPLAY_COUNT, HEADER_REPLAY_ID,
 };
 use redrive_core::Status;
-use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
+use redrive_testkit::{consume, create_topic, kafka_brokers, unique, wait_for, Backend};
 use serde_json::{json, Value};
 
-use crate::replay::{consume, dead_letter, header_text, headers_of, record_count};
+use crate::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{location, Auth, Csrf, TestApp};
 use crate::ui_actions::Browser;
 
@@ -169,7 +169,7 @@ async fn edit_and_replay_publishes_exactly_one_record_with_the_edited_bytes() {
         );
 
         // Exactly one record on the topic, and it is the edited one.
-        let got = consume(&source, 1).await;
+        let got = consume(&source, 1).await.expect("the replayed records");
         assert_eq!(
             record_count(&source, 1),
             1,
@@ -300,7 +300,7 @@ async fn edit_and_replay_publishes_exactly_one_record_with_the_edited_bytes() {
         assert_eq!(status, 202, "{r}");
         assert_eq!(r["total"], 1);
         wait_finished(&app, &token, r["job_id"].as_str().unwrap()).await;
-        let got = consume(&source, 3).await;
+        let got = consume(&source, 3).await.expect("the replayed records");
         assert_eq!(record_count(&source, 1), 3, "{backend:?}");
         for m in &got {
             assert_eq!(
@@ -632,7 +632,7 @@ async fn the_no_js_form_saves_and_replays_the_edit() {
         assert!(to.starts_with("/jobs/"), "{to}");
         let job = to.trim_start_matches("/jobs/").to_string();
         wait_finished(&app, &token, &job).await;
-        let got = consume(&source, 1).await;
+        let got = consume(&source, 1).await.expect("the replayed records");
         use rdkafka::Message;
         assert_eq!(
             got[0].payload(),

@@ -20,8 +20,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
 use redrive_core::actions::{JobStatus, ReplayOptions, ReplayRequest, Selection};
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
@@ -29,7 +27,7 @@ use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::ingest::{committed_offsets, end_offsets};
 use redrive_testkit::{
-    create_topic, kafka_brokers, produce_with, unique, wait_for, Backend, TestRecord,
+    consume, create_topic, kafka_brokers, produce_with, unique, wait_for, Backend, TestRecord,
 };
 use sqlx::PgPool;
 
@@ -345,33 +343,6 @@ async fn held_rows(pool: &PgPool, tokens: &[String]) -> BTreeMap<i64, i64> {
     rows.into_iter().collect()
 }
 
-/// Every record of `topic` (`n` expected), read by a fresh consumer group with
-/// `isolation.level=read_uncommitted`: the relay's producer is idempotent but not
-/// transactional, so both isolation levels return the same records; read_uncommitted is
-/// the level that can hide nothing, so every copy a republish made is counted.
-async fn read_all(topic: &str, n: usize) -> Vec<rdkafka::message::OwnedMessage> {
-    let c: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kafka_brokers())
-        .set("group.id", unique("instances-verify"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_uncommitted")
-        .create()
-        .expect("consumer");
-    c.subscribe(&[topic]).expect("subscribe");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, c.recv()).await {
-            Ok(Ok(m)) => out.push(m.detach()),
-            Ok(Err(e)) => panic!("consume {topic}: {e}"),
-            Err(_) => panic!("only {} of {n} records on {topic} after 60 s", out.len()),
-        }
-    }
-    out
-}
-
 fn header(m: &rdkafka::message::OwnedMessage, name: &str) -> String {
     let hs = m.headers().expect("headers");
     let values: Vec<String> = hs
@@ -528,7 +499,9 @@ async fn three_instances_finish_a_replay_when_one_dies_holding_claims() {
     // On the target topic: every record at least once, each copy with its row's key.
     let on_topic = record_count(&target, 3);
     assert!(on_topic >= RECORDS, "{on_topic} of {RECORDS} on the topic");
-    let messages = read_all(&target, on_topic as usize).await;
+    let messages = consume(&target, on_topic as usize)
+        .await
+        .expect("the replayed records");
     let mut copies: HashMap<String, Vec<String>> = HashMap::new();
     for m in &messages {
         copies

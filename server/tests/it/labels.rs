@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use redrive_core::actions::{Actor, AuditEntry, AuditQuery, Role, Selection};
+use redrive_core::actions::{Actor, AuditEntry, AuditQuery, Selection};
 use redrive_core::labels::{LabelOp, Target, MAX_LABELS_PER_RECORD};
 use redrive_core::store::{Store, StoreError, CHUNK_ROWS, EXPORT_PAGE_ROWS};
 use redrive_core::{Filter, Header, ListQuery, NewDeadLetter, Normalized};
@@ -19,14 +19,7 @@ use serde_json::{json, Value};
 use crate::support::{Auth, Csrf, TestApp};
 
 fn operator(name: &str) -> Actor {
-    Actor {
-        user: name.to_string(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: Some("203.0.113.9".to_string()),
-        user_agent: Some("labels-test".to_string()),
-        read_only: false,
-    }
+    Actor::operator(name).with_client("203.0.113.9", "labels-test")
 }
 
 /// `n` dead letters in three error groups (`A`, `B`, `C` by offset mod 3), the first two with

@@ -17,11 +17,11 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use redrive_core::model::{NewDeadLetter, Status};
 use redrive_core::replay::HEADER_DEAD_LETTER_ID;
-use redrive_testkit::{create_topic, kafka_brokers, produce, unique, Backend, TestRecord};
+use redrive_testkit::{consume, create_topic, kafka_brokers, produce, unique, Backend, TestRecord};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::replay::{consume, dead_letter, header_text, headers_of, record_count};
+use crate::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{eventually, Auth, Csrf, TestApp};
 use crate::ui_actions::{job_id, Browser, ACT_ON_FILTER, OPERATOR};
 
@@ -286,7 +286,10 @@ async fn gated_replay_waits_for_a_real_consumer_group(backend: Backend) {
     // On the topic: the 40 records it had and each dead letter exactly once.
     assert_eq!(record_count(&target, 2), 40 + N, "{backend:?}");
     let mut per_dead_letter: HashMap<String, usize> = HashMap::new();
-    for m in consume(&target, 40 + N as usize).await {
+    for m in consume(&target, 40 + N as usize)
+        .await
+        .expect("the replayed records")
+    {
         let headers = headers_of(&m);
         if headers.iter().any(|h| h.name == HEADER_DEAD_LETTER_ID) {
             *per_dead_letter

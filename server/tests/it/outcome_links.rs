@@ -8,7 +8,7 @@
 //! The publish itself is written with plain SQL (as the relay's mark would): the relay
 //! against a real broker is covered by `replay_outcome`.
 
-use redrive_core::actions::{Actor, ReplayJob, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, ReplayJob, ReplayRequest, Selection};
 use redrive_core::model::{
     Convention, Header, LinkVia, NewDeadLetter, Normalized, RawRecord, Status,
 };
@@ -16,17 +16,6 @@ use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY, HEADER
 use redrive_core::store::Store;
 use redrive_core::{Filter, ListQuery};
 use redrive_testkit::{fresh_database, Backend};
-
-fn operator() -> Actor {
-    Actor {
-        user: "olga".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 /// A dead letter at `dlq` offset `offset`, naming source `orders`/0/`source_offset` and a
 /// message id, with `headers`.
@@ -161,7 +150,7 @@ impl Db {
         let job = self
             .store
             .request_replay(
-                &operator(),
+                &Actor::operator("olga"),
                 &ReplayRequest {
                     selection: Selection::Ids(ids.to_vec()),
                     target_topic: Some("orders".into()),
@@ -443,7 +432,7 @@ async fn a_return_before_the_mark_is_linked_and_counted(backend: Backend) {
     let job = db
         .store
         .request_replay(
-            &operator(),
+            &Actor::operator("olga"),
             &ReplayRequest {
                 selection: Selection::Ids(vec![a]),
                 target_topic: Some("orders".into()),

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Selection};
 use redrive_core::conventions;
 use redrive_core::model::{Header, NewDeadLetter, RawRecord, Status};
 use redrive_core::replay::{
@@ -24,7 +24,8 @@ use redrive_core::replay::{
 use redrive_core::store::Store;
 use redrive_core::{Filter, ListQuery};
 use redrive_testkit::{
-    create_topic, fresh_database, fresh_sqlite_url, kafka_brokers, unique, wait_for, Backend,
+    consume, create_topic, fresh_database, fresh_sqlite_url, kafka_brokers, unique, wait_for,
+    Backend,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -32,14 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support::redrive_std_command;
 
 pub(crate) fn ann() -> Actor {
-    Actor {
-        user: "ann".to_string(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: Some("192.0.2.10".to_string()),
-        user_agent: Some("redrive-test".to_string()),
-        read_only: false,
-    }
+    Actor::operator("ann").with_client("192.0.2.10", "redrive-test")
 }
 
 fn h(name: &str, value: Option<&[u8]>) -> Header {
@@ -237,29 +231,6 @@ pub(crate) fn record_count(topic: &str, partitions: i32) -> i64 {
         .sum()
 }
 
-/// Every record of `topic` (exactly `n` are expected), oldest first per partition.
-pub(crate) async fn consume(topic: &str, n: usize) -> Vec<OwnedMessage> {
-    let c: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kafka_brokers())
-        .set("group.id", unique("verify"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    c.subscribe(&[topic]).expect("subscribe");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, c.recv()).await {
-            Ok(Ok(m)) => out.push(m.detach()),
-            Ok(Err(e)) => panic!("consume {topic}: {e}"),
-            Err(_) => panic!("only {} of {n} records on {topic} after 60 s", out.len()),
-        }
-    }
-    out
-}
-
 /// The record's headers as the model's ordered list.
 pub(crate) fn headers_of(m: &OwnedMessage) -> Vec<Header> {
     m.headers()
@@ -361,7 +332,7 @@ async fn replayed_records_are_byte_exact_with_redrive_headers() {
             2,
             "{backend:?}: each published once"
         );
-        let messages = consume(&source, 2).await;
+        let messages = consume(&source, 2).await.expect("the replayed records");
         let mut keys = HashSet::new();
         for m in &messages {
             let headers = headers_of(m);
@@ -495,7 +466,7 @@ async fn ten_thousand_by_filter_are_each_published_once() {
             N as i64,
             "no duplicates, none missing"
         );
-        let messages = consume(&target, N).await;
+        let messages = consume(&target, N).await.expect("the replayed records");
         let keys: HashSet<String> = messages
             .iter()
             .map(|m| header_text(&headers_of(m), HEADER_IDEMPOTENCY_KEY))
@@ -935,7 +906,7 @@ async fn a_crash_between_publish_and_mark_republishes_with_the_same_key() {
         2,
         "published twice: at-least-once"
     );
-    let messages = consume(&target, 2).await;
+    let messages = consume(&target, 2).await.expect("the replayed records");
     let keys: Vec<String> = messages
         .iter()
         .map(|m| header_text(&headers_of(m), HEADER_IDEMPOTENCY_KEY))

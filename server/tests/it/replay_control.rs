@@ -12,11 +12,11 @@ use redrive_core::actions::{AuditQuery, JobStatus, ReplayRequest, Selection};
 use redrive_core::model::NewDeadLetter;
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::store::{Store, StoreError};
-use redrive_testkit::{unique, wait_for, Backend};
+use redrive_testkit::{consume, unique, wait_for, Backend};
 
 use crate::replay::{
-    ann, consume, fast_relay, header_text, headers_of, record_count, store_with_throttled_job,
-    wait_job, RunningRelay,
+    ann, fast_relay, header_text, headers_of, record_count, store_with_throttled_job, wait_job,
+    RunningRelay,
 };
 
 const N: i64 = 500;
@@ -104,7 +104,9 @@ async fn pause_resume_publishes_each_record_once(backend: Backend) {
     relay.stop().await;
     assert_eq!((done.published, done.failed), (N, 0), "{done:?}");
     assert_eq!(record_count(&target, 1), N, "no duplicates, none missing");
-    let messages = consume(&target, N as usize).await;
+    let messages = consume(&target, N as usize)
+        .await
+        .expect("the replayed records");
     let keys: HashSet<String> = messages
         .iter()
         .map(|m| header_text(&headers_of(m), HEADER_IDEMPOTENCY_KEY))

@@ -12,9 +12,9 @@ use redrive_core::actions::{JobStatus, ReplayOptions, ReplayRequest, Selection};
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
 use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
-use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
+use redrive_testkit::{consume, create_topic, kafka_brokers, unique, wait_for, Backend};
 
-use crate::replay::{ann, consume, fast_relay, record_count, wait_job, RunningRelay};
+use crate::replay::{ann, fast_relay, record_count, wait_job, RunningRelay};
 use crate::support::TestApp;
 
 /// A dead letter of `key` whose record sat at `source_offset` of `source_partition` of
@@ -128,7 +128,9 @@ async fn per_key_order_survives_a_relay_killed_mid_job() {
         // itself: its successor was held until it was marked).
         let on_topic = record_count(&target, 3);
         assert!(on_topic >= n, "{backend:?}: {on_topic} of {n}");
-        let messages = consume(&target, on_topic as usize).await;
+        let messages = consume(&target, on_topic as usize)
+            .await
+            .expect("the replayed records");
         let mut seen: BTreeMap<String, Vec<i64>> = BTreeMap::new();
         for m in &messages {
             let (k, o) = key_and_offset(m);
@@ -194,7 +196,7 @@ async fn with_ordering_off_records_go_in_ingest_order() {
         )
         .await;
         relay.stop().await;
-        let messages = consume(&target, n).await;
+        let messages = consume(&target, n).await.expect("the replayed records");
         let out_of_order = messages
             .iter()
             .map(key_and_offset)
@@ -258,12 +260,12 @@ async fn original_partitions_are_kept_and_a_missing_one_fails_by_name() {
             "{backend:?}: {done:?}"
         );
 
-        for m in consume(&wide, 8).await {
+        for m in consume(&wide, 8).await.expect("the replayed records") {
             let (k, _) = key_and_offset(&m);
             let i: i32 = k[1..].parse().expect("w<i>");
             assert_eq!(m.partition(), i % 4, "{backend:?}: {k}");
         }
-        let narrow_msgs = consume(&narrow, 1).await;
+        let narrow_msgs = consume(&narrow, 1).await.expect("the replayed records");
         assert_eq!(key_and_offset(&narrow_msgs[0]).0, "n1");
         assert_eq!(narrow_msgs[0].partition(), 1, "{backend:?}");
         assert_eq!(record_count(&narrow, 2), 1, "{backend:?}: nothing remapped");
@@ -412,7 +414,7 @@ async fn the_confirmation_form_sets_order_and_placement() {
             (8, 8),
             "{backend:?}: {done:?}"
         );
-        for m in consume(&wide, 8).await {
+        for m in consume(&wide, 8).await.expect("the replayed records") {
             let (k, _) = key_and_offset(&m);
             let i: i32 = k[1..].parse().expect("w<i>");
             assert_eq!(m.partition(), i % 4, "{backend:?}: {k}");

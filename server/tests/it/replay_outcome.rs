@@ -10,9 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redrive_core::actions::{
-    Actor, JobStatus, ReplayJob, ReplayOptions, ReplayRequest, Role, Selection,
-};
+use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayOptions, ReplayRequest, Selection};
 use redrive_core::model::{LinkVia, Status};
 use redrive_core::replay::{RelayConfig, RelayStatus};
 use redrive_core::store::Store;
@@ -192,14 +190,7 @@ impl Redrive {
     pub(crate) async fn replay(&self, ids: Vec<i64>, options: ReplayOptions) -> ReplayJob {
         self.store
             .request_replay(
-                &Actor {
-                    user: "oncall".into(),
-                    role: Role::Operator,
-                    via_token: None,
-                    client_ip: None,
-                    user_agent: None,
-                    read_only: false,
-                },
+                &Actor::operator("oncall"),
                 &ReplayRequest {
                     selection: Selection::Ids(ids),
                     target_topic: None,

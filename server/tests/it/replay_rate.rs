@@ -15,9 +15,9 @@ use rdkafka::message::Message;
 use redrive_core::actions::{JobStatus, ReplayRequest, Selection};
 use redrive_core::model::NewDeadLetter;
 use redrive_core::Filter;
-use redrive_testkit::{create_topic, kafka_brokers, unique, Backend};
+use redrive_testkit::{consume, create_topic, kafka_brokers, unique, Backend};
 
-use crate::replay::{ann, consume, dead_letter, record_count, wait_job};
+use crate::replay::{ann, dead_letter, record_count, wait_job};
 use crate::support::TestApp;
 
 /// `redrive_relay_published_total` from an instance's `/metrics` (0 when absent).
@@ -115,7 +115,9 @@ async fn three_instances_share_one_jobs_rate() {
     // No record went before its slot: the last record's broker timestamp (CreateTime, set
     // by the relay when it hands the record over) is at least (N - burst) / rate after the
     // first slot began. Burst: the catch-up tolerance (1/20 s) and one slot (1/20 s).
-    let got = consume(&target, N as usize).await;
+    let got = consume(&target, N as usize)
+        .await
+        .expect("the replayed records");
     let last_ms = got
         .iter()
         .filter_map(|m| m.timestamp().to_millis())

@@ -6,23 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
 use redrive_core::store::{ArrivalScope, MatchCount, Resolution, Store, MINUTE_MS};
 use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::{fresh_database, Backend};
-
-fn operator() -> Actor {
-    Actor {
-        user: "ops".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
-}
 
 /// (dlq_topic, source_topic or '', status) -> (count, key + value bytes), counted from
 /// `dead_letters` itself.
@@ -269,7 +258,7 @@ async fn aggregates_stay_exact_across_every_write() {
             .map(|s| s.id)
             .collect();
         store
-            .delete(&operator(), &Selection::Ids(ids.clone()), None)
+            .delete(&Actor::operator("ops"), &Selection::Ids(ids.clone()), None)
             .await
             .expect("delete ids");
         assert_exact(backend, &url, &store, now, "delete by ids").await;
@@ -278,7 +267,11 @@ async fn aggregates_stay_exact_across_every_write() {
             ..Filter::default()
         };
         store
-            .delete(&operator(), &Selection::Filter(payments.clone()), None)
+            .delete(
+                &Actor::operator("ops"),
+                &Selection::Filter(payments.clone()),
+                None,
+            )
             .await
             .expect("delete filter");
         assert_exact(backend, &url, &store, now, "delete by filter").await;
@@ -288,7 +281,7 @@ async fn aggregates_stay_exact_across_every_write() {
             ..Filter::default()
         };
         store
-            .restore(&operator(), &Selection::Filter(deleted), None)
+            .restore(&Actor::operator("ops"), &Selection::Filter(deleted), None)
             .await
             .expect("restore");
         assert_exact(backend, &url, &store, now, "restore by filter").await;
@@ -297,7 +290,7 @@ async fn aggregates_stay_exact_across_every_write() {
         // outcomes as the relay writes them.
         let job = store
             .request_replay(
-                &operator(),
+                &Actor::operator("ops"),
                 &ReplayRequest {
                     selection: Selection::Filter(Filter {
                         dlq_topic: Some("stats.b.DLT".into()),
@@ -313,7 +306,7 @@ async fn aggregates_stay_exact_across_every_write() {
             .expect("replay");
         assert_exact(backend, &url, &store, now, "replay request").await;
         store
-            .cancel_job(&operator(), &job.id)
+            .cancel_job(&Actor::operator("ops"), &job.id)
             .await
             .expect("cancel");
         assert_exact(backend, &url, &store, now, "cancel").await;

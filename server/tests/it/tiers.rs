@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use redrive_core::actions::{Actor, Role};
+use redrive_core::actions::Actor;
 use redrive_core::alerts::EventKind;
 use redrive_core::store::RuleSetOrigin;
 use redrive_testkit::{create_topic, kafka_brokers, produce, unique, Backend, TestRecord};
@@ -251,14 +251,7 @@ permissions = ["replay"]
     ];
     let app = TestApp::start_on(backend, &env).await;
     let token = app.admin_token().await;
-    let rules_admin = Actor {
-        user: "rules-admin".into(),
-        role: Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let rules_admin = Actor::admin("rules-admin");
     let v = app
         .store
         .save_rule_set(

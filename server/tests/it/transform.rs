@@ -11,11 +11,11 @@ use std::time::Duration;
 use rdkafka::message::Message;
 use redrive_core::model::{NewDeadLetter, Status};
 use redrive_core::replay::HEADER_DEAD_LETTER_ID;
-use redrive_testkit::{create_topic, kafka_brokers, unique, Backend};
+use redrive_testkit::{consume, create_topic, kafka_brokers, unique, Backend};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::replay::{consume, dead_letter, header_text, headers_of, record_count};
+use crate::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{eventually, Auth, Csrf, TestApp};
 
 /// The 10,000-record script: n % 100 == 7 throws, n % 100 == 13 is skipped, n % 1000 == 999
@@ -213,7 +213,9 @@ async fn a_transform_over_ten_thousand_publishes_what_the_script_returns() {
         // The topic holds exactly what the script returned: nothing for the records it
         // skipped or failed on (no untransformed record slipped through).
         assert_eq!(record_count(&target, 3), published, "{backend:?}");
-        let messages = consume(&target, published as usize).await;
+        let messages = consume(&target, published as usize)
+            .await
+            .expect("the replayed records");
         let mut seen: HashSet<i64> = HashSet::new();
         let dl_ids: HashMap<i64, String> = messages
             .iter()
@@ -352,7 +354,7 @@ async fn a_script_out_of_its_time_limit_fails_that_record_only() {
                 .contains("time limit of 200 ms"),
             "{job}"
         );
-        let messages = consume(&target, 7).await;
+        let messages = consume(&target, 7).await.expect("the replayed records");
         let mut ns: Vec<i64> = messages
             .iter()
             .map(|m| value_json(m)["n"].as_i64().expect("n"))

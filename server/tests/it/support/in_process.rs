@@ -18,14 +18,7 @@ pub fn site_router_as_admin(
     store: redrive_core::store::Store,
     options: leptos::config::LeptosOptions,
 ) -> Router {
-    let admin = redrive_core::actions::Actor {
-        user: "test-admin".into(),
-        role: redrive_core::actions::Role::Admin,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    };
+    let admin = redrive_core::actions::Actor::admin("test-admin");
     site::site_router(store, options).layer(axum::Extension(admin))
 }
 

@@ -373,8 +373,22 @@ impl TestApp {
         csrf: Csrf,
         body: &Value,
     ) -> reqwest::Response {
+        self.send_json(reqwest::Method::POST, path, auth, csrf, body)
+            .await
+    }
+
+    /// Sends JSON by `method` (POST, PUT, ...); a session request carries the CSRF header as
+    /// `csrf` says.
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        auth: Auth<'_>,
+        csrf: Csrf,
+        body: &Value,
+    ) -> reqwest::Response {
         let mut req = self
-            .with_auth(self.client.post(self.url(path)), auth)
+            .with_auth(self.client.request(method.clone(), self.url(path)), auth)
             .json(body);
         if let Auth::Session(s) = auth {
             match csrf {
@@ -385,7 +399,7 @@ impl TestApp {
         }
         req.send()
             .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}\n{}", self.log()))
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.log()))
     }
 
     /// DELETEs `path`; a session request carries its CSRF header.
