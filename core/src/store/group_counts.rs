@@ -249,10 +249,7 @@ impl Store {
         let (rows, counted): (Vec<GroupRow>, GroupsCounted) = if aggregate_answers(filter) {
             let rows = on_pool!(self, |pool, DB| {
                 let mut qb = aggregate_groups::<DB>(filter, limit);
-                qb.build_query_as()
-                    .persistent(false)
-                    .fetch_all(pool)
-                    .await
+                qb.build_query_as().persistent(false).fetch_all(pool).await
             })
             .map_err(store_error)?;
             (rows, GroupsCounted::Exact)
@@ -302,7 +299,10 @@ impl Store {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_groups");
             push_aggregate_filter(&mut qb, filter);
-            qb.build_query_scalar().persistent(false).fetch_one(pool).await
+            qb.build_query_scalar()
+                .persistent(false)
+                .fetch_one(pool)
+                .await
         })
         .map_err(store_error)?;
         Ok(Some(n.unwrap_or(0)))

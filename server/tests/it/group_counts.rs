@@ -49,27 +49,35 @@ const ROWS_SQL: &str = "SELECT id, fingerprint, dlq_topic, COALESCE(source_topic
 /// (fingerprint, dlq_topic, source_topic, status, tier) -> n.
 type Keys = BTreeMap<(String, String, String, String, String), i64>;
 
+/// One `dl_stats_groups` row: the key, then `n`.
+type AggRow = (String, String, String, String, String, i64);
+
 const AGG_SQL: &str = "SELECT fingerprint, dlq_topic, source_topic, status, tier, \
      CAST(n AS BIGINT) FROM dl_stats_groups WHERE n <> 0";
 
 async fn read(backend: Backend, url: &str) -> (Vec<Row>, Keys) {
-    let (rows, agg): (Vec<Row>, Vec<(String, String, String, String, String, i64)>) =
-        match backend {
-            Backend::Sqlite => {
-                let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-                let r = sqlx::query_as(ROWS_SQL).fetch_all(&pool).await.expect("rows");
-                let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
-                pool.close().await;
-                (r, a)
-            }
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-                let r = sqlx::query_as(ROWS_SQL).fetch_all(&pool).await.expect("rows");
-                let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
-                pool.close().await;
-                (r, a)
-            }
-        };
+    let (rows, agg): (Vec<Row>, Vec<AggRow>) = match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+            let r = sqlx::query_as(ROWS_SQL)
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+            let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
+            pool.close().await;
+            (r, a)
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+            let r = sqlx::query_as(ROWS_SQL)
+                .fetch_all(&pool)
+                .await
+                .expect("rows");
+            let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
+            pool.close().await;
+            (r, a)
+        }
+    };
     let agg = agg
         .into_iter()
         .map(|(f, d, s, st, t, n)| ((f, d, s, st, t), n))
@@ -301,7 +309,11 @@ fn batch(now_ms: i64) -> Vec<NewDeadLetter> {
                 Normalized {
                     source_topic: source,
                     error_class: Some(format!("com.example.Error{g}")),
-                    error_message: Some(if g == 3 { format!("boom {i}") } else { "boom".into() }),
+                    error_message: Some(if g == 3 {
+                        format!("boom {i}")
+                    } else {
+                        "boom".into()
+                    }),
                     ..Normalized::default()
                 },
             );
@@ -532,7 +544,10 @@ async fn postgres_concurrent_writers_keep_the_group_aggregate_exact() {
         let store = store.clone();
         tokio::spawn(async move {
             for chunk in part.chunks(10) {
-                store.insert_batch(chunk).await.expect("insert under contention");
+                store
+                    .insert_batch(chunk)
+                    .await
+                    .expect("insert under contention");
             }
         })
     };
@@ -541,7 +556,14 @@ async fn postgres_concurrent_writers_keep_the_group_aggregate_exact() {
         tokio::spawn(async move {
             for i in 0..20 {
                 let f = Filter {
-                    dlq_topic: Some(if i % 2 == 0 { "groups.a.DLT" } else { "groups.b.DLT" }.into()),
+                    dlq_topic: Some(
+                        if i % 2 == 0 {
+                            "groups.a.DLT"
+                        } else {
+                            "groups.b.DLT"
+                        }
+                        .into(),
+                    ),
                     ..Filter::default()
                 };
                 store
