@@ -405,8 +405,8 @@ impl Store {
 
     /// How many dead letters match `filter`, never more than `cap + 1` rows read: from the
     /// error-group aggregate (migration 0027) when the filter names only fingerprint, DLQ
-    /// topic, source topic, status and tier (exact), otherwise a count of at most `cap + 1` index entries (`Exact` below the cap,
-    /// `MoreThan(cap)` above). With free text (`q`), the search's bounded steps
+    /// topic, source topic, status and tier (exact), otherwise a count of at most `cap + 1`
+    /// index entries (`Exact` below the cap, `MoreThan(cap)` above). With free text (`q`), the search's bounded steps
     /// (`store/search.rs`): exact when they see every match, else `AtLeast`.
     ///
     /// Errors: `Unavailable`, `Database`.
