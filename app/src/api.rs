@@ -150,6 +150,11 @@ pub struct GroupsView {
     pub trends: Vec<Vec<(i64, i64)>>,
     /// Same order as `groups`: first seen (ever, not only under this filter) in the last 24 h.
     pub new: Vec<bool>,
+    /// `Some(n)`: the filter names something the maintained aggregate does not keep and more
+    /// than `n` dead letters match it, so only the newest `n` are counted (the counts are
+    /// "at least"); `None`: every match is counted (`Store::error_groups_counted`).
+    #[serde(default)]
+    pub counted_among_newest: Option<i64>,
 }
 
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
@@ -164,10 +169,15 @@ pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, Ser
     crate::auth_context::limit_to_scope(&store, &mut q.filter)
         .await
         .map_err(|e| seam::store_failed("list dead letters", e))?;
-    let groups = store
-        .error_groups(&q.filter, q.limit)
+    let listing = store
+        .error_groups_counted(&q.filter, q.limit)
         .await
         .map_err(|e| seam::store_failed("list error groups", e))?;
+    let counted_among_newest = match listing.counted {
+        redrive_core::store::GroupsCounted::Exact => None,
+        redrive_core::store::GroupsCounted::AmongNewest(n) => Some(n),
+    };
+    let groups = listing.groups;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
@@ -197,6 +207,7 @@ pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, Ser
             .iter()
             .map(crate::display::record::group_row)
             .collect(),
+        counted_among_newest,
     }))
 }
 

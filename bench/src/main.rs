@@ -349,7 +349,7 @@ async fn print_ingest_figures(records: usize) -> Result<()> {
     Ok(())
 }
 
-/// The aggregates' cost at ingest (with and without the migration 0006 triggers) and the
+/// The aggregates' cost at ingest (with and without the migration 0006 and 0027 triggers) and the
 /// overview page / `/metrics` latency at `rows` ([`overview_page`]). `BENCH_OVERVIEW=only`
 /// runs just this; `0` skips it.
 async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
@@ -373,7 +373,7 @@ async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
         pages = vec![None, None];
     }
     println!();
-    println!("| aggregates (migration 0006) | SQLite | PostgreSQL |");
+    println!("| aggregates (migrations 0006, 0027) | SQLite | PostgreSQL |");
     println!("|---|---|---|");
     println!(
         "| ingest rate, {records} x 1 KiB Spring records, with / without the aggregate triggers | {:.0} / {:.0} msgs/s ({:.0} % cost) | {:.0} / {:.0} msgs/s ({:.0} % cost) |",
@@ -401,6 +401,24 @@ async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
             "| Store::stats + arrival_totals in process (one /metrics refresh), {rows} rows | {:.1} ms | {:.1} ms |",
             a.stats_ms, b.stats_ms
         );
+        for (what, x, y) in [
+            ("GET /groups (aggregate)", a.groups, b.groups),
+            (
+                "GET /groups?dlq_topic=service3.events.DLT (aggregate)",
+                a.groups_by_topic,
+                b.groups_by_topic,
+            ),
+            (
+                "GET /groups?consumer_group=group1 (bounded: newest 100,000 matches)",
+                a.groups_bounded,
+                b.groups_bounded,
+            ),
+        ] {
+            println!(
+                "| {what}, {rows} rows | p50 {:.1} ms, p99 {:.1} ms | p50 {:.1} ms, p99 {:.1} ms |",
+                x.0, x.1, y.0, y.1
+            );
+        }
     }
     Ok(())
 }
@@ -607,7 +625,7 @@ enum Variant {
     Default,
     /// SQLite with `synchronous=NORMAL`.
     SqliteNormal,
-    /// Without the aggregate triggers of migration 0006 (dropped after migrating): what the
+    /// Without the aggregate triggers of migrations 0006 and 0027 (dropped after migrating): what the
     /// maintained aggregates cost ingest.
     NoAggregates,
     /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
@@ -664,6 +682,9 @@ async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) 
             "DROP TRIGGER dl_stats_insert",
             "DROP TRIGGER dl_stats_update",
             "DROP TRIGGER dl_stats_delete",
+            "DROP TRIGGER dl_stats_groups_insert",
+            "DROP TRIGGER dl_stats_groups_update",
+            "DROP TRIGGER dl_stats_groups_delete",
         ];
         match backend {
             Backend::Sqlite => {

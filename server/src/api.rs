@@ -18,7 +18,7 @@ use base64::Engine as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use redrive_core::ingest::{IngestSnapshot, IngestStatus};
 use redrive_core::replay::{RelaySnapshot, RelayStatus};
-use redrive_core::store::{Store, StoreError};
+use redrive_core::store::{GroupsCounted, Store, StoreError};
 use redrive_core::{DeadLetter, DeadLetterSummary, ErrorGroup, Header, ListQuery};
 use serde::Serialize;
 
@@ -317,6 +317,14 @@ pub struct ErrorGroupItem {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorGroupList {
     pub items: Vec<ErrorGroupItem>,
+    /// True when every matching dead letter is counted: a filter on fingerprint, DLQ topic,
+    /// source topic, status and tier only (read from the maintained aggregate), or one that
+    /// matches fewer dead letters than `counted_among_newest` would be.
+    pub exact: bool,
+    /// When not `exact`: the counts are of this many newest matching dead letters only
+    /// (100,000; by dead-letter time, then id), so each `count` is "at least" and a group
+    /// whose dead letters are all older is missing. `null` when `exact`.
+    pub counted_among_newest: Option<i64>,
 }
 
 /// Epoch ms as RFC 3339 UTC with milliseconds; `None` only for a time outside chrono's range
@@ -536,13 +544,19 @@ pub async fn list_error_groups(
                 .into(),
         ));
     }
-    let groups = state
+    let listing = state
         .store
-        .error_groups(&query.filter, query.limit)
+        .error_groups_counted(&query.filter, query.limit)
         .await
         .map_err(|e| state.store_failed("error_groups", e))?;
+    let counted_among_newest = match listing.counted {
+        GroupsCounted::Exact => None,
+        GroupsCounted::AmongNewest(n) => Some(n),
+    };
     Ok(Json(ErrorGroupList {
-        items: groups.iter().map(ErrorGroupItem::from).collect(),
+        items: listing.groups.iter().map(ErrorGroupItem::from).collect(),
+        exact: counted_among_newest.is_none(),
+        counted_among_newest,
     }))
 }
 

@@ -28,7 +28,15 @@ pub fn ErrorGroupsPage() -> impl IntoView {
                     let choices = choices.await.unwrap_or_default();
                     let body = match groups.await {
                         Ok(Listing::Found(view)) => {
+                            let bounded = view.counted_among_newest.map(|n| {
+                                view! {
+                                    <p class="dim counted-among-newest">
+                                        {bounded_note(n)}
+                                    </p>
+                                }
+                            });
                             view! {
+                                {bounded}
                                 <ErrorGroupTable
                                     groups=view.groups
                                     trends=view.trends
@@ -55,4 +63,23 @@ pub fn ErrorGroupsPage() -> impl IntoView {
             }}
         </Transition>
     }
+}
+
+/// The note above groups counted among the newest `n` matching dead letters only
+/// (`GroupsView::counted_among_newest`).
+fn bounded_note(n: i64) -> String {
+    let digits = n.to_string();
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!(
+        "Counted among the newest {grouped} matching dead letters only: this filter (free \
+         text, time range, consumer group, error class, labels or came back) is not kept in \
+         the maintained counts, and more dead letters match it. Counts are at least these; \
+         groups whose dead letters are all older are not shown."
+    )
 }

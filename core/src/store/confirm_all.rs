@@ -41,11 +41,15 @@ impl Selection {
 
 impl Store {
     /// How many dead letters the empty filter matches now (every one not `deleted`): the
-    /// number an "all" action must be confirmed with.
+    /// number an "all" action must be confirmed with. Read from the maintained aggregate
+    /// (migration 0027), exact and without a scan.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn all_count(&self) -> Result<i64, StoreError> {
-        self.count(&Filter::default()).await
+        match self.aggregate_count(&Filter::default()).await? {
+            Some(n) => Ok(n),
+            None => self.count(&Filter::default()).await,
+        }
     }
 
     /// For an "all" selection ([`Selection::is_all`]), checks that `given` equals

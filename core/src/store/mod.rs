@@ -12,8 +12,9 @@
 //! debug build, 2 cores): a list page for no filter or any one filter is an index range read,
 //! p50 ~1-2 ms and p99 under 17 ms on both databases. Known costs: free text (`q`) for a
 //! *rare* term scans every row on SQLite (~0.35 s per million rows with an optimised SQLite;
-//! PostgreSQL uses its `pg_trgm` index, ~25 ms), and [`Store::error_groups`] aggregates every
-//! matching row (~0.25-0.4 s per million without a narrowing filter).
+//! PostgreSQL uses its `pg_trgm` index, ~25 ms). [`Store::error_groups`] reads the maintained
+//! aggregate `dl_stats_groups` (migration 0027) for filters on fingerprint, topics, status and
+//! tier, and counts at most the newest [`GROUPS_SCAN_ROWS`] matching rows for any other.
 
 mod codec;
 mod dialect;
@@ -36,7 +37,7 @@ use sqlx::sqlite::{
 use self::dialect::store_error;
 use self::gate::WriteGate;
 pub use self::gate::WriteGateStats;
-use self::rows::{FullRow, GroupRow, SummaryRow};
+use self::rows::{FullRow, SummaryRow};
 use self::sql::FacetColumn;
 use crate::filter::{ListQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::model::{DeadLetter, DeadLetterSummary, ErrorGroup, Page};
@@ -181,6 +182,9 @@ mod bulk;
 pub(crate) mod canary;
 mod confirm_all;
 mod export;
+// Error groups and match counts from the maintained aggregate (issue 12 item 3, migration 0027).
+mod group_counts;
+pub use self::group_counts::{GroupListing, GroupsCounted, GROUPS_SCAN_ROWS};
 mod insert;
 mod job_control;
 mod jobs;
@@ -547,25 +551,16 @@ impl Store {
         Ok(Some(d))
     }
 
-    /// Error groups of the dead letters matching `filter`, largest first, at most `limit`.
+    /// Error groups of the dead letters matching `filter`, largest first, at most `limit`:
+    /// [`Store::error_groups_counted`]'s groups (see there for how they are counted).
     ///
-    /// Ties are broken by the most recent `last_seen_ms`, then fingerprint. The example class
-    /// and message come from the group's most recently stored dead letter; each group carries
-    /// its triage labels and note.
     /// Errors: `Unavailable`, `Database`.
     pub async fn error_groups(
         &self,
         filter: &Filter,
         limit: u32,
     ) -> Result<Vec<ErrorGroup>, StoreError> {
-        let rows: Vec<GroupRow> = on_pool!(self, |pool, DB| {
-            let mut qb = sql::error_groups::<DB>(filter, i64::from(limit));
-            qb.build_query_as().fetch_all(pool).await
-        })
-        .map_err(store_error)?;
-        let mut groups: Vec<ErrorGroup> = rows.into_iter().map(ErrorGroup::from).collect();
-        self.attach_group_triage(&mut groups).await?;
-        Ok(groups)
+        Ok(self.error_groups_counted(filter, limit).await?.groups)
     }
 
     /// Distinct values for the filter bar's choices: (source topics, DLQ topics, consumer groups).

@@ -219,32 +219,6 @@ pub(crate) fn get<'a, DB: Dialect>(id: i64) -> QueryBuilder<'a, DB> {
     qb
 }
 
-/// Error groups of the rows matching `filter`, largest first (ties: most recent first, then
-/// fingerprint). The example is the group's newest row by id, so class and message come
-/// from one real dead letter.
-pub(crate) fn error_groups<DB: Dialect>(filter: &Filter, limit: i64) -> QueryBuilder<'_, DB> {
-    let mut qb = QueryBuilder::new(
-        "SELECT g.fingerprint, g.n, g.first_seen_ms, g.last_seen_ms, \
-         d.error_class, d.error_message \
-         FROM (SELECT fingerprint, COUNT(*) AS n, \
-               MIN(dead_lettered_at_ms) AS first_seen_ms, \
-               MAX(dead_lettered_at_ms) AS last_seen_ms, \
-               MAX(id) AS example_id \
-               FROM dead_letters",
-    );
-    push_filter(&mut qb, filter);
-    qb.push(
-        " GROUP BY fingerprint \
-         ORDER BY n DESC, last_seen_ms DESC, fingerprint LIMIT ",
-    );
-    DB::bind(&mut qb, Val::I64(Some(limit)));
-    qb.push(
-        ") g JOIN dead_letters d ON d.id = g.example_id \
-         ORDER BY g.n DESC, g.last_seen_ms DESC, g.fingerprint",
-    );
-    qb
-}
-
 /// The columns [`facet`] may be asked about (never user text: it is spliced into the SQL).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum FacetColumn {

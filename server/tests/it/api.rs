@@ -548,6 +548,15 @@ async fn error_groups_count_by_fingerprint() {
     assert_eq!(items(&filtered)[0]["count"], 1);
     let (_, limited) = app.get_json("/api/v1/error-groups?limit=1").await;
     assert_eq!(items(&limited).len(), 1);
+    // Counted from the maintained aggregate, or by a scan of the newest matches: the body
+    // says which (issue 12 item 3); a few matches are all counted either way.
+    assert_eq!(body["exact"], true, "{body}");
+    assert!(body["counted_among_newest"].is_null(), "{body}");
+    let (_, by_class) = app
+        .get_json("/api/v1/error-groups?error_class=java.lang.NullPointerException")
+        .await;
+    assert_eq!(by_class["exact"], true, "{by_class}");
+    assert_eq!(items(&by_class)[0]["count"], PAGED, "{by_class}");
 }
 
 // ---------------------------------------------------------------------------------------------

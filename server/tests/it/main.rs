@@ -36,6 +36,7 @@ mod crash_safety;
 mod demo_pipeline;
 mod display_caps;
 mod edit_replay;
+mod group_counts;
 mod hardening;
 mod ingest_conventions;
 mod ingest_edge_cases;

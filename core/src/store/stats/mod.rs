@@ -404,9 +404,9 @@ impl Store {
     }
 
     /// How many dead letters match `filter`, never more than `cap + 1` rows read: from the
-    /// counts aggregate when the filter names only DLQ topic, source topic and status
-    /// (exact), otherwise a count of at most `cap + 1` index entries (`Exact` below the cap,
-    /// `MoreThan(cap)` above). With free text (`q`), the search's bounded steps
+    /// error-group aggregate (migration 0027) when the filter names only fingerprint, DLQ
+    /// topic, source topic, status and tier (exact), otherwise a count of at most `cap + 1`
+    /// index entries (`Exact` below the cap, `MoreThan(cap)` above). With free text (`q`), the search's bounded steps
     /// (`store/search.rs`): exact when they see every match, else `AtLeast`.
     ///
     /// Errors: `Unavailable`, `Database`.
@@ -415,36 +415,8 @@ impl Store {
         filter: &Filter,
         cap: i64,
     ) -> Result<MatchCount, StoreError> {
-        let only_topics = filter.fingerprint.is_none()
-            && filter.error_class.is_none()
-            && filter.q.is_none()
-            && filter.consumer_group.is_none()
-            && filter.from_ms.is_none()
-            && filter.to_ms.is_none();
-        if only_topics {
-            let n: Option<i64> = on_pool!(self, |pool, DB| {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_counts WHERE status",
-                );
-                let (op, status) = match filter.status {
-                    Some(s) => (" = ", s),
-                    None => (" <> ", Status::Deleted),
-                };
-                qb.push(op);
-                DB::bind(&mut qb, Val::Text(Some(status.as_str())));
-                if let Some(t) = &filter.dlq_topic {
-                    qb.push(" AND dlq_topic = ");
-                    DB::bind(&mut qb, Val::Text(Some(t.as_str())));
-                }
-                if let Some(t) = &filter.source_topic {
-                    qb.push(" AND source_topic = ");
-                    DB::bind(&mut qb, Val::Text(Some(t.as_str())));
-                }
-                super::sql::push_topic_in(&mut qb, filter.dlq_topic_in.as_deref());
-                qb.build_query_scalar().fetch_one(pool).await
-            })
-            .map_err(store_error)?;
-            return Ok(MatchCount::Exact(n.unwrap_or(0)));
+        if let Some(n) = self.aggregate_count(filter).await? {
+            return Ok(MatchCount::Exact(n));
         }
         if let Some(q) = filter.q.as_deref() {
             // Free text: bounded as the list is (`search.rs`).
@@ -528,6 +500,14 @@ impl Store {
         // incremented is not removed.
         removed += on_write_conn!(self, |conn, _DB| {
             sqlx::query("DELETE FROM dl_stats_counts WHERE n = 0 AND bytes = 0")
+                .execute(&mut *conn)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .map_err(store_error)?;
+        // Migration 0027's error-group keys nothing is stored under any more.
+        removed += on_write_conn!(self, |conn, _DB| {
+            sqlx::query("DELETE FROM dl_stats_groups WHERE n = 0")
                 .execute(&mut *conn)
                 .await
                 .map(|r| r.rows_affected())
