@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use redrive_core::actions::{Actor, ReplayRequest, Role, Selection};
+use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::filter::TierFilter;
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
 use redrive_core::store::{GroupsCounted, MatchCount, Store, DEPENDENT_TABLES};
@@ -18,14 +18,7 @@ use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::{fresh_database, Backend};
 
 fn operator() -> Actor {
-    Actor {
-        user: "ops".into(),
-        role: Role::Operator,
-        via_token: None,
-        client_ip: None,
-        user_agent: None,
-        read_only: false,
-    }
+    Actor::operator("ops")
 }
 
 /// One stored dead letter as the groups see it.
