@@ -343,6 +343,17 @@ impl Store {
                 _ => 0,
             };
             let room = super::canary::room(gate.as_ref(), taken);
+            // The job's first claim stamps `started_at_ms` (undone by the rollback below if
+            // nothing is claimed). Lock order: the job's row before its outbox rows, as
+            // `cancel_job`, pause and the bulk actions take them; the other order deadlocked
+            // against a cancel on PostgreSQL (CI, 2026-12-02). Once stamped, the WHERE
+            // matches nothing and no lock is taken.
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET started_at_ms = ");
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(" WHERE started_at_ms IS NULL AND id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.build().execute(&mut *tx).await.map_err(store_error)?;
             // Rows whose relay died holding them (when asked), then due pending rows: two
             // index ranges on (job_id, status, id) instead of one OR that would walk every
             // row the job has already published. The third element: only rows with this
@@ -429,12 +440,6 @@ impl Store {
                 });
             }
             ids.sort_unstable();
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET started_at_ms = ");
-            DB::bind(&mut qb, Val::I64(Some(now)));
-            qb.push(" WHERE started_at_ms IS NULL AND id = ");
-            DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.build().execute(&mut *tx).await.map_err(store_error)?;
             tx.commit().await.map_err(store_error)?;
             // Read after the commit: SQLite's write lock is held only for the claim itself.
             // The rows are ours by token until the lease ends.
@@ -501,6 +506,13 @@ impl Store {
             .map(|e| clean_text(&e));
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
+            // Lock order: the job's row first, then its outbox rows, as `cancel_job`, pause
+            // and the bulk actions take them. Taking the outbox rows first and the job's row
+            // at the end (its counters, below) could deadlock against a cancel on PostgreSQL.
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET status = status WHERE id = ");
+            DB::bind(&mut qb, Val::Text(Some(job)));
+            qb.build().execute(&mut *tx).await.map_err(store_error)?;
 
             // Published: outbox rows, then their dead letters and history events, each one
             // statement for the whole batch.
