@@ -148,14 +148,7 @@ async fn main() -> Result<()> {
     }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
-    let topic = kit::unique("bench_orders.DLT");
-    kit::create_topic(&topic, 4, &[]).await?;
-    let t = Instant::now();
-    produce_spring_records(&topic, records).await?;
-    eprintln!(
-        "produced {records} records in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    let topic = spring_backlog("bench_orders.DLT", records).await?;
 
     let raw = raw_consume_rate(&topic, records)?;
     let mut ingest_rates = Vec::new();
@@ -307,10 +300,10 @@ async fn print_load_figures(rows: usize) -> Result<()> {
     Ok(())
 }
 
-/// `BENCH_RSS=only`: the release server's peak RSS while it ingests `records` and serves
-/// pages, per database ([`server_rss`]).
-async fn print_rss_figures(records: usize) -> Result<()> {
-    let topic = kit::unique("bench_rss.DLT");
+/// A fresh 4-partition topic named after `prefix`, holding `records` 1 KiB Spring records
+/// before anything consumes it (a backlog); returns its name.
+async fn spring_backlog(prefix: &str, records: usize) -> Result<String> {
+    let topic = kit::unique(prefix);
     kit::create_topic(&topic, 4, &[]).await?;
     let t = Instant::now();
     produce_spring_records(&topic, records).await?;
@@ -318,6 +311,13 @@ async fn print_rss_figures(records: usize) -> Result<()> {
         "produced {records} records in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+    Ok(topic)
+}
+
+/// `BENCH_RSS=only`: the release server's peak RSS while it ingests `records` and serves
+/// pages, per database ([`server_rss`]).
+async fn print_rss_figures(records: usize) -> Result<()> {
+    let topic = spring_backlog("bench_rss.DLT", records).await?;
     let mut figures = Vec::new();
     for backend in Backend::ALL {
         figures.push(server_rss::measure(backend, &topic, records).await?);
@@ -332,14 +332,7 @@ async fn print_rss_figures(records: usize) -> Result<()> {
 /// `BENCH_INGEST_ONLY=1`: ingest beside the store's own insert rate, with peak RSS
 /// ([`ingest_limit`]).
 async fn print_ingest_figures(records: usize) -> Result<()> {
-    let topic = kit::unique("bench_ingest.DLT");
-    kit::create_topic(&topic, 4, &[]).await?;
-    let t = Instant::now();
-    produce_spring_records(&topic, records).await?;
-    eprintln!(
-        "produced {records} records in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    let topic = spring_backlog("bench_ingest.DLT", records).await?;
     let raw = raw_consume_rate(&topic, records)?;
     let figures = ingest_limit::measure(&topic, records).await?;
     println!();
