@@ -98,17 +98,28 @@ pub async fn wait_for_count(
     n: i64,
     timeout: Duration,
 ) -> Result<i64> {
-    wait_for(
+    // The last answer, for the failure message: "stuck at 20" and "the store kept failing"
+    // are different bugs.
+    let last = std::sync::Mutex::new(String::from("no answer yet"));
+    let found = wait_for(
         &format!("{n} dead letters from {dlq_topic}"),
         timeout,
-        || async move {
-            match store.count(&topic_filter(dlq_topic)).await {
+        || async {
+            let answer = store.count(&topic_filter(dlq_topic)).await;
+            let seen = match &answer {
+                Ok(c) => format!("{c} stored"),
+                Err(e) => format!("count failed: {e}"),
+            };
+            *last.lock().unwrap() = seen;
+            match answer {
                 Ok(c) if c >= n => Some(c),
                 _ => None,
             }
         },
     )
-    .await
+    .await;
+    let last = last.into_inner().unwrap();
+    found.map_err(|e| e.context(format!("last seen: {last}")))
 }
 
 /// Every stored summary of `dlq_topic` (all pages), sorted by (partition, offset).

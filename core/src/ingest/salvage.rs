@@ -32,7 +32,8 @@ pub(crate) struct Salvaged {
 /// Stores every record of `records` that the database accepts, and the others in reduced form
 /// or in quarantine. `refusal` is the non-transient error storing them together gave.
 ///
-/// Errors: a transient error met on the way (retry the batch later), or — for a record that
+/// Errors: a transient error met on the way, or a failed ping before a record is blamed
+/// (retry the batch later), or — for a record that
 /// cannot even be quarantined without its payload — that error (ingest then pauses and
 /// retries, as for an outage: the offset never moves past a record that is nowhere).
 pub(crate) async fn salvage(
@@ -70,6 +71,11 @@ async fn store_alone(
     out: &mut Salvaged,
 ) -> Result<(), StoreError> {
     let r = &d.record;
+    // Before blaming the record: is the database there at all? An outage that answers with
+    // an error not known to be transient must not degrade records (a record stored in
+    // reduced form or quarantined because the database was down is a record damaged for
+    // nothing); a failed ping makes the whole batch wait and be retried.
+    store.ping().await?;
     let reduced_error = match store.insert_reduced(d, &error.to_string()).await {
         Ok(n) => {
             tracing::warn!(

@@ -160,7 +160,8 @@ impl Dialect for Postgres {
 
 /// Maps a sqlx error to a [`StoreError`]: `Unavailable` for what is worth retrying (the
 /// connection, the pool, a busy/locked SQLite file, a full disk, a PostgreSQL server shutting
-/// down or out of resources, a timeout, a serialization failure), `Rejected` for data the
+/// down, refusing the session (any FATAL) or out of resources, a timeout, a serialization
+/// failure), `Rejected` for data the
 /// database refuses (see [`is_rejected`]), `Corrupt` for a stored value we cannot decode,
 /// `Database` for everything else (a bug or a schema problem: retrying will not help).
 pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
@@ -198,6 +199,17 @@ fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
         return matches!(primary, 5 | 6 | 10 | 13 | 14);
     }
     if let Some(e) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        // FATAL and PANIC end the session (or the server): whatever the code, the database
+        // is not there for us, and the record is not at fault. This is how a database that
+        // refuses connections answers (`ALTER DATABASE … ALLOW_CONNECTIONS false`: 55000
+        // "not currently accepting connections"), as do a failed login (28P01) and a
+        // dropped database (3D000) — an operator fixes those, and ingest waits for them.
+        if matches!(
+            e.severity(),
+            sqlx::postgres::PgSeverity::Fatal | sqlx::postgres::PgSeverity::Panic
+        ) {
+            return true;
+        }
         let code = e.code();
         // 08 connection exception, 53 insufficient resources (disk full, too many
         // connections), 57P01-57P05 shutdown / cannot connect now / idle timeouts,

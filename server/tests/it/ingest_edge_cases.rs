@@ -339,6 +339,7 @@ async fn graceful_shutdown_commits_and_a_restart_rereads_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_outage_commits_nothing_and_loses_nothing() {
+    crate::support::log_to_test_output();
     let topic = unique("dlq_outage");
     create_topic(&topic, 2, &[]).await.unwrap();
     let (url, _dir) = fresh_database(Backend::Postgres).await.unwrap();
@@ -434,6 +435,42 @@ async fn store_outage_commits_nothing_and_loses_nothing() {
         .collect();
     expected.sort();
     assert_eq!(values, expected);
+}
+
+/// A PostgreSQL database that refuses sessions answers with a FATAL error whose code (55000,
+/// "not currently accepting connections") says nothing about transience. The store must
+/// still call it an outage: ingest then pauses and retries. Called a refusal of the data, it
+/// sent ingest into salvage, which stored records in reduced form or quarantined them if the
+/// database came back half-way (the race behind an intermittent failure of the outage test).
+#[tokio::test]
+async fn a_database_refusing_sessions_is_an_outage_not_a_refused_record() {
+    let (url, _dir) = fresh_database(Backend::Postgres).await.unwrap();
+    let store = redrive_core::store::Store::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let d = redrive_testkit::fixtures::stored_dead_letter(
+        "dlq_refusing",
+        0,
+        redrive_core::Normalized::default(),
+    );
+
+    redrive_testkit::ingest::set_postgres_available(&url, false)
+        .await
+        .unwrap();
+    let e = store
+        .insert_batch(std::slice::from_ref(&d))
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "insert during the outage: {e:?}");
+    let e = store.ping().await.unwrap_err();
+    assert!(e.is_transient(), "ping during the outage: {e:?}");
+
+    redrive_testkit::ingest::set_postgres_available(&url, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.insert_batch(std::slice::from_ref(&d)).await.unwrap(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

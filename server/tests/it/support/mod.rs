@@ -65,6 +65,19 @@ pub enum Csrf {
     Wrong,
 }
 
+/// Sends the in-process `tracing` events of the calling test (ingest, store, relay run in the
+/// test's own runtime) to the test's captured output: libtest prints them only when the test
+/// fails, so a CI failure comes with the log that explains it. `RUST_LOG` overrides the
+/// filter (default: `redrive_core=debug`). Idempotent; the first test to call it installs it.
+pub fn log_to_test_output() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("redrive_core=debug"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// The `redrive` binary with no `REDRIVE_*` setting inherited from the developer's shell (the
 /// `REDRIVE_TEST_*` ones stay), logging at debug: the one way every test runs it. Blocking
 /// flavour, for tests that kill it (`Child::kill` is SIGKILL) or log to a file.
