@@ -200,9 +200,30 @@ pub async fn run_until_signal(config: DemoConfig) -> Result<(), DemoError> {
         let name = next_signal().await;
         tracing::info!("demo: {name} received; stopping (records in hand get up to 10 s)");
         trigger.cancel();
+        // A stop that hangs must not need SIGKILL: with the broker gone, a stage's final
+        // synchronous commit and its consumer's close can block for minutes, and on the
+        // runtime's worker threads. A plain thread ends the process after
+        // `FORCED_EXIT_AFTER` whatever the runtime is doing; a second signal ends it at once
+        // (if a worker is free to notice). Nothing is lost either way: uncommitted records
+        // are read again at the next start and the ledger drops the duplicates.
+        std::thread::spawn(|| {
+            std::thread::sleep(FORCED_EXIT_AFTER);
+            tracing::warn!(
+                "demo: still stopping after {} s; exiting now",
+                FORCED_EXIT_AFTER.as_secs()
+            );
+            std::process::exit(130);
+        });
+        let again = next_signal().await;
+        tracing::warn!("demo: {again} received while stopping; exiting now");
+        std::process::exit(130);
     });
     run(config, shutdown).await
 }
+
+/// How long `redrive demo` may take to stop after SIGINT/SIGTERM before it exits anyway:
+/// the stages' 10 s grace for records in hand, their final commits, and a margin.
+pub const FORCED_EXIT_AFTER: Duration = Duration::from_secs(30);
 
 async fn next_signal() -> &'static str {
     #[cfg(unix)]
