@@ -317,14 +317,36 @@ async fn spring_backlog(prefix: &str, records: usize) -> Result<String> {
 /// `BENCH_RSS=only`: the release server's peak RSS while it ingests `records` and serves
 /// pages, per database ([`server_rss`]).
 async fn print_rss_figures(records: usize) -> Result<()> {
+    use server_rss::Profile;
     let topic = spring_backlog("bench_rss.DLT", records).await?;
     let mut figures = Vec::new();
     for backend in Backend::ALL {
-        figures.push(server_rss::measure(backend, &topic, records).await?);
+        figures.push(server_rss::measure(backend, &Profile::redrive(), &topic, records).await?);
+    }
+    // The fetch sizes redrive used before 2026-12-03, and larger ones than today's, on SQLite: what each
+    // costs in memory and gains in rate (`docs/bench.md`). `BENCH_RSS_PROFILES=0` skips them.
+    if std::env::var("BENCH_RSS_PROFILES").unwrap_or_default() != "0" {
+        const MIB: u32 = 1024 * 1024;
+        for profile in [
+            Profile::fetch(
+                "before 2026-12-03: fetch 32 MiB, 16 MiB per partition, queue 32 MiB",
+                32 * MIB,
+                16 * MIB,
+                32 * 1024,
+            ),
+            Profile::fetch(
+                "intermediate: fetch 4 MiB, 1 MiB per partition, queue 4 MiB",
+                4 * MIB,
+                MIB,
+                4 * 1024,
+            ),
+        ] {
+            figures.push(server_rss::measure(Backend::Sqlite, &profile, &topic, records).await?);
+        }
     }
     println!();
-    println!("| server memory (issue 12 item 6) | SQLite | PostgreSQL |");
-    println!("|---|---|---|");
+    println!("server memory (issue 12 item 6):");
+    println!();
     server_rss::print(&figures);
     Ok(())
 }

@@ -11,7 +11,12 @@
 //! 100 ms between GETs, as an on-call engineer watching the incident would. The rate is the
 //! records stored (exact, from the aggregates) over the seconds from the server's start to
 //! the last one stored; the peak RSS is the server's `VmHWM` (`/proc/PID/status`) at the end:
-//! the most resident memory it held at any moment of the run.
+//! the most resident memory it held at any moment of the run. The store's size on disk at
+//! the end (SQLite: database, WAL and shared-memory files; PostgreSQL: `pg_database_size`)
+//! over the records gives the bytes a record costs.
+//!
+//! A [`Profile`] adds `REDRIVE_KAFKA__*` settings (librdkafka's fetch sizes): the same backlog
+//! ingested with redrive's own settings and with others, side by side in one run.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,8 +34,48 @@ const PAGES: [&str; 3] = ["/", "/groups", "/?q=calling%20payments"];
 /// The longest one backend's ingest may take before the bench gives up.
 const DEADLINE: Duration = Duration::from_secs(3_600);
 
-/// One backend's figures.
+/// librdkafka settings a run adds to redrive's own, as `REDRIVE_KAFKA__*` variables.
+pub struct Profile {
+    /// What the row is called in the table.
+    pub name: &'static str,
+    /// (variable, value) pairs, e.g. `("REDRIVE_KAFKA__FETCH_MAX_BYTES", "33554432")`.
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl Profile {
+    /// redrive's own settings (`core/src/ingest/kafka.rs`).
+    pub fn redrive() -> Profile {
+        Profile {
+            name: "redrive's fetch settings",
+            env: Vec::new(),
+        }
+    }
+
+    /// `fetch.max.bytes`, `fetch.message.max.bytes` (both bytes) and
+    /// `queued.max.messages.kbytes` (KiB) instead of redrive's.
+    pub fn fetch(name: &'static str, fetch: u32, per_partition: u32, queue_kib: u32) -> Profile {
+        Profile {
+            name,
+            env: vec![
+                ("REDRIVE_KAFKA__FETCH_MAX_BYTES", fetch.to_string()),
+                (
+                    "REDRIVE_KAFKA__FETCH_MESSAGE_MAX_BYTES",
+                    per_partition.to_string(),
+                ),
+                (
+                    "REDRIVE_KAFKA__QUEUED_MAX_MESSAGES_KBYTES",
+                    queue_kib.to_string(),
+                ),
+            ],
+        }
+    }
+}
+
+/// One run's figures.
 pub struct Figures {
+    /// The database, and [`Profile::name`].
+    pub backend: Backend,
+    pub profile: &'static str,
     /// Records stored, and the seconds from the server's start to the last one stored.
     pub records: usize,
     pub secs: f64,
@@ -39,15 +84,22 @@ pub struct Figures {
     /// Pages served during the run, and non-2xx answers or transport errors among them.
     pub pages: usize,
     pub page_errors: usize,
+    /// The store's size on disk at the end, bytes.
+    pub store_bytes: u64,
 }
 
-/// Serves an empty store of `backend` with the release binary, ingesting the `n` records
-/// already in `topic`, while a reader GETs pages.
+/// Serves an empty store of `backend` with the release binary and `profile`'s settings,
+/// ingesting the `n` records already in `topic`, while a reader GETs pages.
 ///
 /// Errors: the binary is missing, the server does not start, or ingest does not store all
 /// `n` records within an hour.
-pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures> {
-    let (db_url, _dir) = kit::fresh_database(backend).await?;
+pub async fn measure(
+    backend: Backend,
+    profile: &Profile,
+    topic: &str,
+    n: usize,
+) -> Result<Figures> {
+    let (db_url, dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&db_url).await?;
     store.migrate().await?;
     let started = Instant::now();
@@ -59,7 +111,10 @@ pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures>
                 ("REDRIVE_KAFKA_BROKERS", kit::kafka_brokers()),
                 ("REDRIVE_DLQ_TOPICS", topic.to_string()),
                 ("REDRIVE_GROUP_ID", kit::unique("bench_rss")),
-            ],
+            ]
+            .into_iter()
+            .chain(profile.env.iter().cloned())
+            .collect::<Vec<_>>(),
             Duration::from_secs(120),
         )
         .await?,
@@ -93,7 +148,8 @@ pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures>
         if stored != last.0 {
             last = (stored, Instant::now());
             eprintln!(
-                "server RSS on {backend:?}: {stored} of {n} stored, RSS peak {} MiB",
+                "server RSS on {backend:?} ({}): {stored} of {n} stored, RSS peak {} MiB",
+                profile.name,
                 server.peak_rss_kib()? / 1024
             );
         }
@@ -104,8 +160,12 @@ pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures>
     if let Ok(server) = Arc::try_unwrap(server) {
         server.stop().await;
     }
+    let store_bytes = store_bytes(&db_url, dir.path()).await?;
     store.close().await;
     Ok(Figures {
+        backend,
+        profile: profile.name,
+        store_bytes,
         records: n,
         secs: last.1.duration_since(started).as_secs_f64(),
         peak_rss_kib,
@@ -114,24 +174,44 @@ pub async fn measure(backend: Backend, topic: &str, n: usize) -> Result<Figures>
     })
 }
 
-/// Prints the figures as rows of a `| measure | SQLite | PostgreSQL |` table.
+/// The store's size on disk, bytes: SQLite's files in `dir` (database, WAL, shared memory),
+/// or PostgreSQL's `pg_database_size`.
+async fn store_bytes(db_url: &str, dir: &std::path::Path) -> Result<u64> {
+    if db_url.starts_with("sqlite:") {
+        let mut total = 0;
+        for entry in std::fs::read_dir(dir)? {
+            let meta = entry?.metadata()?;
+            if meta.is_file() {
+                total += meta.len();
+            }
+        }
+        return Ok(total);
+    }
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(db_url).await?;
+    let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&mut conn)
+        .await?;
+    Ok(size as u64)
+}
+
+/// Prints one row per run: database, settings, ingest rate, peak RSS, store size per record.
 pub fn print(figures: &[Figures]) {
-    let cell = |f: &dyn Fn(&Figures) -> String| -> Vec<String> { figures.iter().map(f).collect() };
-    let row = |name: String, cells: Vec<String>| println!("| {name} | {} |", cells.join(" | "));
-    let n = figures.first().map_or(0, |f| f.records);
-    row(
-        format!("server ingest of {n} x 1 KiB Spring records, empty store to the last stored"),
-        cell(&|f| format!("{:.0} msgs/s ({:.0} s)", f.records as f64 / f.secs, f.secs)),
-    );
-    row(
-        "server peak RSS over that ingest (`VmHWM`), pages served meanwhile".into(),
-        cell(&|f| {
-            format!(
-                "{:.0} MiB; {} pages, {} errors",
-                f.peak_rss_kib as f64 / 1024.0,
-                f.pages,
-                f.page_errors
-            )
-        }),
-    );
+    println!("| database | librdkafka settings | server ingest, empty store to the last stored | server peak RSS (`VmHWM`) | pages served meanwhile | store on disk |");
+    println!("|---|---|---|---|---|---|");
+    for f in figures {
+        println!(
+            "| {:?} | {} | {:.0} msgs/s ({} records in {:.0} s) | {:.0} MiB | {} ({} errors) | {:.1} MiB, {:.1} KB per record |",
+            f.backend,
+            f.profile,
+            f.records as f64 / f.secs,
+            f.records,
+            f.secs,
+            f.peak_rss_kib as f64 / 1024.0,
+            f.pages,
+            f.page_errors,
+            f.store_bytes as f64 / (1024.0 * 1024.0),
+            f.store_bytes as f64 / f.records.max(1) as f64 / 1000.0,
+        );
+    }
 }
