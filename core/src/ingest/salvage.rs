@@ -33,9 +33,9 @@ pub(crate) struct Salvaged {
 /// or in quarantine. `refusal` is the non-transient error storing them together gave.
 ///
 /// Errors: a transient error met on the way, or a failed ping before a record is blamed
-/// (retry the batch later), or — for a record that
-/// cannot even be quarantined without its payload — that error (ingest then pauses and
-/// retries, as for an outage: the offset never moves past a record that is nowhere).
+/// (retry the batch later), or — for a record that cannot even be quarantined without its
+/// payload — that error (ingest then pauses and retries, as for an outage: the offset never
+/// moves past a record that is nowhere).
 pub(crate) async fn salvage(
     store: &Store,
     records: &[NewDeadLetter],

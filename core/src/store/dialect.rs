@@ -161,9 +161,9 @@ impl Dialect for Postgres {
 /// Maps a sqlx error to a [`StoreError`]: `Unavailable` for what is worth retrying (the
 /// connection, the pool, a busy/locked SQLite file, a full disk, a PostgreSQL server shutting
 /// down, refusing the session (any FATAL) or out of resources, a timeout, a serialization
-/// failure), `Rejected` for data the
-/// database refuses (see [`is_rejected`]), `Corrupt` for a stored value we cannot decode,
-/// `Database` for everything else (a bug or a schema problem: retrying will not help).
+/// failure), `Rejected` for data the database refuses (see [`is_rejected`]), `Corrupt` for a
+/// stored value we cannot decode, `Database` for everything else (a bug or a schema problem:
+/// retrying will not help).
 pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
     use sqlx::Error as E;
     match &e {
