@@ -323,24 +323,9 @@ async fn print_rss_figures(records: usize) -> Result<()> {
     for backend in Backend::ALL {
         figures.push(server_rss::measure(backend, &Profile::redrive(), &topic, records).await?);
     }
-    // The fetch sizes redrive used before 2026-12-03, and larger ones than today's, on SQLite: what each
-    // costs in memory and gains in rate (`docs/bench.md`). `BENCH_RSS_PROFILES=0` skips them.
+    // `BENCH_RSS_PROFILES=0` skips the SQLite runs with other fetch sizes.
     if std::env::var("BENCH_RSS_PROFILES").unwrap_or_default() != "0" {
-        const MIB: u32 = 1024 * 1024;
-        for profile in [
-            Profile::fetch(
-                "before 2026-12-03: fetch 32 MiB, 16 MiB per partition, queue 32 MiB",
-                32 * MIB,
-                16 * MIB,
-                32 * 1024,
-            ),
-            Profile::fetch(
-                "intermediate: fetch 4 MiB, 1 MiB per partition, queue 4 MiB",
-                4 * MIB,
-                MIB,
-                4 * 1024,
-            ),
-        ] {
+        for profile in Profile::comparisons() {
             figures.push(server_rss::measure(Backend::Sqlite, &profile, &topic, records).await?);
         }
     }

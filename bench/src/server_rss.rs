@@ -51,6 +51,27 @@ impl Profile {
         }
     }
 
+    /// The fetch sizes compared with redrive's own (`docs/bench.md`, "Fetch sizes"): those
+    /// redrive used before 2026-12-03, and intermediate ones; what each costs in memory and
+    /// gains in rate.
+    pub fn comparisons() -> [Profile; 2] {
+        const MIB: u32 = 1024 * 1024;
+        [
+            Profile::fetch(
+                "before 2026-12-03: fetch 32 MiB, 16 MiB per partition, queue 32 MiB",
+                32 * MIB,
+                16 * MIB,
+                32 * 1024,
+            ),
+            Profile::fetch(
+                "intermediate: fetch 4 MiB, 1 MiB per partition, queue 4 MiB",
+                4 * MIB,
+                MIB,
+                4 * 1024,
+            ),
+        ]
+    }
+
     /// `fetch.max.bytes`, `fetch.message.max.bytes` (both bytes) and
     /// `queued.max.messages.kbytes` (KiB) instead of redrive's.
     pub fn fetch(name: &'static str, fetch: u32, per_partition: u32, queue_kib: u32) -> Profile {
