@@ -52,6 +52,7 @@ mod config;
 mod kafka;
 mod lag_gate;
 pub(crate) mod order;
+mod pace;
 mod placement;
 mod record;
 mod status;
@@ -141,7 +142,7 @@ pub async fn run(
         abort_after,
         delivered: AtomicU64::new(0),
         outage_streak: AtomicU32::new(0),
-        write_turn: (store_backend == "sqlite").then(|| tokio::sync::Mutex::new(())),
+        write_turn: (store_backend == "sqlite").then(|| Arc::new(tokio::sync::Mutex::new(()))),
         marks_in_flight: if store_backend == "sqlite" { 1 } else { 2 },
         batches_in_flight: BATCHES_IN_FLIGHT,
         partitions: placement::PartitionCounts::default(),

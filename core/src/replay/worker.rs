@@ -20,6 +20,7 @@ use crate::store::{
 
 use super::backoff::{full_jitter_ms, random_unit};
 use super::kafka::{batch_level, classify, Failure, ProducerSlot, RelayProducer};
+use super::pace::Pace;
 use super::record::{replay_headers, ReplayIds};
 use super::transform_batch::JobTransform;
 use super::{now_ms, RelayConfig, RelayStatus, FAULT_ABORT_AFTER_PUBLISH_ENV, LEASE_MARGIN_MS};
@@ -39,7 +40,7 @@ pub(super) struct Relay {
     /// SQLite has one writer at a time, and a writer that finds the database locked polls
     /// with sleeps of several ms: the relay's own claims and marks take turns here instead.
     /// `None` on PostgreSQL, where they run side by side.
-    pub(super) write_turn: Option<tokio::sync::Mutex<()>>,
+    pub(super) write_turn: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Batches being marked at once per job: 1 on SQLite (one writer anyway), 2 on PostgreSQL.
     pub(super) marks_in_flight: usize,
     /// Batches of one unthrottled job in flight at once (claimed, sent, awaiting delivery
@@ -69,8 +70,8 @@ impl Relay {
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
         // Batches of this job published and marked at once: while one waits for its delivery
         // reports (or its mark), the next is claimed and sent. A throttled job has two (its
-        // pace is the rate's, not the round trips': the next batch takes its slots while the
-        // last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
+        // pace is the rate's, not the round trips': the next batch is claimed and waits for
+        // its turn to send while the last sends, then sends while the last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
         // slows the relay down instead of piling up marks.
         let depth = if job.rate_per_sec.is_some() {
             2
@@ -78,6 +79,11 @@ impl Relay {
             self.batches_in_flight.max(1)
         };
         let marks = Arc::new(tokio::sync::Semaphore::new(self.marks_in_flight.max(1)));
+        // A throttled job's batches send one after the other (`publish`).
+        let send_turn = job
+            .rate_per_sec
+            .is_some()
+            .then(|| Arc::new(tokio::sync::Mutex::new(())));
         let mut in_flight: VecDeque<tokio::task::JoinHandle<bool>> = VecDeque::new();
         let mut outage = false;
         // Walk the job in outbox-id order; when the walk runs dry, one more pass from the
@@ -152,6 +158,7 @@ impl Relay {
             self.lag.claimed(&job.id, rows);
             let relay = self.clone();
             let (job_ref, transform, marks) = (job.clone(), transform.clone(), marks.clone());
+            let send_turn = send_turn.clone();
             let last = rows < limit;
             in_flight.push_back(tokio::spawn(
                 async move {
@@ -159,7 +166,9 @@ impl Relay {
                     // slots too): what is not sent by half the lease is handed back, never
                     // republished.
                     let send_by = claimed_at + lease / 2;
-                    let mut batch = relay.publish(&job_ref, claim, send_by, &transform).await;
+                    let mut batch = relay
+                        .publish(&job_ref, claim, send_by, &transform, send_turn.as_deref())
+                        .await;
                     batch.last = last;
                     tracing::debug!(
                         target: "redrive::replay",
@@ -199,6 +208,7 @@ impl Relay {
         claim: Claim,
         send_by: Instant,
         transform: &JobTransform,
+        send_turn: Option<&tokio::sync::Mutex<()>>,
     ) -> MarkBatch {
         let producer = self.producer.get();
         let mut batch = MarkBatch {
@@ -224,11 +234,31 @@ impl Relay {
         // A throttled batch takes a while to send: every PAUSE_CHECK the job's status is read,
         // and a job paused (or cancelled) meanwhile gets its unsent rows handed back.
         let mut next_check = Instant::now() + PAUSE_CHECK;
-        let mut pace = job.rate_per_sec.filter(|r| *r > 0).map(Pace::new);
+        let mut pace = job
+            .rate_per_sec
+            .filter(|r| *r > 0)
+            .map(|r| Pace::new(&job.id, r, self.store.clone(), self.write_turn.clone()));
+        // One throttled batch of the job sends at a time (`send_turn`): the next, claimed
+        // meanwhile, starts when this one has sent its last record, not beside it. Two
+        // batches sending side by side took turns in the bucket, ended together, and left
+        // the job idle while both were marked and the next claimed.
+        let sending = match send_turn {
+            Some(t) => Some(t.lock().await),
+            None => None,
+        };
         while let Some(row) = rows.next() {
             if let Some(p) = pace.as_mut() {
                 let left = rows.len() + 1;
-                let Some(at) = p.next_send_at(self, &job.id, left, send_by).await else {
+                let at = match p.next_send_at(left, send_by).await {
+                    Ok(Some(at)) => Some(at),
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::warn!(target: "redrive::replay", error = %e, "cannot take a rate slot; unsent rows handed back");
+                        self.status.record_error(format!("store: {e}"));
+                        None
+                    }
+                };
+                let Some(at) = at else {
                     // No slot (the store is unavailable) or the lease's half is spent: the
                     // unsent rows go back, due again shortly.
                     batch.released.push(row.outbox_id);
@@ -261,6 +291,7 @@ impl Relay {
         }
         // Not sent because of shutdown: handed back, due at once.
         batch.released.extend(rows.map(|r| r.outbox_id));
+        drop(sending);
 
         let mut purged = false;
         // Records refused with an error the broker gives a whole batch (too large, invalid):
@@ -559,87 +590,5 @@ impl Relay {
                 }
             }
         }
-    }
-}
-
-/// How long a throttled job may catch up after falling behind its slots (a slow store
-/// round trip, an idle spell), µs: also its largest burst, 1/20 s worth of records, so the
-/// pace is even and a burst never exceeds 5 % of a second's budget.
-const RATE_TOLERANCE_US: i64 = 50_000;
-
-/// A throttled batch's pacing: slots of the job's rate taken from the store
-/// (`store/replay_rate.rs`, shared by every relay instance), each record sent at its place in
-/// its slot.
-struct Pace {
-    /// msgs/s.
-    rate: u32,
-    /// When the current slot's next record may go.
-    next: Instant,
-    /// Its records' spacing.
-    interval: Duration,
-    /// Records left in the current slot.
-    left: u32,
-}
-
-impl Pace {
-    fn new(rate: u32) -> Pace {
-        Pace {
-            rate,
-            next: Instant::now(),
-            interval: Duration::ZERO,
-            left: 0,
-        }
-    }
-
-    /// When the next record may be sent, taking a new slot of up to 1/20 s worth of records
-    /// (at most `rows_left`) when the current one is used up. `None`: no slot could be taken
-    /// (the store is unavailable, recorded in the status) or the slot would start after
-    /// `send_by`.
-    async fn next_send_at(
-        &mut self,
-        relay: &Relay,
-        job_id: &str,
-        rows_left: usize,
-        send_by: Instant,
-    ) -> Option<Instant> {
-        if self.left == 0 {
-            if Instant::now() >= send_by {
-                return None;
-            }
-            let k = (self.rate / 20)
-                .max(1)
-                .min(u32::try_from(rows_left).unwrap_or(u32::MAX).max(1));
-            let slot = {
-                let _turn = relay.write_turn().await;
-                relay
-                    .store
-                    .take_rate_slot(job_id, k, self.rate, RATE_TOLERANCE_US)
-                    .await
-            };
-            let slot = match slot {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(target: "redrive::replay", error = %e, "cannot take a rate slot; unsent rows handed back");
-                    relay.status.record_error(format!("store: {e}"));
-                    return None;
-                }
-            };
-            let now = Instant::now();
-            self.next = if slot.wait_us > 0 {
-                now + Duration::from_micros(slot.wait_us as u64)
-            } else {
-                now.checked_sub(Duration::from_micros(slot.wait_us.unsigned_abs()))
-                    .unwrap_or(now)
-            };
-            if self.next > send_by {
-                return None;
-            }
-            self.interval = Duration::from_micros(slot.interval_us.max(0) as u64);
-            self.left = k;
-        }
-        let at = self.next;
-        self.next += self.interval;
-        self.left -= 1;
-        Some(at)
     }
 }

@@ -240,6 +240,7 @@ pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
 pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub(crate) use self::replay_rate::RateSlot;
 pub use self::replay_rate::RateState;
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
