@@ -12,7 +12,15 @@
 //!
 //! The lookahead does not change what the job may send: the slots are the bucket's, granted
 //! back to back, and a record never goes before its place in its slot. Slots taken ahead and
-//! not used (a pause, a shutdown, the lease's half spent) are lost: the job only goes slower.
+//! not used (a pause, a shutdown) are lost: the job only goes slower. A slot that would start
+//! after the batch must stop sending (half its lease) is refused by the store and costs the
+//! bucket nothing, and none is asked for once the granted ones reach that time: relays
+//! handing rows back never push the job's slots out of reach (several instances sharing a
+//! low rate did that, and stalled the job, before the refusal existed).
+//!
+//! When every row of the batch has a slot, the pace says so (`all_granted`): the worker then
+//! claims the next batch, which takes the slots after these, while this one sends its last
+//! records.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,7 +61,7 @@ impl Slot {
 
 /// What a slot request answers: the slot and when the answer arrived (the slot's wait is
 /// counted from then).
-type Answer = Result<(RateSlot, Instant), StoreError>;
+type Answer = Result<Option<(RateSlot, Instant)>, StoreError>;
 
 /// A throttled batch's pacing (see the module docs).
 pub(super) struct Pace {
@@ -70,16 +78,22 @@ pub(super) struct Pace {
     granted: usize,
     /// The slot request in flight, and how many records it asks for.
     pending: Option<(u32, JoinHandle<Answer>)>,
-    /// A request failed: no further slot is asked for, the granted ones are used up.
-    failed: bool,
+    /// No further slot is asked for (a request failed, or the store refused a slot that
+    /// would start too late): the granted ones are used up.
+    closed: bool,
+    /// Told (or dropped) once every row of the batch has a slot, or none will get one.
+    all_granted: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Pace {
+    /// A pace for one batch of job `job_id` at `rate` msgs/s; `all_granted` is told when
+    /// every row of the batch has a slot (see the module docs).
     pub(super) fn new(
         job_id: &str,
         rate: u32,
         store: Store,
         write_turn: Option<Arc<tokio::sync::Mutex<()>>>,
+        all_granted: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> Pace {
         Pace {
             job_id: job_id.into(),
@@ -89,7 +103,15 @@ impl Pace {
             slots: VecDeque::new(),
             granted: 0,
             pending: None,
-            failed: false,
+            closed: false,
+            all_granted,
+        }
+    }
+
+    /// Tells the worker that this batch asks for no further slot.
+    fn granted_all(&mut self) {
+        if let Some(tx) = self.all_granted.take() {
+            let _ = tx.send(());
         }
     }
 
@@ -123,7 +145,7 @@ impl Pace {
                 return Ok(Some(at));
             }
             if self.pending.is_none() {
-                return Ok(None); // failed, or the lease's half is spent
+                return Ok(None); // closed: failed, refused, or the lease's half is spent
             }
             self.collect_answer(true).await?;
         }
@@ -143,7 +165,14 @@ impl Pace {
             .await
             .unwrap_or_else(|e| Err(StoreError::Unavailable(format!("rate slot request: {e}"))));
         match answer {
-            Ok((slot, answered)) => {
+            Ok(None) => {
+                // Refused: it would start after `send_by`.
+                self.closed = true;
+                self.granted -= k as usize;
+                self.granted_all();
+                Ok(())
+            }
+            Ok(Some((slot, answered))) => {
                 let next = if slot.wait_us >= 0 {
                     answered + Duration::from_micros(slot.wait_us as u64)
                 } else {
@@ -159,8 +188,9 @@ impl Pace {
                 Ok(())
             }
             Err(e) => {
-                self.failed = true;
+                self.closed = true;
                 self.granted -= k as usize;
+                self.granted_all();
                 Err(e)
             }
         }
@@ -168,13 +198,20 @@ impl Pace {
 
     /// Asks for the next slot when none is in flight, rows of the batch are not yet granted,
     /// and the granted slots end less than [`LOOKAHEAD`] from now (minus one slot, so that a
-    /// request fills the lookahead rather than trickling).
+    /// request fills the lookahead rather than trickling) and before `send_by`.
     fn ask_ahead(&mut self, rows_left: usize, send_by: Instant) {
-        if self.pending.is_some() || self.failed || rows_left <= self.granted {
+        if rows_left <= self.granted {
+            self.granted_all();
+            return;
+        }
+        if self.pending.is_some() || self.closed {
             return;
         }
         let now = Instant::now();
-        if now >= send_by {
+        if now >= send_by || self.slots.back().is_some_and(|s| s.end() >= send_by) {
+            // No slot asked for now could be used: the batch ends with the granted ones.
+            self.closed = true;
+            self.granted_all();
             return;
         }
         let one_slot = (self.rate / 20).max(1);
@@ -202,6 +239,7 @@ impl Pace {
             self.job_id.clone(),
             self.rate,
         );
+        let latest_start_us = send_by.saturating_duration_since(now).as_micros() as i64;
         self.granted += k as usize;
         self.pending = Some((
             k,
@@ -211,11 +249,14 @@ impl Pace {
                     None => None,
                 };
                 let slot = store
-                    .take_rate_slot(&job_id, k, rate, RATE_TOLERANCE_US)
+                    .take_rate_slot(&job_id, k, rate, RATE_TOLERANCE_US, latest_start_us)
                     .await?;
-                Ok((slot, Instant::now()))
+                Ok(slot.map(|s| (s, Instant::now())))
             }),
         ));
+        if rows_left <= self.granted {
+            self.granted_all();
+        }
     }
 }
 
@@ -248,13 +289,18 @@ mod tests {
     #[tokio::test]
     async fn places_are_one_interval_apart_and_grant_only_the_batch() {
         let (store, job) = throttled_job(10_000).await;
-        let mut pace = Pace::new(&job, 10_000, store.clone(), None);
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let mut pace = Pace::new(&job, 10_000, store.clone(), None, Some(tx));
         let send_by = Instant::now() + Duration::from_secs(60);
         let n = 7_000;
         let mut places = Vec::with_capacity(n);
         for left in (1..=n).rev() {
             places.push(pace.next_send_at(left, send_by).await.unwrap().unwrap());
+            if left > 2_001 {
+                assert!(rx.try_recv().is_err(), "rows without a slot at {left}");
+            }
         }
+        assert_eq!(rx.try_recv(), Ok(()), "every row had a slot");
         let state = store.replay_rate_state(&job).await.unwrap().unwrap();
         assert_eq!(state.granted, n as i64, "{state:?}");
         // 500 ms of slots first (5,000 records), then what the batch still needs.
@@ -278,17 +324,37 @@ mod tests {
     async fn a_store_that_cannot_grant_stops_the_batch() {
         let (store, job) = throttled_job(1_000).await;
         store.close().await;
-        let mut pace = Pace::new(&job, 1_000, store, None);
+        let mut pace = Pace::new(&job, 1_000, store, None, None);
         let send_by = Instant::now() + Duration::from_secs(60);
         assert!(pace.next_send_at(10, send_by).await.is_err());
         assert_eq!(pace.next_send_at(9, send_by).await.unwrap(), None);
+    }
+
+    /// The job's slots are taken a minute ahead (by other instances, say): a batch that must
+    /// stop sending within a second is refused a slot, says it asks for none, and leaves the
+    /// bucket as it was.
+    #[tokio::test]
+    async fn a_slot_out_of_reach_is_refused_and_costs_nothing() {
+        let (store, job) = throttled_job(1_000).await;
+        store
+            .take_rate_slot(&job, 60_000, 1_000, RATE_TOLERANCE_US, 1_000_000)
+            .await
+            .unwrap()
+            .expect("the first slot starts now");
+        let before = store.replay_rate_state(&job).await.unwrap();
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let mut pace = Pace::new(&job, 1_000, store.clone(), None, Some(tx));
+        let send_by = Instant::now() + Duration::from_secs(1);
+        assert_eq!(pace.next_send_at(10, send_by).await.unwrap(), None);
+        assert_eq!(rx.try_recv(), Ok(()));
+        assert_eq!(store.replay_rate_state(&job).await.unwrap(), before);
     }
 
     /// A slot that would start after the lease's half: nothing more is sent.
     #[tokio::test]
     async fn nothing_goes_after_send_by() {
         let (store, job) = throttled_job(1_000).await;
-        let mut pace = Pace::new(&job, 1_000, store, None);
+        let mut pace = Pace::new(&job, 1_000, store, None, None);
         assert_eq!(pace.next_send_at(10, Instant::now()).await.unwrap(), None);
     }
 }

@@ -70,8 +70,8 @@ impl Relay {
         let margin = Duration::from_millis(LEASE_MARGIN_MS);
         // Batches of this job published and marked at once: while one waits for its delivery
         // reports (or its mark), the next is claimed and sent. A throttled job has two (its
-        // pace is the rate's, not the round trips': the next batch is claimed and waits for
-        // its turn to send while the last sends, then sends while the last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
+        // pace is the rate's, not the round trips': the next batch is claimed when every row
+        // of the last has a slot, and sends while the last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
         // slows the relay down instead of piling up marks.
         let depth = if job.rate_per_sec.is_some() {
             2
@@ -79,11 +79,6 @@ impl Relay {
             self.batches_in_flight.max(1)
         };
         let marks = Arc::new(tokio::sync::Semaphore::new(self.marks_in_flight.max(1)));
-        // A throttled job's batches send one after the other (`publish`).
-        let send_turn = job
-            .rate_per_sec
-            .is_some()
-            .then(|| Arc::new(tokio::sync::Mutex::new(())));
         let mut in_flight: VecDeque<tokio::task::JoinHandle<bool>> = VecDeque::new();
         let mut outage = false;
         // Walk the job in outbox-id order; when the walk runs dry, one more pass from the
@@ -158,7 +153,17 @@ impl Relay {
             self.lag.claimed(&job.id, rows);
             let relay = self.clone();
             let (job_ref, transform, marks) = (job.clone(), transform.clone(), marks.clone());
-            let send_turn = send_turn.clone();
+            // A throttled batch says when each of its rows has a slot (`pace.rs`); the next
+            // is claimed then, not beside it: two batches sending side by side shared the
+            // bucket, ended together, and left the job idle while both were marked and the
+            // next claimed. The next batch's slots follow this one's.
+            let (all_granted, granted) = match job.rate_per_sec {
+                Some(_) => {
+                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                    (Some(tx), Some(rx))
+                }
+                None => (None, None),
+            };
             let last = rows < limit;
             in_flight.push_back(tokio::spawn(
                 async move {
@@ -167,7 +172,7 @@ impl Relay {
                     // republished.
                     let send_by = claimed_at + lease / 2;
                     let mut batch = relay
-                        .publish(&job_ref, claim, send_by, &transform, send_turn.as_deref())
+                        .publish(&job_ref, claim, send_by, &transform, all_granted)
                         .await;
                     batch.last = last;
                     tracing::debug!(
@@ -185,6 +190,10 @@ impl Relay {
                 }
                 .in_current_span(),
             ));
+            if let Some(granted) = granted {
+                // Told, or dropped when the batch ends some other way.
+                let _ = granted.await;
+            }
             while in_flight.len() >= depth {
                 if let Some(b) = in_flight.pop_front() {
                     outage |= b.await.unwrap_or(false);
@@ -208,7 +217,7 @@ impl Relay {
         claim: Claim,
         send_by: Instant,
         transform: &JobTransform,
-        send_turn: Option<&tokio::sync::Mutex<()>>,
+        all_granted: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> MarkBatch {
         let producer = self.producer.get();
         let mut batch = MarkBatch {
@@ -234,18 +243,10 @@ impl Relay {
         // A throttled batch takes a while to send: every PAUSE_CHECK the job's status is read,
         // and a job paused (or cancelled) meanwhile gets its unsent rows handed back.
         let mut next_check = Instant::now() + PAUSE_CHECK;
-        let mut pace = job
-            .rate_per_sec
-            .filter(|r| *r > 0)
-            .map(|r| Pace::new(&job.id, r, self.store.clone(), self.write_turn.clone()));
-        // One throttled batch of the job sends at a time (`send_turn`): the next, claimed
-        // meanwhile, starts when this one has sent its last record, not beside it. Two
-        // batches sending side by side took turns in the bucket, ended together, and left
-        // the job idle while both were marked and the next claimed.
-        let sending = match send_turn {
-            Some(t) => Some(t.lock().await),
-            None => None,
-        };
+        let mut pace = job.rate_per_sec.filter(|r| *r > 0).map(|r| {
+            let turn = self.write_turn.clone();
+            Pace::new(&job.id, r, self.store.clone(), turn, all_granted)
+        });
         while let Some(row) = rows.next() {
             if let Some(p) = pace.as_mut() {
                 let left = rows.len() + 1;
@@ -291,7 +292,7 @@ impl Relay {
         }
         // Not sent because of shutdown: handed back, due at once.
         batch.released.extend(rows.map(|r| r.outbox_id));
-        drop(sending);
+        drop(pace);
 
         let mut purged = false;
         // Records refused with an error the broker gives a whole batch (too large, invalid):

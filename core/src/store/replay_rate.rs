@@ -64,7 +64,10 @@ fn now_us_sql<DB: Dialect>() -> Option<&'static str> {
 impl Store {
     /// Takes the next slot of `k` records (at least 1) of job `job_id` throttled at `rate`
     /// msgs/s, allowing the job to catch up at most `tolerance_us` µs of unused time (its
-    /// burst): one UPSERT on `replay_rate`.
+    /// burst): one UPSERT on `replay_rate`. The slot is granted only if it starts at most
+    /// `latest_start_us` µs from now (the relay's lease would end before it otherwise):
+    /// `Ok(None)` then, and the bucket is left as it was, so a relay that cannot use a slot
+    /// never pushes the job's slots further out.
     ///
     /// Errors: `Unavailable`, `Database` (no slot was taken: send nothing).
     pub(crate) async fn take_rate_slot(
@@ -73,13 +76,14 @@ impl Store {
         k: u32,
         rate: u32,
         tolerance_us: i64,
-    ) -> Result<RateSlot, StoreError> {
+        latest_start_us: i64,
+    ) -> Result<Option<RateSlot>, StoreError> {
         let k = i64::from(k.max(1));
         let interval_us = 1_000_000 / i64::from(rate.max(1));
         // The slot's length in µs, exact for any rate (not k × the rounded interval).
         let span_us = k * 1_000_000 / i64::from(rate.max(1));
         let local_now = super::actions::now_ms().saturating_mul(1_000);
-        let (start, now): (i64, i64) = on_write_conn!(self, |conn, DB| {
+        let answer: Option<(i64, i64)> = on_write_conn!(self, |conn, DB| {
             let push_now = |qb: &mut QueryBuilder<'_, DB>| match now_us_sql::<DB>() {
                 Some(sql) => {
                     qb.push(sql);
@@ -110,15 +114,26 @@ impl Store {
             DB::bind(&mut qb, Val::I64(Some(span_us)));
             qb.push(", granted = replay_rate.granted + ");
             DB::bind(&mut qb, Val::I64(Some(k)));
-            qb.push(", slots = replay_rate.slots + 1 RETURNING tat_us, ");
+            // Only a slot that starts in time: otherwise no row is updated, none returned.
+            qb.push(", slots = replay_rate.slots + 1 WHERE ")
+                .push(greatest)
+                .push("(replay_rate.tat_us, ");
             push_now(&mut qb);
-            qb.build_query_as().fetch_one(&mut *conn).await
+            qb.push(" - ");
+            DB::bind(&mut qb, Val::I64(Some(tolerance_us.max(0))));
+            qb.push(") <= ");
+            push_now(&mut qb);
+            qb.push(" + ");
+            DB::bind(&mut qb, Val::I64(Some(latest_start_us)));
+            qb.push(" RETURNING tat_us, ");
+            push_now(&mut qb);
+            qb.build_query_as().fetch_optional(&mut *conn).await
         })
         .map_err(store_error)?;
-        Ok(RateSlot {
-            wait_us: start - span_us - now,
+        Ok(answer.map(|(tat, now)| RateSlot {
+            wait_us: tat - span_us - now,
             interval_us,
-        })
+        }))
     }
 
     /// What the store recorded of job `job_id`'s shared rate limit; `None` before its first
@@ -168,7 +183,11 @@ mod tests {
         // 10 slots of 5 records at 100 msgs/s: 50 ms each, back to back.
         let mut waits = Vec::new();
         for _ in 0..10 {
-            let s = store.take_rate_slot(&job.id, 5, 100, 0).await.unwrap();
+            let s = store
+                .take_rate_slot(&job.id, 5, 100, 0, 60_000_000)
+                .await
+                .unwrap()
+                .expect("a slot within a minute");
             assert_eq!(s.interval_us, 10_000);
             waits.push(s.wait_us);
         }
@@ -178,5 +197,19 @@ mod tests {
         assert_eq!(state.slots, 10);
         // Never faster than the rate: the ten slots span at least 500 ms of the store's clock.
         assert!(state.tat_us - state.first_us >= 500_000, "{state:?}");
+        // A slot that would start later than the relay can use it is refused, and the bucket
+        // is left as it was: after a slot of 60 s worth, none starts within the next second.
+        store
+            .take_rate_slot(&job.id, 6_000, 100, 0, 60_000_000)
+            .await
+            .unwrap()
+            .expect("a slot that starts within a minute");
+        let state = store.replay_rate_state(&job.id).await.unwrap();
+        let refused = store
+            .take_rate_slot(&job.id, 5, 100, 0, 1_000_000)
+            .await
+            .unwrap();
+        assert_eq!(refused, None);
+        assert_eq!(store.replay_rate_state(&job.id).await.unwrap(), state);
     }
 }
