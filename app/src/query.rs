@@ -6,21 +6,6 @@
 //! (`use_location().search`) and decode it here, the same way on the server and in the browser
 //! (`application/x-www-form-urlencoded`, what a GET `<form>` produces).
 
-/// Names a link may carry over from the current page's query: the filter, not the position.
-const FILTER_NAMES: [&str; 11] = [
-    "fingerprint",
-    "error_class",
-    "q",
-    "source_topic",
-    "dlq_topic",
-    "consumer_group",
-    "status",
-    "from",
-    "to",
-    "label",
-    "unlabelled",
-];
-
 /// Decodes a raw query string (with or without the leading `?`) into ordered name/value pairs.
 /// `+` is a space; a malformed `%` escape is kept literally rather than refused, so that the
 /// filter parser, not this function, decides what is wrong with a value.
@@ -106,7 +91,7 @@ pub fn href<'a>(path: &str, pairs: impl IntoIterator<Item = (&'a str, &'a str)>)
 pub fn filter_only(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
     pairs
         .iter()
-        .filter(|(k, _)| FILTER_NAMES.contains(&k.as_str()))
+        .filter(|(k, _)| redrive_core::filter::FILTER_PARAMS.contains(&k.as_str()))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
 }
@@ -124,6 +109,17 @@ pub fn value<'a>(pairs: &'a [(String, String)], name: &str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Links keep every part of the filter, `tier` and `came_back` included, and drop the
+    /// position.
+    #[test]
+    fn filter_only_keeps_the_whole_filter() {
+        let pairs = parse("?tier=poison&came_back=true&q=x&cursor=abc&limit=10");
+        assert_eq!(
+            filter_only(&pairs),
+            vec![("tier", "poison"), ("came_back", "true"), ("q", "x")]
+        );
+    }
 
     #[test]
     fn decodes_what_a_get_form_sends() {

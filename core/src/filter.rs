@@ -246,6 +246,25 @@ fn flag(name: &'static str, value: &str) -> Result<bool, FilterError> {
     }
 }
 
+/// Every query-string parameter of a [`Filter`] ([`ListQuery::from_pairs`] reads them,
+/// [`Filter::to_pairs`] writes them): what a link or a form must carry over to keep the
+/// current filter (the app's "Replay all matching", "Next", export links).
+pub const FILTER_PARAMS: [&str; 13] = [
+    "fingerprint",
+    "error_class",
+    "q",
+    "source_topic",
+    "dlq_topic",
+    "consumer_group",
+    "status",
+    "from",
+    "to",
+    "label",
+    "unlabelled",
+    "came_back",
+    "tier",
+];
+
 impl Filter {
     /// True when no field the user chose narrows the set (a topic scope,
     /// [`Filter::dlq_topic_in`], is not a choice: "all" of a scoped user is all they see).
@@ -386,6 +405,42 @@ impl ListQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`FILTER_PARAMS`] names exactly what the filter reads and writes: a name missing from
+    /// it made links drop that part of the filter ("Replay all matching" on `/?tier=manual`
+    /// offered to replay every dead letter, poison included; 2026-12-03).
+    #[test]
+    fn filter_params_are_exactly_the_filters_names() {
+        for name in FILTER_PARAMS {
+            assert_eq!(Filter::default().set(name, ""), Ok(true), "{name}");
+        }
+        assert_eq!(Filter::default().set("cursor", ""), Ok(false));
+        let every = ListQuery::from_pairs([
+            ("fingerprint", "f"),
+            ("error_class", "E"),
+            ("q", "x"),
+            ("source_topic", "s"),
+            ("dlq_topic", "d"),
+            ("consumer_group", "g"),
+            ("status", "new"),
+            ("from", "1000"),
+            ("to", "2000"),
+            ("label", "a"),
+            ("came_back", "true"),
+            ("tier", "poison"),
+        ])
+        .unwrap();
+        let written: Vec<&str> = every
+            .filter
+            .to_pairs()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(written.len(), FILTER_PARAMS.len() - 1, "{written:?}");
+        for name in written {
+            assert!(FILTER_PARAMS.contains(&name), "{name}");
+        }
+    }
 
     #[test]
     fn parses_every_parameter_and_round_trips() {

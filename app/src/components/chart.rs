@@ -77,12 +77,14 @@ pub fn RateChart(
     let summary = if total == 0 {
         format!("{label}: no dead letters in this range")
     } else {
-        format!("{label}: {total} dead letters, per {unit}, peak {max}")
+        format!("{label}: {total} dead letters in this range, at most {max} in one {unit}")
     };
     let caption = if total == 0 {
         format!("{label}: no dead letters in this range; times UTC.")
     } else {
-        format!("{label}: {total} dead letters per {unit}, peak {max}; times UTC.")
+        format!(
+            "{label}: {total} dead letters in this range, at most {max} in one {unit}; times UTC."
+        )
     };
     view! {
         <figure class="chart">

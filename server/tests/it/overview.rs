@@ -636,7 +636,7 @@ async fn links_to_odd_source_topics_carry_the_exact_stored_value() {
     }
 }
 
-/// The empty chart says so (no "peak 1"); an unknown `range` is refused with a 400 page.
+/// The empty chart says so (no "at most 1 in one"); an unknown `range` is refused with a 400 page.
 #[tokio::test]
 async fn empty_chart_and_bad_range() {
     for backend in Backend::ALL {
@@ -652,7 +652,7 @@ async fn empty_chart_and_bad_range() {
             html.contains("no dead letters in this range"),
             "{backend:?}: {html}"
         );
-        assert!(!html.contains("peak 1"), "{backend:?}: {html}");
+        assert!(!html.contains("at most 1 in one"), "{backend:?}: {html}");
         let res = app.get("/overview?range=bogus", Auth::Bearer(&token)).await;
         assert_eq!(res.status(), 400, "{backend:?}");
         let html = res.text().await.expect("page");

@@ -335,6 +335,24 @@ permissions = ["replay"]
     assert!(ids(&app, &token, &format!("dlq_topic={dlq}&tier=archive"))
         .await
         .contains(&legacy));
+    // The list page's "… all matching" links keep the tier: replaying all of `tier=manual`
+    // must not offer the poison ones too.
+    let admin = app.sign_in("api-test", "api-test-password").await;
+    let page = app
+        .get(
+            &format!("/?dlq_topic={dlq}&tier=manual"),
+            Auth::Session(&admin),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!(
+            "/confirm?op=replay&amp;dlq_topic={dlq}&amp;tier=manual"
+        )),
+        "{page}"
+    );
     let res = app
         .get("/api/v1/dead-letters?tier=limbo", Auth::Bearer(&token))
         .await;
