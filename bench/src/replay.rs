@@ -196,6 +196,20 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     )
     .await?;
     let total_s = t.elapsed().as_secs_f64();
+    if let (Some(rate), Some(state)) = (case.rate_per_sec, store.replay_rate_state(&job.id).await?)
+    {
+        // Bucket time the slots spent beyond what their records need at the rate: lost to
+        // slots that started late (a relay behind by more than the tolerance) or went unused.
+        let needed_us = state.granted * 1_000_000 / i64::from(rate.max(1));
+        eprintln!(
+            "throttled replay on {backend:?}: {} records granted in {} slots; the slots span {} ms, \
+             the records need {} ms at the rate",
+            state.granted,
+            state.slots,
+            (state.tat_us - state.first_us) / 1_000,
+            needed_us / 1_000
+        );
+    }
     let rates = Rates {
         end_to_end: done.published as f64 / total_s,
         relay: done.published as f64 / (total_s - requested_s).max(1e-9),
