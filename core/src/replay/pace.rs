@@ -34,12 +34,12 @@ use crate::store::{RateSlot, Store, StoreError};
 /// How far ahead of its sending a throttled batch holds granted slots: longer than a mark
 /// holds SQLite's write turn (50–320 ms in the 2026-12-03 bench), short enough that a pause
 /// loses little of the job's budget.
-pub(super) const LOOKAHEAD: Duration = Duration::from_millis(500);
+const LOOKAHEAD: Duration = Duration::from_millis(500);
 
 /// How long a throttled job may catch up after falling behind its slots (a store round trip
 /// longer than the lookahead, an idle spell), µs: also its largest burst, 1/20 s worth of
 /// records, so the pace is even and a burst never exceeds 5 % of a second's budget.
-pub(super) const RATE_TOLERANCE_US: i64 = 50_000;
+const RATE_TOLERANCE_US: i64 = 50_000;
 
 /// One granted slot, on this process's clock.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +76,8 @@ pub(super) struct Pace {
     /// Records granted and not yet sent (the sum of `slots`' `left`, plus the request in
     /// flight's).
     granted: usize,
+    /// Where the last slot granted ends (it may be used up already).
+    granted_until: Option<Instant>,
     /// The slot request in flight, and how many records it asks for.
     pending: Option<(u32, JoinHandle<Answer>)>,
     /// No further slot is asked for (a request failed, or the store refused a slot that
@@ -102,6 +104,7 @@ impl Pace {
             rate: rate.max(1),
             slots: VecDeque::new(),
             granted: 0,
+            granted_until: None,
             pending: None,
             closed: false,
             all_granted,
@@ -113,6 +116,14 @@ impl Pace {
         if let Some(tx) = self.all_granted.take() {
             let _ = tx.send(());
         }
+    }
+
+    /// Asks for no further slot: the batch ends with the slots granted so far. `refused`:
+    /// records asked for that the store did not grant.
+    fn close(&mut self, refused: u32) {
+        self.closed = true;
+        self.granted -= refused as usize;
+        self.granted_all();
     }
 
     /// When the next record may be sent, `rows_left` counting it and the rows after it in the
@@ -167,9 +178,7 @@ impl Pace {
         match answer {
             Ok(None) => {
                 // Refused: it would start after `send_by`.
-                self.closed = true;
-                self.granted -= k as usize;
-                self.granted_all();
+                self.close(k);
                 Ok(())
             }
             Ok(Some((slot, answered))) => {
@@ -180,17 +189,21 @@ impl Pace {
                         .checked_sub(Duration::from_micros(slot.wait_us.unsigned_abs()))
                         .unwrap_or(answered)
                 };
-                self.slots.push_back(Slot {
+                // Slots never overlap in the bucket; on this clock a slot could start up to
+                // a clock tick before the last one ends (the store's clock is read in ms on
+                // SQLite, across a round trip on PostgreSQL): never before it.
+                let next = self.granted_until.map_or(next, |until| next.max(until));
+                let slot = Slot {
                     next,
                     interval: Duration::from_micros(slot.interval_us.max(0) as u64),
                     left: k,
-                });
+                };
+                self.granted_until = Some(slot.end());
+                self.slots.push_back(slot);
                 Ok(())
             }
             Err(e) => {
-                self.closed = true;
-                self.granted -= k as usize;
-                self.granted_all();
+                self.close(k);
                 Err(e)
             }
         }
@@ -208,20 +221,17 @@ impl Pace {
             return;
         }
         let now = Instant::now();
-        if now >= send_by || self.slots.back().is_some_and(|s| s.end() >= send_by) {
+        if now >= send_by || self.granted_until.is_some_and(|until| until >= send_by) {
             // No slot asked for now could be used: the batch ends with the granted ones.
-            self.closed = true;
-            self.granted_all();
+            self.close(0);
             return;
         }
         let one_slot = (self.rate / 20).max(1);
         let slot_span =
             Duration::from_micros(u64::from(one_slot) * 1_000_000 / u64::from(self.rate));
         let ahead = self
-            .slots
-            .back()
-            .map(|s| s.end().saturating_duration_since(now))
-            .unwrap_or(Duration::ZERO);
+            .granted_until
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
         if ahead + slot_span > LOOKAHEAD && !self.slots.is_empty() {
             return;
         }

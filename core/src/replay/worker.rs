@@ -71,8 +71,9 @@ impl Relay {
         // Batches of this job published and marked at once: while one waits for its delivery
         // reports (or its mark), the next is claimed and sent. A throttled job has two (its
         // pace is the rate's, not the round trips': the next batch is claimed when every row
-        // of the last has a slot, and sends while the last is marked). Their marks are bounded apart (`marks_in_flight`): a slow store
-        // slows the relay down instead of piling up marks.
+        // of the last has a slot, and sends while the last is marked). Their marks are
+        // bounded apart (`marks_in_flight`): a slow store slows the relay down instead of
+        // piling up marks.
         let depth = if job.rate_per_sec.is_some() {
             2
         } else {
@@ -250,15 +251,11 @@ impl Relay {
         while let Some(row) = rows.next() {
             if let Some(p) = pace.as_mut() {
                 let left = rows.len() + 1;
-                let at = match p.next_send_at(left, send_by).await {
-                    Ok(Some(at)) => Some(at),
-                    Ok(None) => None,
-                    Err(e) => {
-                        tracing::warn!(target: "redrive::replay", error = %e, "cannot take a rate slot; unsent rows handed back");
-                        self.status.record_error(format!("store: {e}"));
-                        None
-                    }
-                };
+                let at = p.next_send_at(left, send_by).await.unwrap_or_else(|e| {
+                    tracing::warn!(target: "redrive::replay", error = %e, "cannot take a rate slot; unsent rows handed back");
+                    self.status.record_error(format!("store: {e}"));
+                    None
+                });
                 let Some(at) = at else {
                     // No slot (the store is unavailable) or the lease's half is spent: the
                     // unsent rows go back, due again shortly.
