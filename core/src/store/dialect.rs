@@ -43,6 +43,10 @@ pub(crate) trait Dialect: Database {
     /// Appended to a `SELECT` that picks rows to claim: PostgreSQL skips rows another
     /// transaction holds (so several relays share the work); SQLite has one writer at a time.
     const SKIP_LOCKED: &'static str;
+    /// Appended to a `SELECT` that must see every row it names and re-check it once no other
+    /// writer holds it (a purge): PostgreSQL waits for such a row's lock, then re-evaluates
+    /// the `WHERE` on its committed version; SQLite has one writer at a time.
+    const FOR_UPDATE: &'static str;
     /// `id` + `IDS_OF_OPEN` + a subquery selecting ids + `IDS_OF_CLOSE`: membership in the
     /// subquery's result, planned as primary-key lookups. (PostgreSQL's planner may otherwise
     /// hash-join a scan of the whole table against a small locking subquery.)
@@ -76,6 +80,7 @@ impl Dialect for Sqlite {
          || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) \
          || '-' || hex(randomblob(6)))";
     const SKIP_LOCKED: &'static str = "";
+    const FOR_UPDATE: &'static str = "";
     const IDS_OF_OPEN: &'static str = " IN (";
     const IDS_OF_CLOSE: &'static str = ")";
     const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
@@ -123,6 +128,7 @@ impl Dialect for Postgres {
     // Built in since PostgreSQL 13.
     const NEW_UUID: &'static str = "gen_random_uuid()::text";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
     const IDS_OF_OPEN: &'static str = " = ANY(ARRAY(";
     const IDS_OF_CLOSE: &'static str = "))";
     const EXPLAIN: &'static str = "EXPLAIN ";

@@ -257,7 +257,8 @@ impl Store {
         .map_err(store_error)
     }
 
-    /// ONE write transaction: of `ids`, those whose status is still one of `statuses` lose
+    /// ONE write transaction: of `ids`, those whose status is still one of `statuses` (read
+    /// after any other writer holding them commits: on PostgreSQL the chunk waits) lose
     /// their dependent rows ([`DEPENDENT_TABLES`]) and are deleted; the run's counters move in
     /// the same commit (`detail` is the run's detail so far). Returns how many were deleted.
     ///
@@ -277,7 +278,11 @@ impl Store {
             DB::push_json_ids(&mut qb, ids_json(ids));
             qb.push(" AND status");
             push_statuses(&mut qb, statuses);
-            qb.push(<DB as Dialect>::SKIP_LOCKED);
+            // Wait for a row another writer holds (the tier sorter, a status change) rather
+            // than skip it: a skipped row would be left for a later run while this one reports
+            // `done`. Locked in id order, as the other multi-row writers go.
+            qb.push(" ORDER BY id");
+            qb.push(<DB as Dialect>::FOR_UPDATE);
             let still: Vec<i64> = qb
                 .build_query_scalar()
                 .persistent(false)

@@ -577,3 +577,101 @@ async fn purge_archives_first_and_restore_is_byte_exact() {
         }
     }
 }
+
+/// A purge chunk on PostgreSQL waits for a dead letter another writer holds (here the tier
+/// sorter's kind of short `UPDATE`) and then re-checks its status: it is purged when the
+/// status still allows it, left alone when it became `replay_pending` meanwhile. (It used to
+/// skip locked rows: a run then reported `done` having silently purged fewer than it selected,
+/// which failed `purges_by_age_count_and_deleted_age_in_chunks` in CI while the sorter sorted
+/// the same rows at start-up.) SQLite has one writer at a time: nothing to skip or wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
+    let (url, _dir) = fresh_database(Backend::Postgres).await.expect("database");
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+        .insert_batch(&aged("held.DLT", 0, 4, 10 * DAY_MS))
+        .await
+        .expect("insert");
+    let mut ids: Vec<i64> = store
+        .list(&redrive_core::ListQuery {
+            filter: Filter::default(),
+            cursor: None,
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    ids.sort_unstable();
+    let (held, changed) = (ids[1], ids[2]);
+
+    let other = sqlx::PgPool::connect(&url).await.expect("postgres");
+    let mut tx = other.begin().await.unwrap();
+    sqlx::query("UPDATE dead_letters SET tier = 'manual' WHERE id = $1")
+        .bind(held)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE dead_letters SET status = 'replay_pending' WHERE id = $1")
+        .bind(changed)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+
+    let run = store
+        .start_retention_run("purge", "(test)", None)
+        .await
+        .unwrap();
+    let purge = tokio::spawn({
+        let (store, ids) = (store.clone(), ids.clone());
+        async move {
+            store
+                .purge_chunk(run, &ids, &["new", "replay_failed"], "[]")
+                .await
+        }
+    });
+    // The purge is blocked on the held rows (not past them) before the writer commits.
+    eventually(
+        "the purge waiting on a row lock",
+        Duration::from_secs(30),
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&other)
+            .await
+            .unwrap();
+            waiting > 0 || purge.is_finished()
+        },
+    )
+    .await;
+    assert!(
+        !purge.is_finished(),
+        "the purge went past rows another writer holds"
+    );
+    tx.commit().await.unwrap();
+    let purged = purge.await.unwrap().expect("purge_chunk");
+    assert_eq!(
+        purged, 3,
+        "the held row purged, the replay_pending one kept"
+    );
+    let left = store
+        .list(&redrive_core::ListQuery {
+            filter: Filter::default(),
+            cursor: None,
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (left[0].id, left[0].status),
+        (changed, Status::ReplayPending)
+    );
+    other.close().await;
+}
