@@ -121,6 +121,28 @@ pub fn fts_phrase(q: &str) -> Option<String> {
     Some(format!("\"{}\"", q.replace('"', "\"\"")))
 }
 
+/// The word of `q` (a run of letters and digits, as `pg_trgm` splits text) most likely to be
+/// rare in the searched text: the longest that holds a digit and has at least 4 characters
+/// (an order number, an id, a UUID's part); the first of equals. A trigram index looks it up
+/// far faster than the whole of `q` when `q` also holds words found in nearly every row
+/// (`order 123457 after`: for the whole, the index reads the long lists of `ord`, `der`,
+/// `aft`, ... for every candidate). `None` when there is no such word — a word of letters
+/// only is too often in every dead letter of a DLQ (`processing`, `order`), and a 3-character
+/// one is a single trigram (`777` is in every thousandth number) — or when the word is all of
+/// `q` (then it is no cheaper than `q`).
+///
+/// A dead letter that contains `q` contains each of its words (case folded character by
+/// character), so the word's matches are a superset of `q`'s.
+pub fn rarest_word(q: &str) -> Option<&str> {
+    let best = q
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > MIN_INDEXED_CHARS && w.chars().any(char::is_numeric))
+        .enumerate()
+        .max_by_key(|(i, w)| (w.chars().count(), std::cmp::Reverse(*i)))
+        .map(|(_, w)| w)?;
+    (best.len() < q.len()).then_some(best)
+}
+
 /// Lowercases `s` and remembers, for every byte of the result, the byte offset in `s` of the
 /// character it came from (a character may lowercase to several).
 fn folded(s: &str) -> (String, Vec<usize>) {
@@ -190,6 +212,29 @@ pub fn locate(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_rarest_word_is_the_longest_with_a_digit() {
+        assert_eq!(rarest_word("order 123457 after"), Some("123457"));
+        assert_eq!(rarest_word("id 4242 or 123456"), Some("123456"));
+        assert_eq!(
+            rarest_word("a1b2 c3d4"),
+            Some("a1b2"),
+            "the first of equals"
+        );
+        assert_eq!(
+            rarest_word("3f2a9c4e-77b1-4c1e-9d2a-0b5e6f7a8c9d"),
+            Some("0b5e6f7a8c9d")
+        );
+        assert_eq!(rarest_word("order-42xy"), Some("42xy"));
+        assert_eq!(rarest_word("заказ 2024 ошибка"), Some("2024"));
+        // Letters only, or 3 characters: none.
+        assert_eq!(rarest_word("while processing"), None);
+        assert_eq!(rarest_word("order 777 after"), None);
+        // A word that is all of `q` is no cheaper than `q`.
+        assert_eq!(rarest_word("123457"), None);
+        assert_eq!(rarest_word(""), None);
+    }
     use super::*;
 
     #[test]

@@ -213,7 +213,10 @@ mod rule_states;
 mod scope;
 // Free-text search (issue 12 item 2, migration 0024).
 mod search;
-pub use self::search::{INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS};
+pub use self::search::{
+    INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
+    WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
+};
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).
 mod tier_candidates;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_core::store::{
     MatchCount, Store, DEPENDENT_TABLES, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS,
+    SEARCH_WORD_CANDIDATES,
 };
 use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{
@@ -446,5 +447,60 @@ async fn bounded_steps_find_every_match_in_order() {
         }
         assert_eq!(cursor, None, "{backend:?}: the walk ends");
         assert_eq!(found, [1, 0], "{backend:?}: both, newest first");
+    }
+}
+
+/// PostgreSQL's index step asks the trigram index for the rarest word of a term first (the
+/// one with a digit): exact when that word's rows decide, and when they are more than it
+/// checks (`SEARCH_WORD_CANDIDATES`), the whole term is asked for and nothing is missed. The
+/// only match is stored last (checked last by the word step) but dead-lettered first (past
+/// the scan). Both databases answer the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_whose_rarest_word_is_common_is_still_found_exactly() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let common = SEARCH_WORD_CANDIDATES + 10;
+        let mut rows: Vec<NewDeadLetter> = (0..common)
+            .map(|i| dl("w.DLT", i, 5_000_000 + i, &format!("txn 7654321 step {i}")))
+            .collect();
+        rows.push(dl("w.DLT", common, 1_000_000, "txn 7654321 needle step"));
+        rows.push(dl(
+            "w.DLT",
+            common + 1,
+            1_000_001,
+            "order 8675309 after 12 ms",
+        ));
+        for chunk in rows.chunks(2000) {
+            store.insert_batch(chunk).await.unwrap();
+        }
+        let only = |text: &str| Filter {
+            q: Some(text.into()),
+            ..Filter::default()
+        };
+        for (term, offset) in [
+            // "7654321" is in every row: the word step cannot decide.
+            ("7654321 needle", common),
+            // "8675309" is in one row: the word step decides.
+            ("order 8675309 after", common + 1),
+        ] {
+            let page = store
+                .list(&ListQuery {
+                    filter: only(term),
+                    limit: 50,
+                    cursor: None,
+                })
+                .await
+                .unwrap();
+            let got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
+            assert_eq!(got, [offset], "{backend:?}: {term}");
+            assert_eq!(page.next_cursor, None, "{backend:?}: {term}");
+            assert_eq!(
+                store.count_matching(&only(term), 1000).await.unwrap(),
+                MatchCount::Exact(1),
+                "{backend:?}: {term}"
+            );
+        }
     }
 }
