@@ -200,6 +200,7 @@ mod lock;
 // Per-key order of a replay job's outbox rows (issue 9, migration 0016).
 mod order;
 mod outbox;
+mod outbox_mark;
 pub(crate) mod outcome;
 mod quarantine;
 // A replay job's rate limit shared by every relay instance (issue 12, migration 0026).
@@ -242,7 +243,8 @@ pub use self::canary::CANARY_ACTOR;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
 pub(crate) use self::lag::{LagWrite, MAX_LAG_TOPICS};
-pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow, Failed, MarkBatch, Published, Retry};
+pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow};
+pub(crate) use self::outbox_mark::{Failed, MarkBatch, Published, Retry};
 pub(crate) use self::replay_rate::RateSlot;
 pub use self::replay_rate::RateState;
 pub use self::retention::{
