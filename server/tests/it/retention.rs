@@ -593,18 +593,15 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         .insert_batch(&aged("held.DLT", 0, 4, 10 * DAY_MS))
         .await
         .expect("insert");
-    let mut ids: Vec<i64> = store
-        .list(&redrive_core::ListQuery {
+    let listed = || async {
+        let q = redrive_core::ListQuery {
             filter: Filter::default(),
             cursor: None,
             limit: 10,
-        })
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|s| s.id)
-        .collect();
+        };
+        store.list(&q).await.expect("list").items
+    };
+    let mut ids: Vec<i64> = listed().await.iter().map(|s| s.id).collect();
     ids.sort_unstable();
     let (held, changed) = (ids[1], ids[2]);
 
@@ -659,15 +656,7 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         purged, 3,
         "the held row purged, the replay_pending one kept"
     );
-    let left = store
-        .list(&redrive_core::ListQuery {
-            filter: Filter::default(),
-            cursor: None,
-            limit: 10,
-        })
-        .await
-        .unwrap()
-        .items;
+    let left = listed().await;
     assert_eq!(left.len(), 1);
     assert_eq!(
         (left[0].id, left[0].status),
