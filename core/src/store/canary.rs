@@ -34,7 +34,7 @@ use crate::canary::{duration_text, CanaryOptions, CanaryState, CanaryStatus};
 /// The audit actor of a pause the canary made.
 pub const CANARY_ACTOR: &str = "(canary)";
 
-/// Appended to the finish condition (`outbox.rs`): a job whose canary is not decided yet is
+/// Appended to the finish condition (`outbox_mark.rs`): a job whose canary is not decided yet is
 /// not finished.
 pub(super) const FINISH_GUARD: &str =
     " AND (canary_state IS NULL OR canary_state IN ('passed', 'failed'))";
