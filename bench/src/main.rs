@@ -759,7 +759,14 @@ async fn ingest_into(store: &Store, topic: &str, n: usize) -> Result<f64> {
         group_id: kit::unique("bench_ingest"),
         batch_size: env_usize("BENCH_BATCH", 500),
         linger_ms: 50,
-        kafka_properties: vec![],
+        // `BENCH_KAFKA_PROPS=name=value,name=value`: librdkafka properties applied last, as
+        // a user's `kafka_properties` are (for comparing fetch sizes in process).
+        kafka_properties: std::env::var("BENCH_KAFKA_PROPS")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect(),
         backpressure: None,
     };
     let shutdown = CancellationToken::new();
