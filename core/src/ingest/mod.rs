@@ -30,6 +30,7 @@
 
 mod backpressure;
 mod batch;
+mod commit;
 mod kafka;
 mod paused_lag;
 mod record;
@@ -37,15 +38,13 @@ mod retry;
 mod salvage;
 mod status;
 
-use std::collections::{BTreeMap, HashSet};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::FromClientConfigAndContext;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::consumer::{Consumer, StreamConsumer};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -180,7 +179,7 @@ pub async fn run(
         batch_size: config.batch_size.max(1),
         linger: Duration::from_millis(config.linger_ms),
         batch: Batch::default(),
-        uncommitted: BTreeMap::new(),
+        commits: commit::Commits::default(),
         shutdown_deadline: None,
         bp_changes: config.backpressure.as_ref().map(|b| b.subscribe()),
         backpressure: config.backpressure.clone(),
@@ -216,9 +215,9 @@ struct IngestLoop {
     batch_size: usize,
     linger: Duration,
     batch: Batch,
-    /// Offsets of stored records whose commit has not succeeded yet: (topic, partition) ->
-    /// next offset to read. Retried on the next flush and on the idle tick.
-    uncommitted: BTreeMap<(String, i32), i64>,
+    /// Offsets of stored records not committed yet, and the commit in flight. Retried on
+    /// the next flush and on the idle tick.
+    commits: commit::Commits,
     /// Set when shutdown was requested while the store was failing: give up retrying then.
     shutdown_deadline: Option<Instant>,
     /// Retention backpressure (see `backpressure.rs`), its change notifications, and the
@@ -278,7 +277,7 @@ impl IngestLoop {
                     self.apply_backpressure();
                     let paused = self.paused_partitions();
                     self.paused_lag.tick(&self.consumer, &self.status, paused);
-                    self.commit_uncommitted().await;
+                    self.commits.commit_now(&self.consumer, &self.status).await;
                     // Idle (or disconnected): ask the cluster. A consumer whose broker went
                     // away gets no error of its own for a long while (librdkafka reconnects
                     // quietly; the group session only times out after `session.timeout.ms`),
@@ -298,7 +297,7 @@ impl IngestLoop {
         if !self.batch.is_empty() {
             self.flush().await;
         }
-        self.commit_uncommitted().await;
+        self.commits.commit_now(&self.consumer, &self.status).await;
         if !self.batch.is_empty() {
             tracing::warn!(
                 records = self.batch.len(),
@@ -516,61 +515,10 @@ impl IngestLoop {
     /// make Kafka skip records the store already has, so nothing is lost even if the process
     /// dies right after. Offsets are committed only for partitions still assigned: after a
     /// rebalance the new owner re-reads from the old commit, and the store ignores duplicates.
+    /// The commit overlaps the next batch's write (`commit.rs`).
     async fn commit_stored(&mut self, stored: Vec<((String, i32), i64)>) {
-        for (tp, next) in stored {
-            let e = self.uncommitted.entry(tp).or_insert(next);
-            *e = (*e).max(next);
-        }
-        self.commit_uncommitted().await;
-    }
-
-    /// Commits `uncommitted` (synchronously, off the async workers); keeps it on failure so
-    /// the next flush or tick retries.
-    async fn commit_uncommitted(&mut self) {
-        if self.uncommitted.is_empty() {
-            return;
-        }
-        let assigned: HashSet<(String, i32)> = match self.consumer.assignment() {
-            Ok(tpl) => tpl
-                .elements()
-                .iter()
-                .map(|e| (e.topic().to_string(), e.partition()))
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the assignment; commit postponed");
-                return;
-            }
-        };
-        // Revoked partitions: drop their pending offsets (their next owner re-reads them).
-        self.uncommitted.retain(|tp, _| assigned.contains(tp));
-        if self.uncommitted.is_empty() {
-            return;
-        }
-        let mut tpl = TopicPartitionList::with_capacity(self.uncommitted.len());
-        for ((topic, partition), next) in &self.uncommitted {
-            if let Err(e) = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next)) {
-                tracing::warn!(error = %e, topic, partition, "bad offset; not committed");
-            }
-        }
-        let consumer = self.consumer.clone();
-        let result =
-            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync)).await;
-        match result {
-            Ok(Ok(())) => {
-                tracing::trace!(offsets = ?self.uncommitted, "offsets committed");
-                self.uncommitted.clear();
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "committing offsets failed (records are stored; will retry)");
-                self.status
-                    .record_commit_failure(format!("Kafka commit: {e}"));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "commit task failed (records are stored; will retry)");
-                self.status
-                    .record_commit_failure(format!("Kafka commit: {e}"));
-            }
-        }
+        self.commits.add_stored(stored);
+        self.commits.start(&self.consumer, &self.status).await;
     }
 
     /// Waits `delay` while still polling the consumer (librdkafka needs a poll at least every
