@@ -50,6 +50,7 @@ def rows():
                 for _ in range(8)
             ],
             "currency": "EUR",
+            "createdAt": f"2026-12-0{1 + i % 3}T{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:00Z",
         }
         yield (i + 1, msg, stack, json.dumps(order)[:1024])
 
