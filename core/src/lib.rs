@@ -47,6 +47,8 @@ pub mod retention;
 #[cfg(feature = "server")]
 pub mod schema;
 #[cfg(feature = "server")]
+pub mod search_indexer;
+#[cfg(feature = "server")]
 pub mod store;
 
 pub use filter::{Cursor, Filter, FilterError, ListQuery};

@@ -46,6 +46,7 @@ mod site;
 mod store_open;
 mod telemetry;
 mod telemetry_retention;
+mod telemetry_search;
 mod telemetry_tiers;
 mod telemetry_write_gate;
 mod token_form;

@@ -41,6 +41,8 @@ const RELAY_POOL: u32 = 3;
 const ALERTS_POOL: u32 = 2;
 /// Connections of retention's own pool (its counts, candidate reads and purge chunks).
 const RETENTION_POOL: u32 = 2;
+/// Connections of the search indexer's pool (one round at a time).
+const INDEXER_POOL: u32 = 1;
 /// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
 const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
 
@@ -242,6 +244,16 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         status: Arc::default(),
     };
     let rounds_status = Arc::new(redrive_core::automation::rounds::RoundsStatus::default());
+    // The search index is written behind ingest, on every instance (docs/triage.md, "Not yet
+    // indexed"); ingest has the first claim on the store.
+    let indexer_status = Arc::new(redrive_core::search_indexer::IndexerStatus::default());
+    tokio::spawn(redrive_core::search_indexer::run(
+        own_pool(INDEXER_POOL).await?,
+        config.ingest_enabled.then(|| status.clone()),
+        indexer_status.clone(),
+        redrive_core::search_indexer::IndexerConfig::default(),
+        shutdown.child_token(),
+    ));
     let telemetry = Arc::new(
         Telemetry::new(config.ingest_enabled.then(|| status.clone()))
             .with_rounds(rounds_status.clone())
@@ -251,7 +263,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             .with_retention(crate::telemetry_retention::RetentionMetrics {
                 status: retention.status.clone(),
                 backpressure: retention.backpressure.clone(),
-            }),
+            })
+            .with_search_indexer(indexer_status.clone()),
     );
     let notify_task = start_alerts(
         &config,

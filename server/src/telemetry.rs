@@ -76,6 +76,11 @@ struct Shared {
     write_gate: Mutex<Option<redrive_core::store::WriteGateStats>>,
     /// The scheduler of automatic replays, once [`Telemetry::with_rounds`] named it.
     rounds: std::sync::OnceLock<Arc<redrive_core::automation::rounds::RoundsStatus>>,
+    /// The search indexer's counters, once [`Telemetry::with_search_indexer`] named them.
+    search_indexer: std::sync::OnceLock<Arc<redrive_core::search_indexer::IndexerStatus>>,
+    /// `ingested_at_ms` of the oldest dead letter not yet in the search index, read with the
+    /// sizes (`Some(None)`: none; `None`: not read yet).
+    search_backlog_oldest: Mutex<Option<Option<i64>>>,
 }
 
 impl Telemetry {
@@ -93,6 +98,8 @@ impl Telemetry {
             sorter: std::sync::OnceLock::new(),
             write_gate: Mutex::new(None),
             rounds: std::sync::OnceLock::new(),
+            search_indexer: std::sync::OnceLock::new(),
+            search_backlog_oldest: Mutex::new(None),
         });
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Exposition(shared.clone())));
@@ -146,6 +153,16 @@ impl Telemetry {
         self
     }
 
+    /// Reads the search indexer's counters at each scrape (`redrive_search_*`,
+    /// `crate::telemetry_search`).
+    pub fn with_search_indexer(
+        self,
+        indexer: Arc<redrive_core::search_indexer::IndexerStatus>,
+    ) -> Telemetry {
+        let _ = self.shared.search_indexer.set(indexer);
+        self
+    }
+
     /// Event: a store operation failed while serving a request, a probe or a scrape. Logs
     /// the detail (which users are not shown) and counts it in `redrive_store_errors_total`.
     pub fn store_error(&self, operation: &'static str, error: &StoreError) {
@@ -183,17 +200,19 @@ impl Telemetry {
             let stats = store.stats(now_ms()).await?;
             let (arrivals, arrivals_rest) = store.arrival_totals(PAIR_CAP).await?;
             let quarantined = store.quarantine_count().await?;
+            let backlog_oldest = store.search_backlog_oldest_ms().await?;
             let figures = StoreFigures {
                 stats,
                 arrivals,
                 arrivals_rest,
             };
-            Ok::<_, StoreError>((figures, quarantined))
+            Ok::<_, StoreError>((figures, quarantined, backlog_oldest))
         };
         match tokio::time::timeout(SIZE_QUERY_TIMEOUT, count_all).await {
-            Ok(Ok((sizes, quarantined))) => {
+            Ok(Ok((sizes, quarantined, backlog_oldest))) => {
                 *lock(&self.shared.sizes) = Some((Instant::now(), sizes));
                 *lock(&self.shared.quarantined) = Some(quarantined);
+                *lock(&self.shared.search_backlog_oldest) = Some(backlog_oldest);
             }
             Ok(Err(e)) => self.store_error("count", &e),
             Err(_) => self.store_error(
@@ -413,6 +432,12 @@ impl Collector for Exposition {
         crate::telemetry_tiers::encode(&mut enc, self.0.sorter.get().map(|s| s.as_ref()))?;
         crate::telemetry_write_gate::encode(&mut enc, *lock(&self.0.write_gate))?;
         crate::automation_rounds::encode(&mut enc, self.0.rounds.get())?;
+        crate::telemetry_search::encode(
+            &mut enc,
+            self.0.search_indexer.get().map(|s| s.as_ref()),
+            *lock(&self.0.search_backlog_oldest),
+            now_ms(),
+        )?;
 
         {
             let c = ConstCounter::new(0u64);

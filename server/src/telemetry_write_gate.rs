@@ -8,7 +8,13 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use redrive_core::store::WriteGateStats;
 
-fn counter<N>(enc: &mut DescriptorEncoder, name: &str, help: &str, v: N) -> std::fmt::Result
+/// One constant counter without labels (shared with the other small `telemetry_*` modules).
+pub(crate) fn counter<N>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> std::fmt::Result
 where
     ConstCounter<N>: EncodeMetric,
 {
@@ -17,7 +23,13 @@ where
     c.encode(m)
 }
 
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+/// One constant gauge without labels.
+pub(crate) fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: f64,
+) -> std::fmt::Result {
     let g = ConstGauge::new(v);
     let m = enc.encode_descriptor(name, help, None, g.metric_type())?;
     g.encode(m)

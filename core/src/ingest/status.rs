@@ -151,6 +151,11 @@ impl IngestStatus {
         }
     }
 
+    /// Epoch ms of the last successful store write (batch committed); 0 = never.
+    pub fn last_store_write_ms(&self) -> i64 {
+        self.last_store_write_ms.load(Ordering::Relaxed)
+    }
+
     /// Records written to the store so far (records, including redeliveries).
     pub fn records_ingested(&self) -> u64 {
         self.records_ingested.load(Ordering::Relaxed)

@@ -214,8 +214,10 @@ mod rule_states;
 mod scope;
 // Free-text search (issue 12 item 2, migration 0024).
 mod search;
+// The search indexer's rounds (issue 12 item 4, migration 0028).
+mod search_index;
 pub use self::search::{
-    INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
+    BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS, INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
     WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
 };
 mod stats;

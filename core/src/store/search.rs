@@ -1,12 +1,20 @@
 //! Free-text search in the store (issue 12 item 2, migration 0024; what is searched:
 //! [`crate::search`]; `docs/triage.md`, "Search").
 //!
-//! **What is stored.** `dead_letter_text` holds each dead letter's searched text (message,
-//! stack trace's first 8 KiB, text payload's first 8 KiB), written by ingest in the
-//! transaction that stores the dead letter ([`text_rows`]) and deleted with it (SQLite: a
-//! trigger on `dead_letters`; PostgreSQL: `ON DELETE CASCADE`). SQLite indexes it with FTS5
-//! (`dead_letter_fts`, trigram tokenizer, kept by triggers), PostgreSQL with a `pg_trgm` GIN
-//! index on its three columns.
+//! **What is stored.** Each dead letter's searched text (message, stack trace's first 8 KiB,
+//! text payload's first 8 KiB) is written by ingest in the transaction that stores the dead
+//! letter ([`text_rows`]) to `search_backlog` (migration 0028: no index, so ingest does not
+//! pay for the search index), and moved from there to `dead_letter_text` by the search
+//! indexer ([`crate::search_indexer`], `search_index.rs`). Either table's row is deleted with
+//! the dead letter (SQLite: a trigger on `dead_letters`; PostgreSQL: `ON DELETE CASCADE`).
+//! SQLite indexes `dead_letter_text` with FTS5 (`dead_letter_fts`, trigram tokenizer, kept by
+//! triggers), PostgreSQL with a `pg_trgm` GIN index on its three columns.
+//!
+//! **Both tables are searched.** A dead letter's text is in exactly one of them in any
+//! snapshot (the indexer moves a row in one transaction). Every check of a row reads its text
+//! from whichever holds it ([`push_row_check`]); every "ids that match" reads both
+//! ([`push_matching_ids`]); the index step scans the backlog (at most [`BACKLOG_SCAN_ROWS`]
+//! rows: a larger backlog leaves the page to the scan step's bounded, continued answer).
 //!
 //! **What matches.** A dead letter matches `q` when one of its three texts contains `q`:
 //! SQLite `LIKE` (ASCII letters case-insensitive), PostgreSQL `ILIKE` (all of Unicode),
@@ -51,7 +59,10 @@ use crate::search;
 pub const SCAN_ROWS: i64 = 2_000;
 /// Most matching ids the index step takes; a term with more is left to the scan.
 pub const INDEX_ROWS: usize = 5_000;
-/// `dead_letter_text` rows per INSERT statement (4 binds each; at most 32 KiB of text each).
+/// Most `search_backlog` rows the index step reads: a larger backlog (the indexer behind a
+/// long burst of ingest) makes the index step give up, and the page is the scan's.
+pub const BACKLOG_SCAN_ROWS: i64 = 10_000;
+/// `search_backlog` rows per INSERT statement (4 binds each; at most 32 KiB of text each).
 const TEXT_ROWS_PER_STATEMENT: usize = 500;
 
 /// The searched columns of `dead_letter_text`.
@@ -61,7 +72,7 @@ fn is_sqlite<DB: Dialect>() -> bool {
     <DB as Dialect>::NAME == "sqlite"
 }
 
-/// One dead letter's searched text, as ingest writes it to `dead_letter_text`.
+/// One dead letter's searched text, as ingest writes it to `search_backlog`.
 pub(crate) struct TextRow<'a> {
     pub id: i64,
     pub message: Option<Cow<'a, str>>,
@@ -75,14 +86,14 @@ impl TextRow<'_> {
     }
 }
 
-/// `INSERT INTO dead_letter_text` statements for `rows` (rows with no text at all are left
-/// out: no row means nothing matches).
+/// `INSERT INTO search_backlog` statements for `rows` (rows with no text at all are left
+/// out: no row means nothing matches). The indexer moves them to `dead_letter_text`.
 pub(crate) fn text_rows<'a, DB: Dialect>(rows: &'a [TextRow<'a>]) -> Vec<QueryBuilder<'a, DB>> {
     let rows: Vec<&TextRow<'_>> = rows.iter().filter(|r| !r.is_empty()).collect();
     rows.chunks(TEXT_ROWS_PER_STATEMENT.min(DB::MAX_BINDS / 4))
         .map(|chunk| {
             let mut qb = QueryBuilder::new(
-                "INSERT INTO dead_letter_text (id, message, stack_trace, payload) VALUES ",
+                "INSERT INTO search_backlog (id, message, stack_trace, payload) VALUES ",
             );
             for (i, r) in chunk.iter().enumerate() {
                 qb.push(if i == 0 { "(" } else { ", (" });
@@ -119,7 +130,9 @@ fn push_text_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, alias: &str, 
 /// Appends a parenthesised subquery of the ids of every dead letter whose searched text
 /// matches `q` (for `id IN ...`: counts, bulk actions, exports, error groups). SQLite: the
 /// FTS5 index gives the candidates (3 characters or more), `LIKE` decides; PostgreSQL: `ILIKE`
-/// over `dead_letter_text`, which the planner serves with the trigram index.
+/// over `dead_letter_text`, which the planner serves with the trigram index. Then the
+/// not-yet-indexed rows of `search_backlog`, read whole (one statement: one snapshot, in
+/// which each text is in one table).
 pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &'a str) {
     qb.push("(SELECT t.id FROM dead_letter_text t WHERE ");
     if is_sqlite::<DB>() {
@@ -130,16 +143,21 @@ pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, 
         }
     }
     push_text_match(qb, "t", q);
+    qb.push(" UNION ALL SELECT b.id FROM search_backlog b WHERE ");
+    push_text_match(qb, "b", q);
     qb.push(")");
 }
 
-/// Appends ` AND (SELECT <match> FROM dead_letter_text t WHERE t.id = dead_letters.id)`: a
-/// check of each row the outer query reads, by primary key. A scalar subquery, so neither
-/// planner turns it into a join that would read the whole text table.
+/// Appends ` AND COALESCE((SELECT <match> FROM dead_letter_text t WHERE t.id =
+/// dead_letters.id), (SELECT <match> FROM search_backlog b WHERE ...))`: a check of each row
+/// the outer query reads, by primary key, in whichever table holds its text. Scalar
+/// subqueries, so neither planner turns them into a join that would read a whole table.
 fn push_row_check<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
-    qb.push(" AND (SELECT ");
+    qb.push(" AND COALESCE((SELECT ");
     push_text_match(qb, "t", q);
-    qb.push(" FROM dead_letter_text t WHERE t.id = dead_letters.id)");
+    qb.push(" FROM dead_letter_text t WHERE t.id = dead_letters.id), (SELECT ");
+    push_text_match(qb, "b", q);
+    qb.push(" FROM search_backlog b WHERE b.id = dead_letters.id))");
 }
 
 /// Appends ` AND (t, id) >= (bound)` in list order: the scan's oldest row.
@@ -168,25 +186,38 @@ fn push_from_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: String) {
     }
 }
 
-/// The index step (step 2): the ids the trigram index gives for `phrase` (at most
-/// `INDEX_ROWS + 1`), in one read transaction so that PostgreSQL's `SET LOCAL enable_seqscan =
-/// off` holds for it: `ILIKE '%...%'` with a LIMIT can look cheaper as a sequential scan that
-/// stops early, which for a rare term is a scan of the whole table. The index is first asked
-/// for the rarest word of `q` ([`word_candidates`]); the whole of `q` only when that does not
-/// decide. A macro, not a function: it runs inside `on_pool!`, once per
-/// database type. Evaluates to `Vec<i64>`; returns `Err(StoreError)` from the enclosing
-/// closure on a database error.
+/// The index step (step 2): the ids of every dead letter whose text matches `q` when there
+/// are at most [`INDEX_ROWS`], `None` when there are more or the backlog is too long to read
+/// ([`BACKLOG_SCAN_ROWS`]). First the not-yet-indexed rows ([`backlog_candidates`]), then the
+/// trigram index — in that order because the indexer only moves rows from the backlog to the
+/// index: a row the first read misses is in the index by the second (a row moved in between
+/// is found twice; the ids are deduplicated). One read transaction, so that PostgreSQL's `SET
+/// LOCAL enable_seqscan = off` holds for the index read: `ILIKE '%...%'` with a LIMIT can
+/// look cheaper as a sequential scan that stops early, which for a rare term is a scan of the
+/// whole table. The index is first asked for the rarest word of `q` ([`word_candidates`]);
+/// the whole of `q` only when that does not decide. A macro, not a function: it runs inside
+/// `on_pool!`, once per database type. Evaluates to `Option<Vec<i64>>`; returns
+/// `Err(StoreError)` from the enclosing closure on a database error.
 macro_rules! index_ids {
     ($pool:expr, $db:ty, $q:expr, $phrase:expr) => {{
         let mut tx = super::gate::begin_read($pool).await?;
+        let backlog: Vec<Option<i64>> = backlog_candidates::<$db>($q)
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        let backlog_read = !backlog.iter().any(Option::is_none);
         let mut decided: Option<Vec<i64>> = None;
-        if !is_sqlite::<$db>() {
+        if backlog_read && !is_sqlite::<$db>() {
             sqlx::query("SET LOCAL enable_seqscan = off")
                 .execute(&mut *tx)
                 .await
                 .map_err(store_error)?;
         }
-        if let Some(word) = search::rarest_word($q) {
+        if !backlog_read {
+            decided = Some(Vec::new());
+        } else if let Some(word) = search::rarest_word($q) {
             let rows: Vec<Option<i64>> = word_candidates::<$db>($q, word)
                 .build_query_scalar()
                 .persistent(false)
@@ -199,7 +230,7 @@ macro_rules! index_ids {
                 decided = Some(ids);
             }
         }
-        let ids = match decided {
+        let indexed = match decided {
             Some(ids) => ids,
             None => {
                 let mut qb = index_candidates::<$db>($q, $phrase);
@@ -211,8 +242,27 @@ macro_rules! index_ids {
             }
         };
         tx.rollback().await.map_err(store_error)?;
-        ids
+        let mut ids: Vec<i64> = backlog.into_iter().flatten().chain(indexed).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        (backlog_read && ids.len() <= INDEX_ROWS).then_some(ids)
     }};
+}
+
+/// The not-yet-indexed dead letters (`search_backlog`) whose text matches `q`, read by
+/// scanning at most [`BACKLOG_SCAN_ROWS`] + 1 backlog rows, then one NULL when the backlog
+/// holds more than that (the answer is not complete). Rows: `Option<i64>`.
+fn backlog_candidates<'a, DB: Dialect>(q: &'a str) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new("WITH bl AS MATERIALIZED (SELECT b.id, ");
+    push_text_match(&mut qb, "b", q);
+    qb.push(" AS ok FROM search_backlog b LIMIT ");
+    DB::bind(&mut qb, Val::I64(Some(BACKLOG_SCAN_ROWS + 1)));
+    qb.push(
+        ") SELECT id FROM bl WHERE ok \
+         UNION ALL SELECT CAST(NULL AS BIGINT) FROM (SELECT COUNT(*) AS n FROM bl) k WHERE k.n > ",
+    );
+    DB::bind(&mut qb, Val::I64(Some(BACKLOG_SCAN_ROWS)));
+    qb
 }
 
 /// Dead letters whose text holds `word` that the index step checks for the whole of `q`
@@ -337,10 +387,9 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok((rows, Some(bound)));
             };
-            let ids = index_ids!(pool, DB, q, phrase);
-            if ids.len() > INDEX_ROWS {
+            let Some(ids) = index_ids!(pool, DB, q, phrase) else {
                 return Ok((rows, Some(bound)));
-            }
+            };
             let json =
                 serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
             let mut qb = sql::page_with::<DB>(
@@ -366,7 +415,8 @@ impl Store {
     }
 
     /// Sets each item's [`DeadLetterSummary::search_match`]: where `q` is in its searched
-    /// text, with an excerpt (one primary-key read of at most 32 KiB of text per item).
+    /// text, with an excerpt (one primary-key read of at most 32 KiB of text per item, in
+    /// `dead_letter_text` or `search_backlog`).
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(super) async fn attach_search_matches(
@@ -383,6 +433,11 @@ impl Store {
         let texts: Vec<Texts> = on_pool!(self, |pool, DB| {
             let mut qb = QueryBuilder::<DB>::new(
                 "SELECT id, message, stack_trace, payload FROM dead_letter_text WHERE id IN ",
+            );
+            DB::push_json_ids(&mut qb, json.clone());
+            qb.push(
+                " UNION ALL SELECT id, message, stack_trace, payload FROM search_backlog \
+                 WHERE id IN ",
             );
             DB::push_json_ids(&mut qb, json);
             qb.build_query_as().persistent(false).fetch_all(pool).await
@@ -459,10 +514,9 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            let ids = index_ids!(pool, DB, q, phrase);
-            if ids.len() > INDEX_ROWS {
+            let Some(ids) = index_ids!(pool, DB, q, phrase) else {
                 return Ok(MatchCount::AtLeast(scanned));
-            }
+            };
             let json =
                 serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
             let mut qb = QueryBuilder::<DB>::new("SELECT CAST(COUNT(*) AS BIGINT) FROM ");

@@ -5,14 +5,16 @@
 //! delete hides a match, a restore shows it again, and a hard delete (what the retention purge
 //! does) removes it from the index. And the store's bounded steps: a rare term beyond the scan
 //! is found through the index, and a term too common for the index under a filter it rarely
-//! meets pages through the list in bounded steps without losing a row.
+//! meets pages through the list in bounded steps without losing a row. Every store-level
+//! search is asked twice: with the texts still in the backlog, as ingest writes them, and after
+//! the search indexer moved them into the index (migration 0028), with the same answers.
 
 use std::time::Duration;
 
 use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_core::store::{
-    MatchCount, Store, DEPENDENT_TABLES, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS,
-    SEARCH_WORD_CANDIDATES,
+    MatchCount, Store, DEPENDENT_TABLES, SEARCH_BACKLOG_SCAN_ROWS, SEARCH_INDEX_ROWS,
+    SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
 };
 use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{
@@ -130,6 +132,13 @@ async fn finds_stack_trace_json_and_text_payloads_but_not_binary() {
         eventually("every record ingested", Duration::from_secs(60), || async {
             store.count(&Filter::default()).await.unwrap() == 5
         })
+        .await;
+        // The server's search indexer moves the texts into the index.
+        eventually(
+            "the search index caught up",
+            Duration::from_secs(60),
+            || async { store.search_backlog_is_empty().await.unwrap() },
+        )
         .await;
 
         // Stack trace, case-insensitive; the API says where and gives the match as stored.
@@ -300,18 +309,20 @@ async fn delete_row(backend: Backend, url: &str, id: i64) {
     }
 }
 
-/// Rows left for dead letter `id` in `dead_letter_text` (and, on SQLite, FTS5 index entries
-/// for its needle).
+/// Rows left for dead letter `id` in `dead_letter_text` and `search_backlog` (and, on
+/// SQLite, FTS5 index entries for its needle).
 async fn text_rows(backend: Backend, url: &str, id: i64) -> i64 {
     match backend {
         Backend::Sqlite => {
             let pool = sqlx::SqlitePool::connect(url).await.unwrap();
-            let text: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = ?")
-                    .bind(id)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
+            let text: i64 = sqlx::query_scalar(
+                "SELECT (SELECT COUNT(*) FROM dead_letter_text WHERE id = ?1) \
+                 + (SELECT COUNT(*) FROM search_backlog WHERE id = ?1)",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
             let fts: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM dead_letter_fts WHERE dead_letter_fts MATCH '\"NeedleInStack42\"'",
             )
@@ -323,12 +334,14 @@ async fn text_rows(backend: Backend, url: &str, id: i64) -> i64 {
         }
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(url).await.unwrap();
-            let text: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM dead_letter_text WHERE id = $1")
-                    .bind(id)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
+            let text: i64 = sqlx::query_scalar(
+                "SELECT (SELECT COUNT(*) FROM dead_letter_text WHERE id = $1) \
+                 + (SELECT COUNT(*) FROM search_backlog WHERE id = $1)",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
             pool.close().await;
             text
         }
@@ -382,72 +395,79 @@ async fn bounded_steps_find_every_match_in_order() {
         for chunk in rows.chunks(1000) {
             store.insert_batch(chunk).await.unwrap();
         }
-        let q = |text: &str, topic: Option<&str>| Filter {
-            q: Some(text.into()),
-            dlq_topic: topic.map(str::to_string),
-            ..Filter::default()
-        };
-        // Rare, older than the scan reads: the index step, exact and complete.
+        check_bounded_steps(&store, backend, hot).await;
+        index_all(&store).await;
+        check_bounded_steps(&store, backend, hot).await;
+    }
+}
+
+/// The assertions of [`bounded_steps_find_every_match_in_order`] on its store.
+async fn check_bounded_steps(store: &Store, backend: Backend, hot: i64) {
+    let q = |text: &str, topic: Option<&str>| Filter {
+        q: Some(text.into()),
+        dlq_topic: topic.map(str::to_string),
+        ..Filter::default()
+    };
+    // Rare, older than the scan reads: the index step, exact and complete.
+    let page = store
+        .list(&ListQuery {
+            filter: q("RARE", None),
+            limit: 50,
+            cursor: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1, "{backend:?}");
+    assert_eq!(page.items[0].dlq_topic, "b.DLT");
+    assert_eq!(page.next_cursor, None, "{backend:?}");
+    // Common: a full page from the scan, newest first.
+    let page = store
+        .list(&ListQuery {
+            filter: q("hot row", Some("a.DLT")),
+            limit: 50,
+            cursor: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 50);
+    assert_eq!(page.items[0].dlq_offset, hot - 1, "{backend:?}");
+    // Too common for the index, too rare in B's newest rows: bounded pages.
+    let filter = q("hot", Some("b.DLT"));
+    let first = store
+        .list(&ListQuery {
+            filter: filter.clone(),
+            limit: 50,
+            cursor: None,
+        })
+        .await
+        .unwrap();
+    assert!(first.items.is_empty(), "{backend:?}: the scan found none");
+    assert!(
+        first.next_cursor.is_some(),
+        "{backend:?}: and says where it stopped"
+    );
+    assert_eq!(
+        store.count_matching(&filter, 1000).await.unwrap(),
+        MatchCount::AtLeast(0),
+        "{backend:?}"
+    );
+    let mut found = Vec::new();
+    let mut cursor = first.next_cursor;
+    for _ in 0..10 {
+        let Some(c) = cursor else { break };
         let page = store
-            .list(&ListQuery {
-                filter: q("RARE", None),
-                limit: 50,
-                cursor: None,
-            })
-            .await
-            .unwrap();
-        assert_eq!(page.items.len(), 1, "{backend:?}");
-        assert_eq!(page.items[0].dlq_topic, "b.DLT");
-        assert_eq!(page.next_cursor, None, "{backend:?}");
-        // Common: a full page from the scan, newest first.
-        let page = store
-            .list(&ListQuery {
-                filter: q("hot row", Some("a.DLT")),
-                limit: 50,
-                cursor: None,
-            })
-            .await
-            .unwrap();
-        assert_eq!(page.items.len(), 50);
-        assert_eq!(page.items[0].dlq_offset, hot - 1, "{backend:?}");
-        // Too common for the index, too rare in B's newest rows: bounded pages.
-        let filter = q("hot", Some("b.DLT"));
-        let first = store
             .list(&ListQuery {
                 filter: filter.clone(),
                 limit: 50,
-                cursor: None,
+                cursor: Some(Cursor::decode(&c).unwrap()),
             })
             .await
             .unwrap();
-        assert!(first.items.is_empty(), "{backend:?}: the scan found none");
-        assert!(
-            first.next_cursor.is_some(),
-            "{backend:?}: and says where it stopped"
-        );
-        assert_eq!(
-            store.count_matching(&filter, 1000).await.unwrap(),
-            MatchCount::AtLeast(0),
-            "{backend:?}"
-        );
-        let mut found = Vec::new();
-        let mut cursor = first.next_cursor;
-        for _ in 0..10 {
-            let Some(c) = cursor else { break };
-            let page = store
-                .list(&ListQuery {
-                    filter: filter.clone(),
-                    limit: 50,
-                    cursor: Some(Cursor::decode(&c).unwrap()),
-                })
-                .await
-                .unwrap();
-            found.extend(page.items.iter().map(|s| s.dlq_offset));
-            cursor = page.next_cursor;
-        }
-        assert_eq!(cursor, None, "{backend:?}: the walk ends");
-        assert_eq!(found, [1, 0], "{backend:?}: both, newest first");
+        found.extend(page.items.iter().map(|s| s.dlq_offset));
+        cursor = page.next_cursor;
     }
+    assert_eq!(cursor, None, "{backend:?}: the walk ends");
+    assert_eq!(found, [1, 0], "{backend:?}: both, newest first");
 }
 
 /// PostgreSQL's index step asks the trigram index for the rarest word of a term first (the
@@ -475,32 +495,180 @@ async fn a_term_whose_rarest_word_is_common_is_still_found_exactly() {
         for chunk in rows.chunks(2000) {
             store.insert_batch(chunk).await.unwrap();
         }
-        let only = |text: &str| Filter {
-            q: Some(text.into()),
+        check_rarest_word(&store, backend, common).await;
+        index_all(&store).await;
+        check_rarest_word(&store, backend, common).await;
+    }
+}
+
+/// The assertions of [`a_term_whose_rarest_word_is_common_is_still_found_exactly`].
+async fn check_rarest_word(store: &Store, backend: Backend, common: i64) {
+    let only = |text: &str| Filter {
+        q: Some(text.into()),
+        ..Filter::default()
+    };
+    for (term, offset) in [
+        // "7654321" is in every row: the word step cannot decide.
+        ("7654321 needle", common),
+        // "8675309" is in one row: the word step decides.
+        ("order 8675309 after", common + 1),
+    ] {
+        let page = store
+            .list(&ListQuery {
+                filter: only(term),
+                limit: 50,
+                cursor: None,
+            })
+            .await
+            .unwrap();
+        let got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
+        assert_eq!(got, [offset], "{backend:?}: {term}");
+        assert_eq!(page.next_cursor, None, "{backend:?}: {term}");
+        assert_eq!(
+            store.count_matching(&only(term), 1000).await.unwrap(),
+            MatchCount::Exact(1),
+            "{backend:?}: {term}"
+        );
+    }
+}
+
+/// Runs the search indexer's rounds until the backlog is empty.
+async fn index_all(store: &Store) {
+    while store.index_search_backlog(1_000).await.unwrap() > 0 {}
+    assert!(store.search_backlog_is_empty().await.unwrap());
+}
+
+/// Migration 0028: texts in the backlog are searched (the scan checks each row wherever its
+/// text is; the index step reads a short backlog whole, and a backlog longer than
+/// `SEARCH_BACKLOG_SCAN_ROWS` leaves a rare old term to the scan's continued pages, which still
+/// find it); a hard delete takes a backlog row; two stores indexing at once split the backlog
+/// (PostgreSQL: `SKIP LOCKED`; SQLite: the write gate) and every text lands in the index once;
+/// after that the rare term is found exactly, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_is_searched_until_the_indexers_move_it() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let filler = SEARCH_BACKLOG_SCAN_ROWS + 100;
+        let mut rows = vec![dl("k.DLT", 0, 1_000_000, "needle rare and old")];
+        for i in 0..filler {
+            rows.push(dl("k.DLT", 1 + i, 2_000_000 + i, &format!("filler {i}")));
+        }
+        rows.push(dl("k.DLT", filler + 1, 3_000_000, "fresh needle, gone soon"));
+        rows.push(dl("k.DLT", filler + 2, 3_000_001, "a fresh needle"));
+        for chunk in rows.chunks(2000) {
+            store.insert_batch(chunk).await.unwrap();
+        }
+        let total = rows.len() as i64;
+        let list = |text: &str, cursor: Option<Cursor>| {
+            let store = store.clone();
+            let filter = Filter {
+                q: Some(text.into()),
+                ..Filter::default()
+            };
+            async move {
+                store
+                    .list(&ListQuery {
+                        filter,
+                        limit: 50,
+                        cursor,
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        // A hard delete takes the backlog row with the dead letter.
+        let gone = list("gone soon", None).await;
+        assert_eq!(gone.items.len(), 1, "{backend:?}");
+        delete_row(backend, &url, gone.items[0].id).await;
+        assert_eq!(
+            text_rows(backend, &url, gone.items[0].id).await,
+            0,
+            "{backend:?}"
+        );
+
+        // Backlog: a new row is found by the scan, its match located in the backlog's text.
+        let page = list("FRESH NEEDLE", None).await;
+        assert_eq!(page.items.len(), 1, "{backend:?}");
+        let m = page.items[0].search_match.as_ref().expect("located");
+        assert_eq!(m.matched, "fresh needle", "{backend:?}");
+        // The old rare row is beyond the scan, and the backlog is too long for the index
+        // step: the page is the scan's, and walking on finds it.
+        let first = list("needle rare", None).await;
+        assert!(first.items.is_empty(), "{backend:?}");
+        let mut found = Vec::new();
+        let mut cursor = first.next_cursor.clone();
+        for _ in 0..20 {
+            let Some(c) = cursor else { break };
+            let page = list("needle rare", Some(Cursor::decode(&c).unwrap())).await;
+            found.extend(page.items.iter().map(|s| s.dlq_offset));
+            cursor = page.next_cursor;
+        }
+        assert_eq!(found, [0], "{backend:?}: found by walking the scan");
+        let rare = Filter {
+            q: Some("needle rare".into()),
             ..Filter::default()
         };
-        for (term, offset) in [
-            // "7654321" is in every row: the word step cannot decide.
-            ("7654321 needle", common),
-            // "8675309" is in one row: the word step decides.
-            ("order 8675309 after", common + 1),
-        ] {
-            let page = store
-                .list(&ListQuery {
-                    filter: only(term),
-                    limit: 50,
-                    cursor: None,
-                })
-                .await
-                .unwrap();
-            let got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
-            assert_eq!(got, [offset], "{backend:?}: {term}");
-            assert_eq!(page.next_cursor, None, "{backend:?}: {term}");
-            assert_eq!(
-                store.count_matching(&only(term), 1000).await.unwrap(),
-                MatchCount::Exact(1),
-                "{backend:?}: {term}"
-            );
+        assert_eq!(
+            store.count_matching(&rare, 1000).await.unwrap(),
+            MatchCount::AtLeast(0),
+            "{backend:?}"
+        );
+        // Counts by id (bulk actions, exports) read the backlog whole.
+        assert_eq!(store.count(&rare).await.unwrap(), 1, "{backend:?}");
+
+        // Two indexers at once.
+        let other = Store::connect(&url).await.unwrap();
+        let run = |s: Store| async move {
+            let mut moved = 0;
+            loop {
+                let n = s.index_search_backlog(500).await.unwrap();
+                if n == 0 {
+                    return moved;
+                }
+                moved += n;
+            }
+        };
+        let (a, b) = tokio::join!(run(store.clone()), run(other.clone()));
+        assert_eq!(a + b, (total - 1) as u64, "{backend:?}: each row moved once");
+        assert!(store.search_backlog_is_empty().await.unwrap());
+        assert_eq!(
+            indexed_rows(backend, &url).await,
+            total - 1,
+            "{backend:?}"
+        );
+
+        // Indexed: the rare term exactly, at once.
+        let page = list("needle rare", None).await;
+        let got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
+        assert_eq!(got, [0], "{backend:?}");
+        assert_eq!(page.next_cursor, None, "{backend:?}");
+        assert_eq!(
+            store.count_matching(&rare, 1000).await.unwrap(),
+            MatchCount::Exact(1),
+            "{backend:?}"
+        );
+        assert_eq!(list("fresh needle", None).await.items.len(), 1);
+        assert_eq!(store.count(&rare).await.unwrap(), 1, "{backend:?}");
+    }
+}
+
+/// Rows of `dead_letter_text` (the indexed texts).
+async fn indexed_rows(backend: Backend, url: &str) -> i64 {
+    let sql = "SELECT COUNT(*) FROM dead_letter_text";
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+            let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+            pool.close().await;
+            n
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+            pool.close().await;
+            n
         }
     }
 }
