@@ -631,29 +631,28 @@ enum Variant {
     /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
     /// splits each out, tries its reduced form (refused too) and quarantines it.
     RefuseHostile,
-    /// Without free-text search (migration 0024): `dead_letter_text` replaced by a view whose
-    /// `INSTEAD OF INSERT` trigger discards the rows, so neither the text nor its index is
-    /// written: what search costs ingest.
+    /// Without free-text search (migrations 0024, 0028): `search_backlog`, where ingest writes
+    /// the searched text, replaced by a view whose `INSTEAD OF INSERT` trigger discards the
+    /// rows: what search costs ingest (the index itself is written later, by the indexer).
     NoSearch,
 }
 
 /// [`Variant::NoSearch`]'s statements, per database.
-const SQLITE_NO_SEARCH: [&str; 4] = [
-    "DROP TABLE dead_letter_fts",
-    "DROP TABLE dead_letter_text",
-    "CREATE VIEW dead_letter_text AS SELECT 0 AS id, '' AS message, '' AS stack_trace, \
+const SQLITE_NO_SEARCH: [&str; 3] = [
+    "DROP TABLE search_backlog",
+    "CREATE VIEW search_backlog AS SELECT 0 AS id, '' AS message, '' AS stack_trace, \
      '' AS payload WHERE 0",
-    "CREATE TRIGGER dead_letter_text_discard INSTEAD OF INSERT ON dead_letter_text \
+    "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \
      BEGIN SELECT 1; END",
 ];
 const POSTGRES_NO_SEARCH: [&str; 4] = [
-    "DROP TABLE dead_letter_text",
-    "CREATE VIEW dead_letter_text AS SELECT 0::bigint AS id, ''::text AS message, \
+    "DROP TABLE search_backlog",
+    "CREATE VIEW search_backlog AS SELECT 0::bigint AS id, ''::text AS message, \
      ''::text AS stack_trace, ''::text AS payload WHERE false",
-    "CREATE FUNCTION dead_letter_text_discard() RETURNS trigger LANGUAGE plpgsql AS \
+    "CREATE FUNCTION search_backlog_discard() RETURNS trigger LANGUAGE plpgsql AS \
      $$ BEGIN RETURN NULL; END $$",
-    "CREATE TRIGGER dead_letter_text_discard INSTEAD OF INSERT ON dead_letter_text \
-     FOR EACH ROW EXECUTE FUNCTION dead_letter_text_discard()",
+    "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \
+     FOR EACH ROW EXECUTE FUNCTION search_backlog_discard()",
 ];
 
 const SQLITE_REFUSE: &str = "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters \

@@ -9,9 +9,8 @@ use sqlx::QueryBuilder;
 
 use super::actions::{ids_json, now_ms};
 use super::dialect::{store_error, Dialect, Val};
-use super::insert::{insert_chunks, insert_values, search_texts, Inserted, Row};
+use super::insert::{write_rows, Row};
 use super::rows::FullRow;
-use super::search::text_rows;
 use super::sql::FULL_COLUMNS;
 use super::{Pool, Store, StoreError};
 use crate::actions::HistoryEvent;
@@ -192,27 +191,8 @@ impl Store {
         let detail = format!("from the archive {source}");
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
-            let mut inserted: Vec<Inserted> = Vec::new();
-            for chunk in insert_chunks::<DB>(&rows) {
-                let mut qb = insert_values::<DB>(chunk);
-                qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
-                let mut got: Vec<Inserted> = qb
-                    .build_query_as()
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                inserted.append(&mut got);
-            }
-            // Free-text search (migration 0024): their searched text, in this transaction.
-            let texts = search_texts(&rows, &inserted);
-            for mut qb in text_rows::<DB>(&texts) {
-                qb.build()
-                    .persistent(false)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
+            // Their searched text too (migration 0028), in this transaction.
+            let inserted = write_rows!(tx, DB, &rows);
             for ins in &inserted {
                 let key = (ins.dlq_topic.as_str(), ins.dlq_partition, ins.dlq_offset);
                 let Some(r) = by_coords.get(&key) else {

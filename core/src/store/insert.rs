@@ -13,7 +13,7 @@ use super::codec::{
 };
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
-use super::search::{text_rows, TextRow};
+use super::search::TextRow;
 use super::{Pool, Store, StoreError};
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -128,10 +128,24 @@ impl<'a> Row<'a> {
     }
 }
 
-/// Splits `rows` into slices that each fit one INSERT statement: under the database's bind
-/// parameter limit and, loosely, under [`MAX_STATEMENT_BYTES`] (a slice holds at least one row).
+/// Rows per INSERT statement of a batch: ingest's batches (500 by default) are written as
+/// statements of exactly this many rows, whose text is then the same for every batch, so each
+/// connection prepares it once and keeps it ([`is_prepared_size`]); a smaller remainder is
+/// sent unprepared. Measured in `docs/bench.md` ("Prepared statements").
+pub(crate) const PREPARED_ROWS: usize = 250;
+
+/// Whether a statement of `rows` rows is kept prepared in the connection's statement cache:
+/// only the one full size, so batches of every other size (a linger's remainder, a salvage's
+/// single row) do not fill the cache.
+pub(crate) fn is_prepared_size(rows: usize) -> bool {
+    rows == PREPARED_ROWS
+}
+
+/// Splits `rows` into slices that each fit one INSERT statement: at most [`PREPARED_ROWS`]
+/// rows (always under the database's bind parameter limit) and, loosely, under
+/// [`MAX_STATEMENT_BYTES`] (a slice holds at least one row).
 pub(crate) fn insert_chunks<'r, 'a, DB: Dialect>(rows: &'r [Row<'a>]) -> Vec<&'r [Row<'a>]> {
-    let max_rows = (DB::MAX_BINDS / INSERT_COLUMNS.len()).max(1);
+    let max_rows = (DB::MAX_BINDS / INSERT_COLUMNS.len()).clamp(1, PREPARED_ROWS);
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0usize;
@@ -235,6 +249,41 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
     qb
 }
 
+/// Writes `$rows` (`&[Row]`) in transaction `$tx` of database `$DB`: the `dead_letters` rows
+/// ([`insert_chunks`], [`insert_values`], `RETURNING` the new ones), then the new ones'
+/// searched text into `search_backlog` (migration 0028; the search indexer moves it into the
+/// index later). Full-size statements are kept prepared ([`is_prepared_size`]). Evaluates to
+/// the `Vec<Inserted>` of the new dead letters (a DLQ offset already stored is skipped); a
+/// database error returns `Err(StoreError)` from the enclosing function. A macro because the
+/// two databases' transactions are different types (used inside `on_pool!`).
+macro_rules! write_rows {
+    ($tx:expr, $DB:ty, $rows:expr) => {{
+        let rows = $rows;
+        let mut new_rows: Vec<$crate::store::insert::Inserted> = Vec::new();
+        for chunk in $crate::store::insert::insert_chunks::<$DB>(rows) {
+            let mut qb = $crate::store::insert::insert_values::<$DB>(chunk);
+            qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
+            let mut got: Vec<$crate::store::insert::Inserted> = qb
+                .build_query_as()
+                .persistent($crate::store::insert::is_prepared_size(chunk.len()))
+                .fetch_all(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+            new_rows.append(&mut got);
+        }
+        let texts = $crate::store::insert::search_texts(rows, &new_rows);
+        for (n, mut qb) in $crate::store::search::text_rows::<$DB>(&texts) {
+            qb.build()
+                .persistent($crate::store::insert::is_prepared_size(n))
+                .execute(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+        }
+        new_rows
+    }};
+}
+pub(crate) use write_rows;
+
 impl Store {
     /// Stores a batch in ONE transaction, ignoring records whose (dlq_topic, dlq_partition,
     /// dlq_offset) is already stored. Returns how many rows were new. When this returns Ok,
@@ -279,30 +328,8 @@ impl Store {
             // lookups, one statement per kind of evidence), write the links after the insert.
             let mut linker = outcome::Linker::new(rows.iter().map(Row::evidence).collect());
             find_links!(linker, tx, DB);
-            let mut new_rows: Vec<Inserted> = Vec::new();
-            for chunk in insert_chunks::<DB>(rows) {
-                let mut qb = insert_values::<DB>(chunk);
-                qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
-                let mut got: Vec<Inserted> = qb
-                    .build_query_as()
-                    // Batch sizes vary: do not fill the prepared-statement cache with them.
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                new_rows.append(&mut got);
-            }
+            let new_rows = write_rows!(tx, DB, rows);
             let inserted = new_rows.len() as u64;
-            // Free-text search (migration 0024): the new dead letters' searched text, in
-            // this transaction.
-            let texts = search_texts(rows, &new_rows);
-            for mut qb in text_rows::<DB>(&texts) {
-                qb.build()
-                    .persistent(false)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
             if linker.any() {
                 let linked = write_links!(linker, tx, DB, now);
                 if linked > 0 {
@@ -340,13 +367,16 @@ mod tests {
 
     #[test]
     fn chunks_respect_bind_limit_and_size() {
-        let many: Vec<NewDeadLetter> = (0..3000).map(|i| dead_letter(i, 10)).collect();
+        let many: Vec<NewDeadLetter> = (0..3010).map(|i| dead_letter(i, 10)).collect();
         let rows: Vec<Row<'_>> = many.iter().map(Row::full).collect();
-        let per_stmt = 32_766 / INSERT_COLUMNS.len();
+        let per_stmt = (32_766 / INSERT_COLUMNS.len()).min(PREPARED_ROWS);
         let chunks = insert_chunks::<sqlx::Sqlite>(&rows);
         assert!(chunks.iter().all(|c| c.len() <= per_stmt));
-        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 3000);
-        assert_eq!(chunks.len(), 3000usize.div_ceil(per_stmt));
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 3010);
+        assert_eq!(chunks.len(), 3010usize.div_ceil(per_stmt));
+        // Full chunks are the prepared size; only the remainder is not.
+        let prepared = chunks.iter().filter(|c| is_prepared_size(c.len())).count();
+        assert_eq!(prepared, 3010 / PREPARED_ROWS);
 
         // 20 MiB values: one per statement; an oversized row still gets a statement.
         let big: Vec<NewDeadLetter> = (0..3).map(|i| dead_letter(i, 20 << 20)).collect();

@@ -217,8 +217,8 @@ mod search;
 // The search indexer's rounds (issue 12 item 4, migration 0028).
 mod search_index;
 pub use self::search::{
-    BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS, INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
-    WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
+    BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS, INDEX_ROWS as SEARCH_INDEX_ROWS,
+    SCAN_ROWS as SEARCH_SCAN_ROWS, WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
 };
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).

@@ -62,8 +62,6 @@ pub const INDEX_ROWS: usize = 5_000;
 /// Most `search_backlog` rows the index step reads: a larger backlog (the indexer behind a
 /// long burst of ingest) makes the index step give up, and the page is the scan's.
 pub const BACKLOG_SCAN_ROWS: i64 = 10_000;
-/// `search_backlog` rows per INSERT statement (4 binds each; at most 32 KiB of text each).
-const TEXT_ROWS_PER_STATEMENT: usize = 500;
 
 /// The searched columns of `dead_letter_text`.
 const TEXT_COLUMNS: [&str; 3] = ["message", "stack_trace", "payload"];
@@ -87,10 +85,14 @@ impl TextRow<'_> {
 }
 
 /// `INSERT INTO search_backlog` statements for `rows` (rows with no text at all are left
-/// out: no row means nothing matches). The indexer moves them to `dead_letter_text`.
-pub(crate) fn text_rows<'a, DB: Dialect>(rows: &'a [TextRow<'a>]) -> Vec<QueryBuilder<'a, DB>> {
+/// out: no row means nothing matches), each with its number of rows: at most
+/// [`super::insert::PREPARED_ROWS`] (4 binds and at most 32 KiB of text each), so that full
+/// statements are the one prepared size. The indexer moves them to `dead_letter_text`.
+pub(crate) fn text_rows<'a, DB: Dialect>(
+    rows: &'a [TextRow<'a>],
+) -> Vec<(usize, QueryBuilder<'a, DB>)> {
     let rows: Vec<&TextRow<'_>> = rows.iter().filter(|r| !r.is_empty()).collect();
-    rows.chunks(TEXT_ROWS_PER_STATEMENT.min(DB::MAX_BINDS / 4))
+    rows.chunks(super::insert::PREPARED_ROWS.min(DB::MAX_BINDS / 4))
         .map(|chunk| {
             let mut qb = QueryBuilder::new(
                 "INSERT INTO search_backlog (id, message, stack_trace, payload) VALUES ",
@@ -106,7 +108,7 @@ pub(crate) fn text_rows<'a, DB: Dialect>(rows: &'a [TextRow<'a>]) -> Vec<QueryBu
                 DB::bind(&mut qb, Val::Text(r.payload));
                 qb.push(")");
             }
-            qb
+            (chunk.len(), qb)
         })
         .collect()
 }

@@ -555,7 +555,12 @@ async fn the_backlog_is_searched_until_the_indexers_move_it() {
         for i in 0..filler {
             rows.push(dl("k.DLT", 1 + i, 2_000_000 + i, &format!("filler {i}")));
         }
-        rows.push(dl("k.DLT", filler + 1, 3_000_000, "fresh needle, gone soon"));
+        rows.push(dl(
+            "k.DLT",
+            filler + 1,
+            3_000_000,
+            "fresh needle, gone soon",
+        ));
         rows.push(dl("k.DLT", filler + 2, 3_000_001, "a fresh needle"));
         for chunk in rows.chunks(2000) {
             store.insert_batch(chunk).await.unwrap();
@@ -631,13 +636,13 @@ async fn the_backlog_is_searched_until_the_indexers_move_it() {
             }
         };
         let (a, b) = tokio::join!(run(store.clone()), run(other.clone()));
-        assert_eq!(a + b, (total - 1) as u64, "{backend:?}: each row moved once");
-        assert!(store.search_backlog_is_empty().await.unwrap());
         assert_eq!(
-            indexed_rows(backend, &url).await,
-            total - 1,
-            "{backend:?}"
+            a + b,
+            (total - 1) as u64,
+            "{backend:?}: each row moved once"
         );
+        assert!(store.search_backlog_is_empty().await.unwrap());
+        assert_eq!(indexed_rows(backend, &url).await, total - 1, "{backend:?}");
 
         // Indexed: the rare term exactly, at once.
         let page = list("needle rare", None).await;
