@@ -9,11 +9,13 @@
 //! it afterwards. Nothing is unsearchable meanwhile: search reads the backlog too (scanned,
 //! bounded; `core/src/store/search.rs`).
 //!
-//! **Ingest first.** On SQLite the indexer and ingest share one writer. While ingest wrote a
-//! batch within [`IndexerConfig::ingest_quiet`], the indexer runs one round per
-//! [`IndexerConfig::busy_interval`]; when ingest is quiet it runs rounds back to back until the
-//! backlog is empty. PostgreSQL follows the same rule (the two share the CPU), and every
-//! instance runs an indexer: rounds take rows with `SKIP LOCKED`, so they split the work.
+//! **Ingest first.** On SQLite the indexer and ingest share one writer. While ingest is working
+//! through a backlog at the store's speed (it wrote a *full* batch within
+//! [`IndexerConfig::ingest_quiet`]), the indexer runs one round per
+//! [`IndexerConfig::busy_interval`]; otherwise (ingest quiet, or keeping up with the arrivals
+//! in partial batches, leaving the store idle most of the time) it runs rounds back to back
+//! until the backlog is empty. PostgreSQL follows the same rule (the two share the CPU), and
+//! every instance runs an indexer: rounds take rows with `SKIP LOCKED`, so they split the work.
 //!
 //! How far behind it is: `/metrics` `redrive_search_index_lag_seconds` (the age of the oldest
 //! dead letter not yet indexed) and `redrive_search_indexed_total`.
@@ -33,7 +35,7 @@ pub struct IndexerConfig {
     /// Backlog rows one round moves, in one transaction (default 1,000: about 0.4 s of
     /// SQLite's write lock on 2 cores, measured in `docs/bench.md`).
     pub round_rows: i64,
-    /// How long after ingest's last batch the indexer counts ingest as busy (default 1 s).
+    /// How long after ingest's last full batch the indexer counts ingest as busy (default 1 s).
     pub ingest_quiet: Duration,
     /// Pause between rounds while ingest is busy (default 2 s).
     pub busy_interval: Duration,
@@ -102,8 +104,8 @@ fn now_ms() -> i64 {
 }
 
 /// Runs the indexer on `store` until `shutdown` (a round in progress finishes: it is one
-/// transaction). `ingest` is this process's ingest, whose last batch decides whether ingest
-/// is busy (`None`: ingest is off, never busy).
+/// transaction). `ingest` is this process's ingest, whose last full batch decides whether
+/// ingest is busy (`None`: ingest is off, never busy).
 pub async fn run(
     store: Store,
     ingest: Option<Arc<IngestStatus>>,
@@ -113,7 +115,7 @@ pub async fn run(
 ) {
     let ingest_busy = || {
         ingest.as_ref().is_some_and(|s| {
-            let last = s.last_store_write_ms();
+            let last = s.last_full_batch_ms();
             last > 0 && now_ms() - last < config.ingest_quiet.as_millis() as i64
         })
     };

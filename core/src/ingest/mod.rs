@@ -396,8 +396,12 @@ impl IngestLoop {
             Ok(new) => {
                 span.record("new", new);
                 span.in_scope(|| tracing::debug!("batch stored"));
+                let now = record::now_ms();
                 self.status
-                    .record_store_write(writing.len() as u64, new, record::now_ms());
+                    .record_store_write(writing.len() as u64, new, now);
+                if writing.len() >= self.batch_size {
+                    self.status.record_full_batch(now);
+                }
                 self.resume();
                 self.record_backpressure(writing.records());
                 let stored: Vec<_> = writing.next_offsets().collect();
@@ -470,8 +474,12 @@ impl IngestLoop {
                 Ok(salvage::Salvaged { new, .. }) => {
                     span.record("new", new);
                     span.in_scope(|| tracing::debug!("batch stored"));
+                    let now = record::now_ms();
                     self.status
-                        .record_store_write(self.batch.len() as u64, new, record::now_ms());
+                        .record_store_write(self.batch.len() as u64, new, now);
+                    if self.batch.len() >= self.batch_size {
+                        self.status.record_full_batch(now);
+                    }
                     if attempt > 1 {
                         tracing::info!(attempts = attempt, "store is back; resuming consumption");
                     }

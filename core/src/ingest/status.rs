@@ -18,6 +18,9 @@ pub struct IngestStatus {
     paused: AtomicBool,
     /// Epoch ms of the last successful store write; 0 = never.
     last_store_write_ms: AtomicI64,
+    /// Epoch ms of the last successful write of a full batch (`ingest_batch_size` records:
+    /// ingest is catching up, not keeping up); 0 = never.
+    last_full_batch_ms: AtomicI64,
     records_ingested: AtomicU64,
     records_new: AtomicU64,
     batches: AtomicU64,
@@ -151,9 +154,15 @@ impl IngestStatus {
         }
     }
 
-    /// Epoch ms of the last successful store write (batch committed); 0 = never.
-    pub fn last_store_write_ms(&self) -> i64 {
-        self.last_store_write_ms.load(Ordering::Relaxed)
+    /// Epoch ms of the last successful write of a full batch; 0 = never. Recent means ingest
+    /// is working through a backlog at the store's speed (the search indexer then yields).
+    pub fn last_full_batch_ms(&self) -> i64 {
+        self.last_full_batch_ms.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the batch just stored at `now_ms` was full.
+    pub(crate) fn record_full_batch(&self, now_ms: i64) {
+        self.last_full_batch_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// Records written to the store so far (records, including redeliveries).
