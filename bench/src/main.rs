@@ -631,24 +631,25 @@ enum Variant {
     /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
     /// splits each out, tries its reduced form (refused too) and quarantines it.
     RefuseHostile,
-    /// Without free-text search (migrations 0024, 0028): `search_backlog`, where ingest writes
+    /// Without free-text search (migrations 0024, 0028): `search_backlog`, where ingest notes
     /// the searched text, replaced by a view whose `INSTEAD OF INSERT` trigger discards the
     /// rows: what search costs ingest (the index itself is written later, by the indexer).
     NoSearch,
 }
 
 /// [`Variant::NoSearch`]'s statements, per database.
-const SQLITE_NO_SEARCH: [&str; 3] = [
+const SQLITE_NO_SEARCH: [&str; 4] = [
+    "DROP VIEW search_backlog_text",
     "DROP TABLE search_backlog",
-    "CREATE VIEW search_backlog AS SELECT 0 AS id, '' AS message, '' AS stack_trace, \
-     '' AS payload WHERE 0",
+    "CREATE VIEW search_backlog AS SELECT 0 AS id, 0 AS stack_bytes, 0 AS payload_bytes WHERE 0",
     "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \
      BEGIN SELECT 1; END",
 ];
-const POSTGRES_NO_SEARCH: [&str; 4] = [
+const POSTGRES_NO_SEARCH: [&str; 5] = [
+    "DROP VIEW search_backlog_text",
     "DROP TABLE search_backlog",
-    "CREATE VIEW search_backlog AS SELECT 0::bigint AS id, ''::text AS message, \
-     ''::text AS stack_trace, ''::text AS payload WHERE false",
+    "CREATE VIEW search_backlog AS SELECT 0::bigint AS id, 0 AS stack_bytes, \
+     0 AS payload_bytes WHERE false",
     "CREATE FUNCTION search_backlog_discard() RETURNS trigger LANGUAGE plpgsql AS \
      $$ BEGIN RETURN NULL; END $$",
     "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \

@@ -1,16 +1,26 @@
 -- The search index is written behind ingest (issue 12 item 4; docs/triage.md, "Search",
--- "Not yet indexed"). Ingest stores each new dead letter's searched text here, in the
--- transaction that stores the dead letter: a plain table, no index beyond its key, so the
--- write does not update the pg_trgm GIN index. The search indexer
--- (`core/src/search_indexer.rs`) moves rows from here to `dead_letter_text` in rounds, oldest
--- first, each round one statement (`DELETE ... RETURNING` feeding the INSERT, rows taken with
--- `FOR UPDATE SKIP LOCKED`, so several instances share the work). A dead letter's text is in
--- exactly one of the two tables in any snapshot; search reads both (the backlog by scanning
--- it, bounded).
+-- "Not yet indexed"). Ingest notes each new dead letter in `search_backlog`, in the
+-- transaction that stores it: its id and how much of its stack trace and payload is searched
+-- (bytes, decided in Rust, `core/src/search.rs`: a prefix of the stored stack trace ending on
+-- a character boundary; the payload's when it is UTF-8 text, else NULL). The text itself is
+-- not copied: `search_backlog_text` reads it from the dead letter. The search indexer
+-- (`core/src/search_indexer.rs`) moves rows from there to `dead_letter_text` (and so into the
+-- pg_trgm GIN index) in rounds, oldest first, each round one statement (`DELETE ...
+-- RETURNING` feeding the INSERT, rows taken `FOR UPDATE SKIP LOCKED`, so several instances
+-- share the work). A dead letter's text is in exactly one of the two places in any snapshot;
+-- search reads both (the backlog by scanning it, bounded).
 CREATE TABLE search_backlog (
-    -- Deleting a dead letter (retention's purge, anything else) deletes its text.
-    id          BIGINT PRIMARY KEY REFERENCES dead_letters (id) ON DELETE CASCADE,
-    message     TEXT,
-    stack_trace TEXT,
-    payload     TEXT
+    -- Deleting a dead letter (retention's purge, anything else) deletes its backlog row.
+    id            BIGINT PRIMARY KEY REFERENCES dead_letters (id) ON DELETE CASCADE,
+    stack_bytes   INTEGER, -- searched prefix of stack_trace, bytes; NULL: none
+    payload_bytes INTEGER  -- searched prefix of value, bytes; NULL: not text
 );
+
+-- The backlog's searched text, as `dead_letter_text` would hold it.
+CREATE VIEW search_backlog_text AS
+SELECT b.id AS id,
+       d.error_message AS message,
+       convert_from(substring(convert_to(d.stack_trace, 'UTF8') FROM 1 FOR b.stack_bytes),
+                    'UTF8') AS stack_trace,
+       convert_from(substring(d.value FROM 1 FOR b.payload_bytes), 'UTF8') AS payload
+FROM search_backlog b JOIN dead_letters d ON d.id = b.id;

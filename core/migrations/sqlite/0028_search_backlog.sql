@@ -1,16 +1,26 @@
 -- The search index is written behind ingest (issue 12 item 4; docs/triage.md, "Search",
--- "Not yet indexed"). Ingest stores each new dead letter's searched text here, in the
--- transaction that stores the dead letter: a plain table, no index beyond its key, so the
--- write costs what a bare insert costs. The search indexer (`core/src/search_indexer.rs`)
--- moves rows from here to `dead_letter_text` (whose triggers fill the FTS5 index) in rounds,
--- oldest first, each round one transaction. A dead letter's text is in exactly one of the two
--- tables at any moment; search reads both (the backlog by scanning it, bounded).
+-- "Not yet indexed"). Ingest notes each new dead letter in `search_backlog`, in the
+-- transaction that stores it: its id and how much of its stack trace and payload is searched
+-- (bytes, decided in Rust, `core/src/search.rs`: a prefix of the stored stack trace ending on
+-- a character boundary; the payload's when it is text, else NULL). The text itself is not
+-- copied: `search_backlog_text` reads it from the dead letter. The search indexer
+-- (`core/src/search_indexer.rs`) moves rows from there to `dead_letter_text` (whose triggers
+-- fill the FTS5 index) in rounds, oldest first, each round one transaction. A dead letter's
+-- text is in exactly one of the two places at any moment; search reads both (the backlog by
+-- scanning it, bounded).
 CREATE TABLE search_backlog (
-    id          INTEGER PRIMARY KEY, -- dead_letters.id
-    message     TEXT,
-    stack_trace TEXT,
-    payload     TEXT
+    id            INTEGER PRIMARY KEY, -- dead_letters.id
+    stack_bytes   INTEGER,             -- searched prefix of stack_trace, bytes; NULL: none
+    payload_bytes INTEGER              -- searched prefix of value, bytes; NULL: not text
 );
+
+-- The backlog's searched text, as `dead_letter_text` would hold it.
+CREATE VIEW search_backlog_text AS
+SELECT b.id AS id,
+       d.error_message AS message,
+       CAST(substr(CAST(d.stack_trace AS BLOB), 1, b.stack_bytes) AS TEXT) AS stack_trace,
+       CAST(substr(d.value, 1, b.payload_bytes) AS TEXT) AS payload
+FROM search_backlog b JOIN dead_letters d ON d.id = b.id;
 
 -- Deleting a dead letter (retention's purge, a test's raw DELETE) deletes its text wherever
 -- it is: the trigger of migration 0024 is replaced by one that covers the backlog too.

@@ -13,7 +13,7 @@ use super::codec::{
 };
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
-use super::search::TextRow;
+use super::search::BacklogRow;
 use super::{Pool, Store, StoreError};
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -91,19 +91,18 @@ impl<'a> Row<'a> {
         outcome::Evidence::of(self.d, &self.normalized)
     }
 
-    /// Its searched text (`dead_letter_text`, [`crate::search`]) once stored as `id`: the
-    /// message and stack trace as stored (U+0000 as U+FFFD), the stack trace's and a text
-    /// payload's first [`crate::search::INDEXED_BYTES`].
-    pub(crate) fn search_text(&self, id: i64) -> TextRow<'_> {
-        let stack_trace = text_field(&self.normalized.stack_trace).map(|s| match s {
-            Cow::Borrowed(b) => Cow::Borrowed(crate::search::stack_trace_text(b)),
-            Cow::Owned(o) => Cow::Owned(crate::search::stack_trace_text(&o).to_string()),
-        });
-        TextRow {
+    /// Its `search_backlog` row once stored as `id` ([`crate::search`]): whether it has a
+    /// message, and how many bytes of its stored stack trace ([`crate::search::INDEXED_BYTES`],
+    /// on a character boundary, U+0000 as U+FFFD as stored) and of its value (when it is
+    /// text) are searched.
+    pub(crate) fn backlog_row(&self, id: i64) -> BacklogRow {
+        let len = |s: &str| s.len() as i64;
+        BacklogRow {
             id,
-            message: text_field(&self.normalized.error_message),
-            stack_trace,
-            payload: crate::search::payload_text(self.d.record.value.as_deref()),
+            has_message: self.normalized.error_message.is_some(),
+            stack_bytes: text_field(&self.normalized.stack_trace)
+                .map(|s| len(crate::search::stack_trace_text(&s))),
+            payload_bytes: crate::search::payload_text(self.d.record.value.as_deref()).map(len),
         }
     }
 
@@ -174,9 +173,9 @@ pub(crate) struct Inserted {
     pub dlq_offset: i64,
 }
 
-/// The searched text of the new dead letters `inserted` (rows of `rows` matched by their
-/// coordinates; search.rs writes them).
-pub(crate) fn search_texts<'r>(rows: &'r [Row<'_>], inserted: &[Inserted]) -> Vec<TextRow<'r>> {
+/// The `search_backlog` rows of the new dead letters `inserted` (rows of `rows` matched by
+/// their coordinates; search.rs writes them).
+pub(crate) fn backlog_rows_of(rows: &[Row<'_>], inserted: &[Inserted]) -> Vec<BacklogRow> {
     let by_coords: std::collections::HashMap<(&str, i32, i64), &Row<'_>> =
         rows.iter().map(|r| (r.coordinates(), r)).collect();
     inserted
@@ -184,7 +183,7 @@ pub(crate) fn search_texts<'r>(rows: &'r [Row<'_>], inserted: &[Inserted]) -> Ve
         .filter_map(|i| {
             by_coords
                 .get(&(i.dlq_topic.as_str(), i.dlq_partition, i.dlq_offset))
-                .map(|r| r.search_text(i.id))
+                .map(|r| r.backlog_row(i.id))
         })
         .collect()
 }
@@ -251,8 +250,7 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
 
 /// Writes `$rows` (`&[Row]`) in transaction `$tx` of database `$DB`: the `dead_letters` rows
 /// ([`insert_chunks`], [`insert_values`], `RETURNING` the new ones), then the new ones'
-/// searched text into `search_backlog` (migration 0028; the search indexer moves it into the
-/// index later). Full-size statements are kept prepared ([`is_prepared_size`]). Evaluates to
+/// `search_backlog` rows (migration 0028; the search indexer indexes their text later). Full-size statements are kept prepared ([`is_prepared_size`]). Evaluates to
 /// the `Vec<Inserted>` of the new dead letters (a DLQ offset already stored is skipped); a
 /// database error returns `Err(StoreError)` from the enclosing function. A macro because the
 /// two databases' transactions are different types (used inside `on_pool!`).
@@ -271,8 +269,8 @@ macro_rules! write_rows {
                 .map_err(store_error)?;
             new_rows.append(&mut got);
         }
-        let texts = $crate::store::insert::search_texts(rows, &new_rows);
-        for (n, mut qb) in $crate::store::search::text_rows::<$DB>(&texts) {
+        let backlog = $crate::store::insert::backlog_rows_of(rows, &new_rows);
+        for (n, mut qb) in $crate::store::search::backlog_rows::<$DB>(&backlog) {
             qb.build()
                 .persistent($crate::store::insert::is_prepared_size(n))
                 .execute(&mut *$tx)

@@ -1,17 +1,18 @@
 //! Free-text search in the store (issue 12 item 2, migration 0024; what is searched:
 //! [`crate::search`]; `docs/triage.md`, "Search").
 //!
-//! **What is stored.** Each dead letter's searched text (message, stack trace's first 8 KiB,
-//! text payload's first 8 KiB) is written by ingest in the transaction that stores the dead
-//! letter ([`text_rows`]) to `search_backlog` (migration 0028: no index, so ingest does not
-//! pay for the search index), and moved from there to `dead_letter_text` by the search
-//! indexer ([`crate::search_indexer`], `search_index.rs`). Either table's row is deleted with
+//! **What is stored.** Each dead letter's searched text is its message, its stack trace's
+//! first 8 KiB and its text payload's first 8 KiB. Ingest notes a new dead letter in
+//! `search_backlog` in the transaction that stores it ([`backlog_rows`]: the id and two byte
+//! lengths, no text and no index, so ingest pays for neither; migration 0028), and the
+//! view `search_backlog_text` reads its text from `dead_letters`. The search indexer
+//! ([`crate::search_indexer`], `search_index.rs`) copies it into `dead_letter_text`. Either table's row is deleted with
 //! the dead letter (SQLite: a trigger on `dead_letters`; PostgreSQL: `ON DELETE CASCADE`).
 //! SQLite indexes `dead_letter_text` with FTS5 (`dead_letter_fts`, trigram tokenizer, kept by
 //! triggers), PostgreSQL with a `pg_trgm` GIN index on its three columns.
 //!
-//! **Both tables are searched.** A dead letter's text is in exactly one of them in any
-//! snapshot (the indexer moves a row in one transaction). Every check of a row reads its text
+//! **Both are searched.** A dead letter's text is in exactly one of `search_backlog_text`
+//! and `dead_letter_text` in any snapshot (the indexer moves a row in one transaction). Every check of a row reads its text
 //! from whichever holds it ([`push_row_check`]); every "ids that match" reads both
 //! ([`push_matching_ids`]); the index step scans the backlog (at most [`BACKLOG_SCAN_ROWS`]
 //! rows: a larger backlog leaves the page to the scan step's bounded, continued answer).
@@ -43,8 +44,6 @@
 //! Terms shorter than 3 characters cannot use a trigram index: they are answered by the scan
 //! only (step 1 and 3).
 
-use std::borrow::Cow;
-
 use sqlx::QueryBuilder;
 
 use super::dialect::{store_error, Dialect, Val};
@@ -70,42 +69,46 @@ fn is_sqlite<DB: Dialect>() -> bool {
     <DB as Dialect>::NAME == "sqlite"
 }
 
-/// One dead letter's searched text, as ingest writes it to `search_backlog`.
-pub(crate) struct TextRow<'a> {
+/// One new dead letter as ingest notes it in `search_backlog` (migration 0028): what of its
+/// stored columns is searched. The text stays in `dead_letters`; `search_backlog_text` reads
+/// it back through these lengths.
+pub(crate) struct BacklogRow {
     pub id: i64,
-    pub message: Option<Cow<'a, str>>,
-    pub stack_trace: Option<Cow<'a, str>>,
-    pub payload: Option<&'a str>,
+    /// It has an error message (searched whole).
+    pub has_message: bool,
+    /// Bytes of the stored stack trace that are searched (a prefix ending on a character
+    /// boundary); `None`: no stack trace.
+    pub stack_bytes: Option<i64>,
+    /// Bytes of the value that are searched; `None`: not text.
+    pub payload_bytes: Option<i64>,
 }
 
-impl TextRow<'_> {
+impl BacklogRow {
     fn is_empty(&self) -> bool {
-        self.message.is_none() && self.stack_trace.is_none() && self.payload.is_none()
+        !self.has_message && self.stack_bytes.is_none() && self.payload_bytes.is_none()
     }
 }
 
 /// `INSERT INTO search_backlog` statements for `rows` (rows with no text at all are left
 /// out: no row means nothing matches), each with its number of rows: at most
-/// [`super::insert::PREPARED_ROWS`] (4 binds and at most 32 KiB of text each), so that full
-/// statements are the one prepared size. The indexer moves them to `dead_letter_text`.
-pub(crate) fn text_rows<'a, DB: Dialect>(
-    rows: &'a [TextRow<'a>],
+/// [`super::insert::PREPARED_ROWS`] (3 binds each), so that full statements are the one
+/// prepared size. The indexer moves them to `dead_letter_text`.
+pub(crate) fn backlog_rows<'a, DB: Dialect>(
+    rows: &[BacklogRow],
 ) -> Vec<(usize, QueryBuilder<'a, DB>)> {
-    let rows: Vec<&TextRow<'_>> = rows.iter().filter(|r| !r.is_empty()).collect();
-    rows.chunks(super::insert::PREPARED_ROWS.min(DB::MAX_BINDS / 4))
+    let rows: Vec<&BacklogRow> = rows.iter().filter(|r| !r.is_empty()).collect();
+    rows.chunks(super::insert::PREPARED_ROWS.min(DB::MAX_BINDS / 3))
         .map(|chunk| {
             let mut qb = QueryBuilder::new(
-                "INSERT INTO search_backlog (id, message, stack_trace, payload) VALUES ",
+                "INSERT INTO search_backlog (id, stack_bytes, payload_bytes) VALUES ",
             );
             for (i, r) in chunk.iter().enumerate() {
                 qb.push(if i == 0 { "(" } else { ", (" });
                 DB::bind(&mut qb, Val::I64(Some(r.id)));
                 qb.push(", ");
-                DB::bind(&mut qb, Val::Text(r.message.as_deref()));
+                DB::bind(&mut qb, Val::I64(r.stack_bytes));
                 qb.push(", ");
-                DB::bind(&mut qb, Val::Text(r.stack_trace.as_deref()));
-                qb.push(", ");
-                DB::bind(&mut qb, Val::Text(r.payload));
+                DB::bind(&mut qb, Val::I64(r.payload_bytes));
                 qb.push(")");
             }
             (chunk.len(), qb)
@@ -145,7 +148,7 @@ pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, 
         }
     }
     push_text_match(qb, "t", q);
-    qb.push(" UNION ALL SELECT b.id FROM search_backlog b WHERE ");
+    qb.push(" UNION ALL SELECT b.id FROM search_backlog_text b WHERE ");
     push_text_match(qb, "b", q);
     qb.push(")");
 }
@@ -159,7 +162,7 @@ fn push_row_check<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
     push_text_match(qb, "t", q);
     qb.push(" FROM dead_letter_text t WHERE t.id = dead_letters.id), (SELECT ");
     push_text_match(qb, "b", q);
-    qb.push(" FROM search_backlog b WHERE b.id = dead_letters.id))");
+    qb.push(" FROM search_backlog_text b WHERE b.id = dead_letters.id))");
 }
 
 /// Appends ` AND (t, id) >= (bound)` in list order: the scan's oldest row.
@@ -257,7 +260,7 @@ macro_rules! index_ids {
 fn backlog_candidates<'a, DB: Dialect>(q: &'a str) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new("WITH bl AS MATERIALIZED (SELECT b.id, ");
     push_text_match(&mut qb, "b", q);
-    qb.push(" AS ok FROM search_backlog b LIMIT ");
+    qb.push(" AS ok FROM search_backlog_text b LIMIT ");
     DB::bind(&mut qb, Val::I64(Some(BACKLOG_SCAN_ROWS + 1)));
     qb.push(
         ") SELECT id FROM bl WHERE ok \
@@ -438,7 +441,7 @@ impl Store {
             );
             DB::push_json_ids(&mut qb, json.clone());
             qb.push(
-                " UNION ALL SELECT id, message, stack_trace, payload FROM search_backlog \
+                " UNION ALL SELECT id, message, stack_trace, payload FROM search_backlog_text \
                  WHERE id IN ",
             );
             DB::push_json_ids(&mut qb, json);

@@ -1,7 +1,7 @@
 //! The search indexer's store side (migration 0028; [`crate::search_indexer`] runs it):
-//! moving searched text from `search_backlog`, where ingest writes it, into
-//! `dead_letter_text`, which carries the search index (SQLite FTS5 through its triggers,
-//! PostgreSQL's `pg_trgm` GIN index).
+//! moving the dead letters ingest noted in `search_backlog` into `dead_letter_text` (their
+//! text read through the view `search_backlog_text`), which carries the search index (SQLite
+//! FTS5 through its triggers, PostgreSQL's `pg_trgm` GIN index).
 
 use sqlx::QueryBuilder;
 
@@ -10,14 +10,15 @@ use super::{Pool, Store, StoreError};
 
 impl Store {
     /// One indexer round: moves the oldest `max_rows` rows (by dead letter id) of
-    /// `search_backlog` into `dead_letter_text`, in one transaction. Returns how many rows
-    /// left the backlog (0: it was empty).
+    /// `search_backlog` into `dead_letter_text` (their text as `search_backlog_text` gives
+    /// it), in one transaction. Returns how many rows left the backlog (0: it was empty).
     ///
     /// SQLite: under the write gate, the round's highest id is read, then every backlog row up
     /// to it is copied and deleted (one writer: nothing else changes the backlog meanwhile).
-    /// PostgreSQL: one statement, `DELETE ... RETURNING` feeding the INSERT, the rows taken
-    /// `FOR UPDATE SKIP LOCKED`, so the rounds of several instances never take the same row
-    /// and never wait for each other. A text row already indexed under that id (none is
+    /// PostgreSQL: one statement, `DELETE ... RETURNING` the ids whose text the INSERT copies
+    /// (the statement's other parts see the backlog as it was before the delete), the rows
+    /// taken `FOR UPDATE SKIP LOCKED`, so the rounds of several instances never take the same
+    /// row and never wait for each other. A text row already indexed under that id (none is
     /// expected) is kept and the backlog's copy dropped.
     ///
     /// Errors: `Unavailable` (retry later), `Database`. On error nothing moved.
@@ -41,7 +42,8 @@ impl Store {
                 };
                 let mut qb = QueryBuilder::<DB>::new(
                     "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
-                     SELECT id, message, stack_trace, payload FROM search_backlog WHERE id <= ",
+                     SELECT id, message, stack_trace, payload FROM search_backlog_text \
+                     WHERE id <= ",
                 );
                 DB::bind(&mut qb, Val::I64(Some(last)));
                 qb.push(" ON CONFLICT (id) DO NOTHING");
@@ -60,9 +62,10 @@ impl Store {
                 );
                 DB::bind(&mut qb, Val::I64(Some(max_rows.max(1))));
                 qb.push(
-                    " FOR UPDATE SKIP LOCKED) RETURNING id, message, stack_trace, payload), \
+                    " FOR UPDATE SKIP LOCKED) RETURNING id), \
                      ins AS (INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
-                     SELECT id, message, stack_trace, payload FROM moved \
+                     SELECT v.id, v.message, v.stack_trace, v.payload \
+                     FROM search_backlog_text v JOIN moved m ON m.id = v.id \
                      ON CONFLICT (id) DO NOTHING) \
                      SELECT COUNT(*) FROM moved",
                 );
