@@ -14,9 +14,13 @@ impl Store {
     /// it), in one transaction. Returns how many rows left the backlog (0: it was empty).
     ///
     /// SQLite: under the write gate, the round's highest id is read, then every backlog row up
-    /// to it is copied and deleted (one writer: nothing else changes the backlog meanwhile).
-    /// PostgreSQL: one statement, `DELETE ... RETURNING` the ids whose text the INSERT copies
-    /// (the statement's other parts see the backlog as it was before the delete), the rows
+    /// to it is copied and deleted (one writer: nothing else changes the backlog meanwhile);
+    /// the view reads the backlog first (its `CROSS JOIN`), so a round reads its own rows.
+    /// PostgreSQL: one statement, `DELETE ... RETURNING` the ids and lengths whose text the
+    /// INSERT copies from `dead_letters` (the expressions of the view `search_backlog_text`,
+    /// written out: through the view, the INSERT would read the backlog a second time, and
+    /// the planner hashed all of it each round; now each round reads its own rows by primary
+    /// key only, whatever the backlog's size), the rows
     /// taken `FOR UPDATE SKIP LOCKED`, so the rounds of several instances never take the same
     /// row and never wait for each other. A text row already indexed under that id (none is
     /// expected) is kept and the backlog's copy dropped.
@@ -62,10 +66,13 @@ impl Store {
                 );
                 DB::bind(&mut qb, Val::I64(Some(max_rows.max(1))));
                 qb.push(
-                    " FOR UPDATE SKIP LOCKED) RETURNING id), \
+                    " FOR UPDATE SKIP LOCKED) RETURNING id, stack_bytes, payload_bytes), \
                      ins AS (INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
-                     SELECT v.id, v.message, v.stack_trace, v.payload \
-                     FROM search_backlog_text v JOIN moved m ON m.id = v.id \
+                     SELECT d.id, d.error_message, \
+                     convert_from(substring(convert_to(d.stack_trace, 'UTF8') \
+                     FROM 1 FOR m.stack_bytes), 'UTF8'), \
+                     convert_from(substring(d.value FROM 1 FOR m.payload_bytes), 'UTF8') \
+                     FROM moved m JOIN dead_letters d ON d.id = m.id \
                      ON CONFLICT (id) DO NOTHING) \
                      SELECT COUNT(*) FROM moved",
                 );
