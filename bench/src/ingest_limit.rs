@@ -23,7 +23,10 @@
 //!    what writing the search index inside ingest's transaction would cost.
 //! 5. **the same without the searched text**: `dead_letters` only (its indexes and aggregate
 //!    triggers), no text rows.
-//! 6. **store limit, bare table**: the `dead_letters` rows into a table with the same
+//! 6. **the same with `RETURNING`**: each statement returns the new rows' ids, as ingest's
+//!    statements do (to name the backlog rows), nothing written with them: what `RETURNING`
+//!    alone costs, beside what the backlog rows cost.
+//! 7. **store limit, bare table**: the `dead_letters` rows into a table with the same
 //!    columns and nothing else (no index, constraint or trigger): what the schema costs.
 //!
 //! Rates are msgs/s from the first statement (or the consumer's subscribe) to the last
@@ -108,6 +111,8 @@ pub struct IngestFigures {
     pub limit_indexed_text: f64,
     /// Store limit into redrive's schema without the searched text, msgs/s.
     pub limit_no_text: f64,
+    /// The same, each statement `RETURNING` the new rows' ids as ingest's does, msgs/s.
+    pub limit_returning: f64,
     /// Store limit into the bare table, msgs/s.
     pub limit_bare: f64,
     /// Average bytes of a stored row's variable-length columns.
@@ -161,9 +166,10 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         let limit_schema = limit(backend, &rows, batch, Target::Schema).await?;
         let limit_indexed_text = limit(backend, &rows, batch, Target::SchemaIndexedText).await?;
         let limit_no_text = limit(backend, &rows, batch, Target::SchemaWithoutText).await?;
+        let limit_returning = limit(backend, &rows, batch, Target::SchemaReturning).await?;
         let limit_bare = limit(backend, &rows, batch, Target::Bare).await?;
         eprintln!(
-            "store limit {backend:?}: schema {limit_schema:.0} msgs/s, text indexed in the transaction {limit_indexed_text:.0} msgs/s, without the searched text {limit_no_text:.0} msgs/s, bare table {limit_bare:.0} msgs/s, {row_bytes:.0} bytes/row"
+            "store limit {backend:?}: schema {limit_schema:.0} msgs/s, text indexed in the transaction {limit_indexed_text:.0} msgs/s, without the searched text {limit_no_text:.0} msgs/s (with RETURNING {limit_returning:.0}), bare table {limit_bare:.0} msgs/s, {row_bytes:.0} bytes/row"
         );
         drop(rows);
         if backend == Backend::Postgres {
@@ -177,6 +183,7 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
             limit_schema,
             limit_indexed_text,
             limit_no_text,
+            limit_returning,
             limit_bare,
             row_bytes,
         });
@@ -268,14 +275,15 @@ macro_rules! push_row {
 /// The time (a `Duration`) to write `$rows` with plain prepared multi-row INSERTs (`$head`
 /// then one `push_row!` per row) on connection `$c` of database `$db`: one transaction per
 /// `$batch` rows, each statement holding as many rows as `$max_params` bind parameters allow
-/// (SQLite's limit is 32,766, PostgreSQL's 65,535). With `$text` (`Some(table)`), each
-/// statement returns the new ids and the rows' text rows follow under them (`TEXT_ROWS` rows
+/// (SQLite's limit is 32,766, PostgreSQL's 65,535). `$text` is `(returning, table)`: with
+/// `returning`, each statement returns the new ids; with `Some(table)` too, the rows' text
+/// rows follow under them (`TEXT_ROWS` rows
 /// per `INSERT INTO table`, as ingest writes them: `search_backlog` the searched lengths,
 /// `dead_letter_text` the text itself). A macro because the two databases'
 /// connections and query builders are different types.
 macro_rules! time_inserts {
     ($c:expr, $db:ty, $max_params:expr, $head:expr, $rows:expr, $batch:expr, $text:expr) => {{
-        let text_table: Option<&str> = $text;
+        let (returning, text_table): (bool, Option<&str>) = $text;
         let t = Instant::now();
         for chunk in $rows.chunks($batch.max(1)) {
             let mut tx = $c.begin().await?;
@@ -287,13 +295,16 @@ macro_rules! time_inserts {
                     }
                     push_row!(qb, r);
                 }
-                let Some(table) = text_table else {
+                if !returning {
                     qb.build().execute(&mut *tx).await?;
                     continue;
-                };
+                }
                 qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
                 let ids: Vec<(i64, String, i32, i64)> =
                     qb.build_query_as().fetch_all(&mut *tx).await?;
+                let Some(table) = text_table else {
+                    continue;
+                };
                 let by_coords: std::collections::HashMap<(&str, i32, i64), &StoredRow> = part
                     .iter()
                     .map(|r| ((r.dlq_topic.as_str(), r.dlq_partition, r.dlq_offset), r))
@@ -351,6 +362,9 @@ enum Target {
     SchemaIndexedText,
     /// redrive's schema, `dead_letters` only.
     SchemaWithoutText,
+    /// redrive's schema, `dead_letters` only, each statement `RETURNING` the new ids (what
+    /// ingest's statements return), nothing written with them.
+    SchemaReturning,
     /// A table with `dead_letters`' columns and nothing else.
     Bare,
 }
@@ -360,9 +374,10 @@ enum Target {
 async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, target: Target) -> Result<f64> {
     let schema = target != Target::Bare;
     let text = match target {
-        Target::Schema => Some("search_backlog"),
-        Target::SchemaIndexedText => Some("dead_letter_text"),
-        Target::SchemaWithoutText | Target::Bare => None,
+        Target::Schema => (true, Some("search_backlog")),
+        Target::SchemaIndexedText => (true, Some("dead_letter_text")),
+        Target::SchemaReturning => (true, None),
+        Target::SchemaWithoutText | Target::Bare => (false, None),
     };
     let (url, _dir) = kit::fresh_database(backend).await?;
     let bare = format!(
@@ -467,6 +482,16 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
                 "{:.0} msgs/s (the backlog rows cost {:.0} %)",
                 x.limit_no_text,
                 (1.0 - x.limit_schema / x.limit_no_text) * 100.0
+            )
+        },
+    );
+    row(
+        "the same, each statement `RETURNING` the new ids (as ingest's do), no search rows",
+        &|x| {
+            format!(
+                "{:.0} msgs/s (`RETURNING` costs {:.0} %)",
+                x.limit_returning,
+                (1.0 - x.limit_returning / x.limit_no_text) * 100.0
             )
         },
     );
