@@ -520,7 +520,7 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
         &|x| format!("{:.0} msgs/s", x.indexer),
     );
     row(
-        "peak RSS during that ingest (bench process, pages read every 100 ms)",
+        "peak RSS during that ingest (the whole bench process, pages read every 100 ms; it keeps the heap of the earlier figures: the server's own peak is `BENCH_RSS`)",
         &|x| format!("{:.0} MiB", x.ingest_peak_mib),
     );
     row("stored row, variable-length columns", &|x| {
