@@ -145,6 +145,7 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         store.migrate().await?;
         let pages = page_loop(store.clone());
         reset_peak_rss()?;
+        eprintln!("ingest into {backend:?}: starting");
         let ingest = crate::ingest_into(&store, topic, n).await?;
         let ingest_peak_mib = peak_rss_kib()? as f64 / 1024.0;
         drop(pages);

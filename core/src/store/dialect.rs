@@ -18,6 +18,25 @@ pub(crate) enum Val<'a> {
     Bytes(Option<&'a [u8]>),
 }
 
+/// One column of a row source built by [`Dialect::push_columns`]: every row's value, in
+/// row order (all columns of one source have the same length).
+#[derive(Debug, Clone)]
+pub(crate) enum Column<'a> {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    Text(Vec<&'a str>),
+}
+
+impl Column<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Column::I32(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::Text(v) => v.len(),
+        }
+    }
+}
+
 /// What the shared SQL needs to know about one database.
 pub(crate) trait Dialect: Database {
     /// `Store::backend()`'s name.
@@ -66,6 +85,16 @@ pub(crate) trait Dialect: Database {
     /// the planner drives with primary-key lookups (a VALUES list of the same size can make
     /// it scan the whole table).
     fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]);
+
+    /// Appends a parenthesised row source named `p` with columns `column1`, `column2`, ...
+    /// holding `columns` (at least one row). SQLite: a `VALUES` list (one bind a value, so the
+    /// statement's text depends on the row count). PostgreSQL: `unnest` of one array
+    /// parameter a column, so the text is the same for every row count and
+    /// [`Dialect::ROW_SOURCE_IS_FIXED`] says the statement is worth keeping prepared.
+    fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>);
+
+    /// Whether [`Dialect::push_columns`] writes the same statement text for any row count.
+    const ROW_SOURCE_IS_FIXED: bool;
 }
 
 impl Dialect for Sqlite {
@@ -118,6 +147,38 @@ impl Dialect for Sqlite {
         }
         qb.push(")");
     }
+
+    const ROW_SOURCE_IS_FIXED: bool = false;
+
+    fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>) {
+        let rows = columns.first().map_or(0, Column::len);
+        let mut columns: Vec<_> = columns.into_iter().map(Column::into_vals).collect();
+        qb.push("(VALUES ");
+        for i in 0..rows {
+            qb.push(if i > 0 { ", (" } else { "(" });
+            for (j, column) in columns.iter_mut().enumerate() {
+                if j > 0 {
+                    qb.push(", ");
+                }
+                if let Some(v) = column.next() {
+                    Self::bind(qb, v);
+                }
+            }
+            qb.push(")");
+        }
+        qb.push(") AS p");
+    }
+}
+
+impl<'a> Column<'a> {
+    /// The column's values one by one, as bind values (SQLite's `VALUES` list).
+    fn into_vals(self) -> Box<dyn Iterator<Item = Val<'a>> + 'a> {
+        match self {
+            Column::I32(v) => Box::new(v.into_iter().map(|x| Val::I32(Some(x)))),
+            Column::I64(v) => Box::new(v.into_iter().map(|x| Val::I64(Some(x)))),
+            Column::Text(v) => Box::new(v.into_iter().map(|x| Val::Text(Some(x)))),
+        }
+    }
 }
 
 impl Dialect for Postgres {
@@ -161,6 +222,24 @@ impl Dialect for Postgres {
         qb.push("::integer[], ");
         qb.push_bind(c);
         qb.push("::bigint[]) AS u(column1, column2, column3))");
+    }
+
+    const ROW_SOURCE_IS_FIXED: bool = true;
+
+    fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>) {
+        let names: Vec<String> = (1..=columns.len()).map(|i| format!("column{i}")).collect();
+        qb.push("(SELECT * FROM unnest(");
+        for (j, column) in columns.into_iter().enumerate() {
+            if j > 0 {
+                qb.push(", ");
+            }
+            match column {
+                Column::I32(v) => qb.push_bind(v).push("::integer[]"),
+                Column::I64(v) => qb.push_bind(v).push("::bigint[]"),
+                Column::Text(v) => qb.push_bind(v).push("::text[]"),
+            };
+        }
+        qb.push(format!(") AS u({})) AS p", names.join(", ")));
     }
 }
 

@@ -24,7 +24,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::dialect::{store_error, Dialect, Val};
+use super::dialect::{store_error, Column, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::model::{Header, LinkVia, NewDeadLetter, Normalized, ReplayLink, Status};
 use crate::outcome::{ChainLink, ReplayChain, CHAIN_LINKS_SHOWN};
@@ -168,48 +168,37 @@ impl<'a> Linker<'a> {
         let mut qb = QueryBuilder::new("SELECT p.column1 AS probe, ");
         qb.push(match via {
             LinkVia::IdempotencyKey | LinkVia::DeadLetterId | LinkVia::PublishedPosition => {
-                "o.dead_letter_id, o.id AS outbox_id, o.job_id, o.refailed_by_id FROM (VALUES "
+                "o.dead_letter_id, o.id AS outbox_id, o.job_id, o.refailed_by_id FROM "
             }
             LinkVia::SourcePosition | LinkVia::MessageId => {
-                "d.id AS dead_letter_id, o.id AS outbox_id, o.job_id, o.refailed_by_id \
-                 FROM (VALUES "
+                "d.id AS dead_letter_id, o.id AS outbox_id, o.job_id, o.refailed_by_id FROM "
             }
         });
-        for (n, &i) in probes.iter().enumerate() {
-            let e = &self.evidence[i];
-            if n > 0 {
-                qb.push(", ");
+        // The probes as a row source `p` (column1 = the probe's index in the batch), one
+        // column a value: a prepared statement on PostgreSQL (`Dialect::push_columns`).
+        let evidence = || probes.iter().map(|&i| &self.evidence[i]);
+        let mut columns = vec![Column::I64(probes.iter().map(|&i| i as i64).collect())];
+        let text = |f: fn(&Evidence<'a>) -> Option<&'a str>| {
+            Column::Text(evidence().map(|e| f(e).unwrap_or("")).collect())
+        };
+        match via {
+            LinkVia::IdempotencyKey => columns.push(text(|e| e.idempotency_key)),
+            LinkVia::DeadLetterId => {
+                columns.push(Column::I64(
+                    evidence().map(|e| e.dead_letter_id.unwrap_or(0)).collect(),
+                ));
+                columns.push(text(|e| e.job_id));
             }
-            qb.push("(");
-            DB::bind(&mut qb, Val::I64(Some(i as i64)));
-            match via {
-                LinkVia::IdempotencyKey => {
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::Text(e.idempotency_key));
-                }
-                LinkVia::DeadLetterId => {
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::I64(e.dead_letter_id));
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::Text(Some(e.job_id.unwrap_or(""))));
-                }
-                LinkVia::PublishedPosition | LinkVia::SourcePosition => {
-                    let (t, p, o) = e.source.unwrap_or(("", 0, 0));
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::Text(Some(t)));
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::I32(Some(p)));
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::I64(Some(o)));
-                }
-                LinkVia::MessageId => {
-                    qb.push(", ");
-                    DB::bind(&mut qb, Val::Text(e.message_id));
-                }
+            LinkVia::PublishedPosition | LinkVia::SourcePosition => {
+                let source = || evidence().map(|e| e.source.unwrap_or(("", 0, 0)));
+                columns.push(Column::Text(source().map(|s| s.0).collect()));
+                columns.push(Column::I32(source().map(|s| s.1).collect()));
+                columns.push(Column::I64(source().map(|s| s.2).collect()));
             }
-            qb.push(")");
+            LinkVia::MessageId => columns.push(text(|e| e.message_id)),
         }
-        qb.push(") AS p ");
+        DB::push_columns(&mut qb, columns);
+        qb.push(" ");
         // The latest publish of a replayed dead letter `d`.
         const LATEST_PUBLISH: &str = " JOIN outbox o ON o.id = (SELECT MAX(l.id) FROM outbox l \
              WHERE l.dead_letter_id = d.id AND l.status = 'published')";
@@ -471,7 +460,7 @@ macro_rules! find_links {
             for mut qb in statements {
                 let rows: Vec<$crate::store::outcome::Hit> = qb
                     .build_query_as()
-                    .persistent(false)
+                    .persistent(<$DB as $crate::store::dialect::Dialect>::ROW_SOURCE_IS_FIXED)
                     .fetch_all(&mut *$tx)
                     .await
                     .map_err(store_error)?;
