@@ -146,7 +146,7 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         let pages = page_loop(store.clone());
         reset_peak_rss()?;
         eprintln!("ingest into {backend:?}: starting");
-        let ingest = crate::ingest_into(&store, topic, n).await?;
+        let ingest = crate::ingest_into(&store, topic, n, true).await?;
         let ingest_peak_mib = peak_rss_kib()? as f64 / 1024.0;
         drop(pages);
         eprintln!("ingest into {backend:?}: {ingest:.0} msgs/s, peak RSS {ingest_peak_mib:.0} MiB");
@@ -192,7 +192,8 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
     Ok(out)
 }
 
-/// A task that reads the first list page and the count every 100 ms until cancelled.
+/// A task that reads the first list page and its match count (as the list page does) every
+/// 100 ms until cancelled.
 fn page_loop(store: Store) -> tokio_util::sync::DropGuard {
     let stop = tokio_util::sync::CancellationToken::new();
     let token = stop.clone();
@@ -204,7 +205,8 @@ fn page_loop(store: Store) -> tokio_util::sync::DropGuard {
         };
         while !token.is_cancelled() {
             let _ = store.list(&query).await;
-            let _ = store.count(&Filter::default()).await;
+            // What the list page's "N match" asks (the app's `MATCH_COUNT_CAP`).
+            let _ = store.count_matching(&Filter::default(), 100_000).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
