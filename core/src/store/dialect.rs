@@ -27,12 +27,21 @@ pub(crate) enum Column<'a> {
     Text(Vec<&'a str>),
 }
 
-impl Column<'_> {
+impl<'a> Column<'a> {
     fn len(&self) -> usize {
         match self {
             Column::I32(v) => v.len(),
             Column::I64(v) => v.len(),
             Column::Text(v) => v.len(),
+        }
+    }
+
+    /// Row `i`'s value as a bind value (SQLite's `VALUES` list). Panics if `i >= len`.
+    fn val(&self, i: usize) -> Val<'a> {
+        match self {
+            Column::I32(v) => Val::I32(Some(v[i])),
+            Column::I64(v) => Val::I64(Some(v[i])),
+            Column::Text(v) => Val::Text(Some(v[i])),
         }
     }
 }
@@ -80,17 +89,25 @@ pub(crate) trait Dialect: Database {
     fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String);
 
     /// Appends a parenthesised row source with columns `column1` (BIGINT), `column2`
-    /// (INTEGER), `column3` (BIGINT) holding `rows`, for a bulk `UPDATE ... FROM`. SQLite: a
-    /// VALUES list (3 binds a row). PostgreSQL: `unnest` of three array parameters, which
-    /// the planner drives with primary-key lookups (a VALUES list of the same size can make
-    /// it scan the whole table).
-    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]);
+    /// (INTEGER), `column3` (BIGINT) holding `rows`, for a bulk `UPDATE ... FROM`
+    /// ([`Dialect::push_columns`]; on PostgreSQL the planner drives `unnest` with primary-key
+    /// lookups, where a VALUES list of the same size can make it scan the whole table).
+    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]) {
+        Self::push_columns(
+            qb,
+            vec![
+                Column::I64(rows.iter().map(|r| r.0).collect()),
+                Column::I32(rows.iter().map(|r| r.1).collect()),
+                Column::I64(rows.iter().map(|r| r.2).collect()),
+            ],
+        );
+    }
 
-    /// Appends a parenthesised row source named `p` with columns `column1`, `column2`, ...
-    /// holding `columns` (at least one row). SQLite: a `VALUES` list (one bind a value, so the
-    /// statement's text depends on the row count). PostgreSQL: `unnest` of one array
-    /// parameter a column, so the text is the same for every row count and
-    /// [`Dialect::ROW_SOURCE_IS_FIXED`] says the statement is worth keeping prepared.
+    /// Appends a parenthesised row source (the caller names it: `... AS p`) with columns
+    /// `column1`, `column2`, ... holding `columns` (at least one row). SQLite: a `VALUES` list
+    /// (one bind a value, so the statement's text depends on the row count). PostgreSQL:
+    /// `unnest` of one array parameter a column, so the text is the same for every row count
+    /// and [`Dialect::ROW_SOURCE_IS_FIXED`] says the statement is worth keeping prepared.
     fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>);
 
     /// Whether [`Dialect::push_columns`] writes the same statement text for any row count.
@@ -131,53 +148,22 @@ impl Dialect for Sqlite {
         qb.push("))");
     }
 
-    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]) {
-        qb.push("(VALUES ");
-        for (i, (a, b, c)) in rows.iter().enumerate() {
-            if i > 0 {
-                qb.push(", ");
-            }
-            qb.push("(");
-            qb.push_bind(*a);
-            qb.push(", ");
-            qb.push_bind(*b);
-            qb.push(", ");
-            qb.push_bind(*c);
-            qb.push(")");
-        }
-        qb.push(")");
-    }
-
     const ROW_SOURCE_IS_FIXED: bool = false;
 
     fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>) {
         let rows = columns.first().map_or(0, Column::len);
-        let mut columns: Vec<_> = columns.into_iter().map(Column::into_vals).collect();
         qb.push("(VALUES ");
         for i in 0..rows {
             qb.push(if i > 0 { ", (" } else { "(" });
-            for (j, column) in columns.iter_mut().enumerate() {
+            for (j, column) in columns.iter().enumerate() {
                 if j > 0 {
                     qb.push(", ");
                 }
-                if let Some(v) = column.next() {
-                    Self::bind(qb, v);
-                }
+                Self::bind(qb, column.val(i));
             }
             qb.push(")");
         }
-        qb.push(") AS p");
-    }
-}
-
-impl<'a> Column<'a> {
-    /// The column's values one by one, as bind values (SQLite's `VALUES` list).
-    fn into_vals(self) -> Box<dyn Iterator<Item = Val<'a>> + 'a> {
-        match self {
-            Column::I32(v) => Box::new(v.into_iter().map(|x| Val::I32(Some(x)))),
-            Column::I64(v) => Box::new(v.into_iter().map(|x| Val::I64(Some(x)))),
-            Column::Text(v) => Box::new(v.into_iter().map(|x| Val::Text(Some(x)))),
-        }
+        qb.push(")");
     }
 }
 
@@ -211,19 +197,6 @@ impl Dialect for Postgres {
         qb.push(" AS jsonb)) AS t(v))");
     }
 
-    fn push_triples<'a>(qb: &mut QueryBuilder<'a, Self>, rows: &[(i64, i32, i64)]) {
-        let a: Vec<i64> = rows.iter().map(|r| r.0).collect();
-        let b: Vec<i32> = rows.iter().map(|r| r.1).collect();
-        let c: Vec<i64> = rows.iter().map(|r| r.2).collect();
-        qb.push("(SELECT * FROM unnest(");
-        qb.push_bind(a);
-        qb.push("::bigint[], ");
-        qb.push_bind(b);
-        qb.push("::integer[], ");
-        qb.push_bind(c);
-        qb.push("::bigint[]) AS u(column1, column2, column3))");
-    }
-
     const ROW_SOURCE_IS_FIXED: bool = true;
 
     fn push_columns<'a>(qb: &mut QueryBuilder<'a, Self>, columns: Vec<Column<'a>>) {
@@ -239,7 +212,7 @@ impl Dialect for Postgres {
                 Column::Text(v) => qb.push_bind(v).push("::text[]"),
             };
         }
-        qb.push(format!(") AS u({})) AS p", names.join(", ")));
+        qb.push(format!(") AS u({}))", names.join(", ")));
     }
 }
 

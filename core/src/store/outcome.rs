@@ -198,7 +198,7 @@ impl<'a> Linker<'a> {
             LinkVia::MessageId => columns.push(text(|e| e.message_id)),
         }
         DB::push_columns(&mut qb, columns);
-        qb.push(" ");
+        qb.push(" AS p ");
         // The latest publish of a replayed dead letter `d`.
         const LATEST_PUBLISH: &str = " JOIN outbox o ON o.id = (SELECT MAX(l.id) FROM outbox l \
              WHERE l.dead_letter_id = d.id AND l.status = 'published')";
