@@ -29,6 +29,9 @@
 //! 7. **store limit, bare table**: the `dead_letters` rows into a table with the same
 //!    columns and nothing else (no index, constraint or trigger): what the schema costs.
 //!
+//! `BENCH_BACKENDS=sqlite` or `=postgres` measures one database; `BENCH_INGEST_LIMITS=0` runs
+//! only step 1 (for quick A/B runs of ingest, e.g. with `BENCH_KAFKA_PROPS`).
+//!
 //! Rates are msgs/s from the first statement (or the consumer's subscribe) to the last
 //! commit (or the last record counted in the store).
 
@@ -138,8 +141,10 @@ pub fn reset_peak_rss() -> Result<()> {
 /// Runs the three measures for each database over `n` records of `topic`.
 pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
     let batch = crate::env_usize("BENCH_BATCH", 500);
+    // `BENCH_INGEST_LIMITS=0`: ingest only, no indexer or store limits (quick A/B runs).
+    let limits = std::env::var("BENCH_INGEST_LIMITS").unwrap_or_default() != "0";
     let mut out = Vec::new();
-    for backend in Backend::ALL {
+    for backend in crate::backends() {
         let (url, _dir) = kit::fresh_database(backend).await?;
         let store = Store::connect(&url).await?;
         store.migrate().await?;
@@ -150,6 +155,13 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         let ingest_peak_mib = peak_rss_kib()? as f64 / 1024.0;
         drop(pages);
         eprintln!("ingest into {backend:?}: {ingest:.0} msgs/s, peak RSS {ingest_peak_mib:.0} MiB");
+        if !limits {
+            store.close().await;
+            if backend == Backend::Postgres {
+                drop_postgres(&url).await;
+            }
+            continue;
+        }
         let t = Instant::now();
         let mut indexed = 0u64;
         loop {

@@ -804,6 +804,18 @@ async fn ingest_into(store: &Store, topic: &str, n: usize, aggregates: bool) -> 
     Ok(rate)
 }
 
+/// The databases to measure: `BENCH_BACKENDS` (`sqlite`, `postgres`, comma-separated;
+/// default both). Read by the ingest-only figures ([`ingest_limit`]).
+fn backends() -> Vec<Backend> {
+    let wanted = std::env::var("BENCH_BACKENDS")
+        .unwrap_or_default()
+        .to_lowercase();
+    Backend::ALL
+        .into_iter()
+        .filter(|b| wanted.is_empty() || wanted.contains(&format!("{b:?}").to_lowercase()))
+        .collect()
+}
+
 fn synthetic(i: usize, now: i64) -> NewDeadLetter {
     let group = i % GROUPS;
     let class = format!("com.example.errors.Failure{group}Exception");

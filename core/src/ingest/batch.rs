@@ -6,12 +6,16 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use crate::model::NewDeadLetter;
+use crate::store::Prepared;
 
 /// Records waiting for one store transaction, plus per partition the lowest and highest
 /// offset among them.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     records: Vec<NewDeadLetter>,
+    /// `Prepared::of` each record, computed as it arrives (while the previous batch is
+    /// written), in the same order as `records`.
+    prepared: Vec<Prepared>,
     /// (topic, partition, offset) already in `records`: after an eager rebalance that hands us
     /// back the same partition, librdkafka re-fetches from the committed offset, so a record
     /// can arrive twice before it is stored.
@@ -36,6 +40,7 @@ impl Batch {
         range.0 = range.0.min(r.dlq_offset);
         range.1 = range.1.max(r.dlq_offset);
         self.started.get_or_insert_with(Instant::now);
+        self.prepared.push(Prepared::of(&record));
         self.records.push(record);
     }
 
@@ -49,6 +54,11 @@ impl Batch {
 
     pub(crate) fn records(&self) -> &[NewDeadLetter] {
         &self.records
+    }
+
+    /// [`Prepared`] of each of [`Batch::records`], same order.
+    pub(crate) fn prepared(&self) -> &[Prepared] {
+        &self.prepared
     }
 
     /// When the first record arrived, if any.
@@ -83,6 +93,7 @@ impl Batch {
 
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.prepared.clear();
         self.seen.clear();
         self.ranges.clear();
         self.started = None;

@@ -2,7 +2,7 @@
 //! The SQL text itself is shared (see `sql.rs`): both databases speak `ON CONFLICT ... DO
 //! NOTHING`, `WITH RECURSIVE`, `LIMIT`; `QueryBuilder` writes `?` or `$n` placeholders itself.
 
-use sqlx::{Database, Postgres, QueryBuilder, Sqlite};
+use sqlx::{Arguments as _, Database, Postgres, QueryBuilder, Sqlite};
 
 use super::StoreError;
 
@@ -84,6 +84,12 @@ pub(crate) trait Dialect: Database {
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
 
+    /// A builder starting with `sql` whose arguments have room for `binds` values of about
+    /// `bytes` bytes in all (PostgreSQL's encoded buffer; SQLite keeps only the values), so a
+    /// large multi-row statement does not grow and copy its buffer value by value.
+    fn builder_with_capacity<'a>(sql: String, binds: usize, bytes: usize)
+        -> QueryBuilder<'a, Self>;
+
     /// Appends a parenthesised subquery yielding the ids of the JSON array `json` (e.g.
     /// `[3,1,2]`), for `id IN ...`: one bind parameter however many ids there are.
     fn push_json_ids<'a>(qb: &mut QueryBuilder<'a, Self>, json: String);
@@ -131,6 +137,16 @@ impl Dialect for Sqlite {
     const IDS_OF_CLOSE: &'static str = ")";
     const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
     const EXPLAIN_COLUMN: &'static str = "detail";
+
+    fn builder_with_capacity<'a>(
+        sql: String,
+        binds: usize,
+        bytes: usize,
+    ) -> QueryBuilder<'a, Self> {
+        let mut args = sqlx::sqlite::SqliteArguments::default();
+        args.reserve(binds, bytes);
+        QueryBuilder::with_arguments(sql, args)
+    }
 
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
         match v {
@@ -180,6 +196,16 @@ impl Dialect for Postgres {
     const IDS_OF_CLOSE: &'static str = "))";
     const EXPLAIN: &'static str = "EXPLAIN ";
     const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
+
+    fn builder_with_capacity<'a>(
+        sql: String,
+        binds: usize,
+        bytes: usize,
+    ) -> QueryBuilder<'a, Self> {
+        let mut args = sqlx::postgres::PgArguments::default();
+        args.reserve(binds, bytes);
+        QueryBuilder::with_arguments(sql, args)
+    }
 
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>) {
         match v {

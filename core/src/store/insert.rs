@@ -50,38 +50,108 @@ const INSERT_COLUMNS: [&str; 23] = [
 /// of one huge protocol message.
 const MAX_STATEMENT_BYTES: usize = 32 * 1024 * 1024;
 
+/// What writing one dead letter needs beyond the record itself, computed ahead of its
+/// transaction: ingest computes it as each record arrives ([`Prepared::of`]), while the
+/// previous batch is being written, so none of it sits between two of ingest's transactions
+/// (`docs/bench.md`, "2026-12-04"). [`Store::insert_prepared`] writes a batch with it.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The normalised fields cut to their caps ([`limits::fit`]); `None` when they already
+    /// fit (the record's own fields are written).
+    fitted: Option<Normalized>,
+    /// The headers as stored ([`encode_headers_with_trace`]).
+    headers: String,
+    /// What the search indexer will read of it.
+    searched: Searched,
+}
+
+/// What of one dead letter is searched, once stored (its `search_backlog` row).
+#[derive(Debug, Clone, Copy)]
+struct Searched {
+    has_message: bool,
+    stack_bytes: Option<i64>,
+    payload_bytes: Option<i64>,
+}
+
+impl Searched {
+    /// Whether `n` (the normalised fields as stored) has a message, how many bytes of its
+    /// stored stack trace ([`crate::search::INDEXED_BYTES`], on a character boundary, U+0000
+    /// as U+FFFD as stored) and of `d`'s value (when it is text) are searched.
+    fn of(d: &NewDeadLetter, n: &Normalized) -> Searched {
+        let len = |s: &str| s.len() as i64;
+        Searched {
+            has_message: n.error_message.is_some(),
+            stack_bytes: text_field(&n.stack_trace)
+                .map(|s| len(crate::search::stack_trace_text(&s))),
+            payload_bytes: crate::search::payload_text(d.record.value.as_deref()).map(len),
+        }
+    }
+}
+
+impl Prepared {
+    /// The normal form of `d`: everything as decoded, text fields within [`limits::fit`]'s
+    /// caps, the headers encoded with the stack trace stored once (a header holding exactly
+    /// the `stack_trace` column, as written after the cap and the U+0000 replacement, refers
+    /// to it).
+    pub fn of(d: &NewDeadLetter) -> Prepared {
+        let fitted = limits::fit(&d.normalized);
+        let headers = encode_headers_with_trace(
+            &d.record.headers,
+            text_field(&fitted.stack_trace).as_deref(),
+        );
+        let searched = Searched::of(d, &fitted);
+        Prepared {
+            fitted: match fitted {
+                Cow::Owned(n) => Some(n),
+                Cow::Borrowed(_) => None,
+            },
+            headers,
+            searched,
+        }
+    }
+}
+
 /// One dead letter as it will be written: the normalised fields within their caps (or
 /// reduced) and the headers already encoded.
 pub(crate) struct Row<'a> {
     d: &'a NewDeadLetter,
     normalized: Cow<'a, Normalized>,
-    headers: String,
+    headers: Cow<'a, str>,
+    searched: Searched,
 }
 
 impl<'a> Row<'a> {
-    /// The normal form: everything as decoded, text fields within [`limits::fit`]'s caps.
+    /// The normal form ([`Prepared::of`]), computed now.
     pub(crate) fn full(d: &'a NewDeadLetter) -> Row<'a> {
-        let normalized = limits::fit(&d.normalized);
-        // The stack trace is stored once: a header holding exactly the `stack_trace` column
-        // (as written, after the cap and the U+0000 replacement) refers to it.
-        let headers = encode_headers_with_trace(
-            &d.record.headers,
-            text_field(&normalized.stack_trace).as_deref(),
-        );
+        let p = Prepared::of(d);
         Row {
             d,
-            normalized,
-            headers,
+            normalized: p.fitted.map_or(Cow::Borrowed(&d.normalized), Cow::Owned),
+            headers: Cow::Owned(p.headers),
+            searched: p.searched,
+        }
+    }
+
+    /// The normal form, computed beforehand (`p` is `Prepared::of(d)`).
+    fn prepared(d: &'a NewDeadLetter, p: &'a Prepared) -> Row<'a> {
+        Row {
+            d,
+            normalized: Cow::Borrowed(p.fitted.as_ref().unwrap_or(&d.normalized)),
+            headers: Cow::Borrowed(&p.headers),
+            searched: p.searched,
         }
     }
 
     /// The reduced form ([`limits::reduce`]): short ASCII text fields, no stack trace, and the
     /// headers' JSON with every non-ASCII character escaped (still byte-exact once decoded).
     pub(crate) fn reduced(d: &'a NewDeadLetter, reason: &str) -> Row<'a> {
+        let normalized = limits::reduce(&d.normalized, reason);
+        let searched = Searched::of(d, &normalized);
         Row {
             d,
-            normalized: Cow::Owned(limits::reduce(&d.normalized, reason)),
-            headers: ascii_json(&encode_headers(&d.record.headers)),
+            normalized: Cow::Owned(normalized),
+            headers: Cow::Owned(ascii_json(&encode_headers(&d.record.headers))),
+            searched,
         }
     }
 
@@ -91,18 +161,13 @@ impl<'a> Row<'a> {
         outcome::Evidence::of(self.d, &self.normalized)
     }
 
-    /// Its `search_backlog` row once stored as `id` ([`crate::search`]): whether it has a
-    /// message, and how many bytes of its stored stack trace ([`crate::search::INDEXED_BYTES`],
-    /// on a character boundary, U+0000 as U+FFFD as stored) and of its value (when it is
-    /// text) are searched.
+    /// Its `search_backlog` row once stored as `id` ([`crate::search`]).
     pub(crate) fn backlog_row(&self, id: i64) -> BacklogRow {
-        let len = |s: &str| s.len() as i64;
         BacklogRow {
             id,
-            has_message: self.normalized.error_message.is_some(),
-            stack_bytes: text_field(&self.normalized.stack_trace)
-                .map(|s| len(crate::search::stack_trace_text(&s))),
-            payload_bytes: crate::search::payload_text(self.d.record.value.as_deref()).map(len),
+            has_message: self.searched.has_message,
+            stack_bytes: self.searched.stack_bytes,
+            payload_bytes: self.searched.payload_bytes,
         }
     }
 
@@ -192,10 +257,16 @@ pub(crate) fn backlog_rows_of(rows: &[Row<'_>], inserted: &[Inserted]) -> Vec<Ba
 /// NOTHING` for one chunk: a DLQ offset already stored (redelivery after a crash, or twice in
 /// one batch) is skipped, so `rows_affected` is the number of new dead letters.
 pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(format!(
-        "INSERT INTO dead_letters ({}) VALUES ",
-        INSERT_COLUMNS.join(", ")
-    ));
+    // The arguments' buffer sized once for the whole chunk, instead of grown (and copied)
+    // value by value.
+    let mut qb = DB::builder_with_capacity(
+        format!(
+            "INSERT INTO dead_letters ({}) VALUES ",
+            INSERT_COLUMNS.join(", ")
+        ),
+        chunk.len() * INSERT_COLUMNS.len(),
+        chunk.iter().map(Row::approx_bytes).sum(),
+    );
     for (i, row) in chunk.iter().enumerate() {
         if i > 0 {
             qb.push(", ");
@@ -230,7 +301,7 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
             Val::OwnedText(Some(encode_warnings(&n.decode_warnings))),
             Val::I64(r.timestamp_ms),
             Val::I64(Some(d.ingested_at_ms)),
-            Val::Text(Some(row.headers.as_str())),
+            Val::Text(Some(row.headers.as_ref())),
             text(&n.stack_trace),
             Val::Bytes(r.key.as_deref()),
             Val::Bytes(r.value.as_deref()),
@@ -301,6 +372,25 @@ impl Store {
     /// earlier dead letter (`outcome.rs`; `docs/replay.md`, "Outcome").
     pub async fn insert_batch(&self, batch: &[NewDeadLetter]) -> Result<u64, StoreError> {
         let rows: Vec<Row<'_>> = batch.iter().map(Row::full).collect();
+        self.insert_rows(&rows).await
+    }
+
+    /// [`Store::insert_batch`] with each record's [`Prepared`] computed beforehand:
+    /// `prepared[i]` must be `Prepared::of(&batch[i])`. If the two slices differ in length,
+    /// the batch is prepared anew (nothing is skipped). Errors: as [`Store::insert_batch`].
+    pub async fn insert_prepared(
+        &self,
+        batch: &[NewDeadLetter],
+        prepared: &[Prepared],
+    ) -> Result<u64, StoreError> {
+        if batch.len() != prepared.len() {
+            return self.insert_batch(batch).await;
+        }
+        let rows: Vec<Row<'_>> = batch
+            .iter()
+            .zip(prepared)
+            .map(|(d, p)| Row::prepared(d, p))
+            .collect();
         self.insert_rows(&rows).await
     }
 

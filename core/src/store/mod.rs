@@ -190,6 +190,7 @@ mod export;
 mod group_counts;
 pub use self::group_counts::{GroupListing, GroupsCounted, GROUPS_SCAN_ROWS};
 mod insert;
+pub use self::insert::Prepared;
 mod job_control;
 mod jobs;
 mod label_bulk;
