@@ -11,6 +11,7 @@ pub mod approval;
 pub mod auth;
 pub mod automation;
 pub mod canary;
+pub mod clock;
 pub mod conventions;
 #[cfg(any(test, feature = "server"))]
 pub mod corpus;

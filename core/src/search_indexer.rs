@@ -96,12 +96,7 @@ impl IndexerStatus {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// Runs the indexer on `store` until `shutdown` (a round in progress finishes: it is one
 /// transaction). `ingest` is this process's ingest, whose last full batch decides whether

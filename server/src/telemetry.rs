@@ -229,11 +229,7 @@ impl Telemetry {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use redrive_core::clock::now_ms;
 
 /// A poisoned lock only means another thread panicked mid-update of a counter; the value is
 /// still usable for metrics.

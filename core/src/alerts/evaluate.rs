@@ -41,12 +41,7 @@ pub struct EvaluatorInputs {
 /// Whether this instance may evaluate (the leadership); called before every evaluation.
 pub type IsLeader = Arc<dyn Fn() -> bool + Send + Sync>;
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// Runs until `shutdown`: evaluates every `interval_ms` while `is_leader()`, and refreshes the
 /// state counts of the metrics on every instance. Store errors are logged and retried at the

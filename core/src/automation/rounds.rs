@@ -89,13 +89,7 @@ impl RoundsStatus {
     }
 }
 
-/// Milliseconds since the Unix epoch, now.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// Whether a rule's round is due at `now_ms`: never ran, or `every_ms` since the last.
 pub fn round_due(last_round_at_ms: Option<i64>, every_ms: u64, now_ms: i64) -> bool {

@@ -131,10 +131,7 @@ pub(crate) fn new_dead_letter(
     }
 }
 
-/// Wall-clock now in epoch ms.
-pub(crate) fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
+pub(crate) use crate::clock::now_ms;
 
 #[cfg(test)]
 mod tests {

@@ -91,13 +91,7 @@ const BATCHES_IN_FLIGHT: usize = 3;
 /// Test hook (see the module docs): abort the process after this many delivery reports.
 pub const FAULT_ABORT_AFTER_PUBLISH_ENV: &str = "REDRIVE_FAULT_RELAY_ABORT_AFTER_PUBLISH";
 
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::clock::now_ms;
 
 /// Runs the relay until `shutdown` is cancelled; then stops claiming, finishes and marks the
 /// batches in hand (records not yet sent are handed back), and returns.

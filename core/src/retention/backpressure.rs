@@ -56,12 +56,7 @@ struct TopicState {
     paused: Option<PausedTopic>,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 impl Backpressure {
     /// Follows `config`'s policies; nothing is paused until usage is known.

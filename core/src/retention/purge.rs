@@ -89,12 +89,7 @@ pub struct PurgeReport {
     pub groups: Vec<PurgeGroup>,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 /// The configured archive opened, if purges archive first.
 ///

@@ -33,13 +33,7 @@ use crate::filter::Filter;
 /// Statuses a replay or delete leaves alone.
 pub(super) const NOT_ACTIONABLE: &str = "('deleted', 'replay_pending')";
 
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::clock::now_ms;
 
 /// `[1,2,3]`: the JSON array text [`Dialect::push_json_ids`] reads.
 pub(crate) fn ids_json(ids: &[i64]) -> String {

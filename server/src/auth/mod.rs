@@ -180,10 +180,7 @@ pub fn peer_ip(parts_ext: &axum::http::Extensions) -> Option<IpAddr> {
         .map(|ConnectInfo(addr)| addr.ip())
 }
 
-/// Epoch ms now.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
+pub use redrive_core::clock::now_ms;
 
 // ---------------------------------------------------------------------------------------------
 // Refusals

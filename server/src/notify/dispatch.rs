@@ -47,12 +47,7 @@ pub fn lease_ms(config: &AlertsConfig) -> i64 {
     .unwrap_or(i64::MAX)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+use redrive_core::clock::now_ms;
 
 /// Runs until `shutdown`. `wake` is notified by whoever records a delivery in this process
 /// (a test notification), so it goes out without waiting for the next poll.
