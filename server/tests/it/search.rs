@@ -285,7 +285,10 @@ fn items_id(items: &[Value]) -> i64 {
 }
 
 async fn delete_row(backend: Backend, url: &str, id: i64) {
-    // As the retention purge does: the dependent rows first, in its order, then the row.
+    // As the retention purge does (`Store::purge_chunk`): ONE transaction that locks the row
+    // first, so that a concurrent writer of dependent rows (the tier sorter's
+    // `tier_assigned` event after a restore) either commits before it or finds the row gone;
+    // then the dependent rows in its order, then the row.
     let mut statements: Vec<String> = DEPENDENT_TABLES
         .iter()
         .map(|(table, column)| format!("DELETE FROM {table} WHERE {column} = {id}"))
@@ -293,17 +296,28 @@ async fn delete_row(backend: Backend, url: &str, id: i64) {
     statements.push(format!("DELETE FROM dead_letters WHERE id = {id}"));
     match backend {
         Backend::Sqlite => {
+            // SQLite: the first DELETE takes the database's write lock until the commit.
             let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+            let mut tx = pool.begin().await.unwrap();
             for sql in &statements {
-                sqlx::query(sql).execute(&pool).await.expect(sql);
+                sqlx::query(sql).execute(&mut *tx).await.expect(sql);
             }
+            tx.commit().await.unwrap();
             pool.close().await;
         }
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(url).await.unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(&format!(
+                "SELECT id FROM dead_letters WHERE id = {id} FOR UPDATE"
+            ))
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
             for sql in &statements {
-                sqlx::query(sql).execute(&pool).await.expect(sql);
+                sqlx::query(sql).execute(&mut *tx).await.expect(sql);
             }
+            tx.commit().await.unwrap();
             pool.close().await;
         }
     }
