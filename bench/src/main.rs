@@ -442,7 +442,7 @@ async fn print_search_figures(rows: usize, queries: usize) -> Result<()> {
     }
     let mut figures = Vec::new();
     if rows > 0 {
-        for backend in Backend::ALL {
+        for backend in backends() {
             figures.push(search::measure(backend, rows, queries).await?);
         }
     }
@@ -805,7 +805,8 @@ async fn ingest_into(store: &Store, topic: &str, n: usize, aggregates: bool) -> 
 }
 
 /// The databases to measure: `BENCH_BACKENDS` (`sqlite`, `postgres`, comma-separated;
-/// default both). Read by the ingest-only figures ([`ingest_limit`]).
+/// default both). Read by the ingest-only figures ([`ingest_limit`]) and the search
+/// latencies ([`search`]).
 fn backends() -> Vec<Backend> {
     let wanted = std::env::var("BENCH_BACKENDS")
         .unwrap_or_default()

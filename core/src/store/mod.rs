@@ -17,6 +17,7 @@
 //! tier, and counts at most the newest [`GROUPS_SCAN_ROWS`] matching rows for any other.
 
 mod codec;
+mod common_terms;
 mod dialect;
 mod gate;
 #[cfg(test)]
@@ -217,9 +218,13 @@ mod scope;
 mod search;
 // The search indexer's rounds (issue 12 item 4, migration 0028).
 mod search_index;
+pub use self::dialect::is_statement_timeout;
 pub use self::search::{
-    BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS, INDEX_ROWS as SEARCH_INDEX_ROWS,
-    SCAN_ROWS as SEARCH_SCAN_ROWS, WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
+    BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS,
+    COUNT_SCANNED_ENOUGH as SEARCH_COUNT_SCANNED_ENOUGH,
+    EXTENDED_SCAN_ROWS as SEARCH_EXTENDED_SCAN_ROWS, INDEX_BUDGET as SEARCH_INDEX_BUDGET,
+    INDEX_ROWS as SEARCH_INDEX_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
+    WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
 };
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).
@@ -303,6 +308,9 @@ pub struct Store {
     /// SQLite: this process's write gate for the database (`gate.rs`), shared by every
     /// handle on the same file. PostgreSQL and in-memory SQLite: none.
     gate: Option<Arc<WriteGate>>,
+    /// Search terms the index step found too common (`common_terms.rs`), shared by the
+    /// handle's clones and the handles of [`Store::with_own_pool`].
+    common_terms: Arc<common_terms::CommonTerms>,
 }
 
 impl Store {
@@ -370,6 +378,7 @@ impl Store {
             Ok(Store {
                 pool: Pool::Sqlite(pool),
                 gate,
+                common_terms: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
@@ -382,6 +391,7 @@ impl Store {
             Ok(Store {
                 pool: Pool::Postgres(pool),
                 gate: None,
+                common_terms: Arc::default(),
             })
         } else {
             Err(bad_url())
@@ -411,6 +421,7 @@ impl Store {
                 Ok(Store {
                     pool: Pool::Sqlite(pool),
                     gate: self.gate.clone(),
+                    common_terms: self.common_terms.clone(),
                 })
             }
             Pool::Postgres(p) => {
@@ -424,6 +435,7 @@ impl Store {
                 Ok(Store {
                     pool: Pool::Postgres(pool),
                     gate: None,
+                    common_terms: self.common_terms.clone(),
                 })
             }
         }

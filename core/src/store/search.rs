@@ -27,7 +27,11 @@
 //!
 //! 1. *scan*: the newest [`SCAN_ROWS`] dead letters that pass the other filters (the list's
 //!    own index, in list order), each checked against its text by primary key. A common term
-//!    fills its page here.
+//!    fills its page here. When it found some matches but not a page, and at their rate a
+//!    bounded number of older rows would fill it ([`scan_more`], at most
+//!    [`EXTENDED_SCAN_ROWS`] rows in all), the scan goes on over those rows: a term in a few
+//!    percent of the dead letters fills its page here too, without the index step, which for
+//!    such a term reads long index lists only to give up.
 //! 2. *index*: when the page is not full and older rows remain, the trigram index gives the
 //!    ids of at most [`INDEX_ROWS`] + 1 matching dead letters. If there are at most
 //!    [`INDEX_ROWS`], they are all of them: the page is read from them by primary key, in
@@ -36,6 +40,8 @@
 //!    first and at most [`WORD_CANDIDATES`] of its rows are checked against the whole of
 //!    `q`; only when they do not decide is the index asked for all of `q` (whose common
 //!    words' long index lists made a rare term the slowest search on PostgreSQL).
+//!    A term that gave more than [`INDEX_ROWS`] is remembered for a while
+//!    (`common_terms.rs`): its next pages and counts skip this step.
 //! 3. Otherwise (a term too common for the index step and too rare under this filter to fill
 //!    a page from the newest rows) the page holds what the scan found, and its `next_cursor`
 //!    continues the scan after the last row it read: the list says so, and "Next" searches
@@ -201,7 +207,7 @@ fn push_from_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: String) {
 /// look cheaper as a sequential scan that stops early, which for a rare term is a scan of the
 /// whole table. The index is first asked for the rarest word of `q` ([`word_candidates`]);
 /// the whole of `q` only when that does not decide. A macro, not a function: it runs inside
-/// `on_pool!`, once per database type. Evaluates to `Option<Vec<i64>>`; returns
+/// `on_pool!`, once per database type. Evaluates to an [`IndexStep`]; returns
 /// `Err(StoreError)` from the enclosing closure on a database error.
 macro_rules! index_ids {
     ($pool:expr, $db:ty, $q:expr, $phrase:expr) => {{
@@ -235,23 +241,140 @@ macro_rules! index_ids {
                 decided = Some(ids);
             }
         }
+        let mut over_budget = false;
         let indexed = match decided {
             Some(ids) => ids,
             None => {
+                if !is_sqlite::<$db>() {
+                    sqlx::query(&format!(
+                        "SET LOCAL statement_timeout = {}",
+                        INDEX_BUDGET.as_millis()
+                    ))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                }
                 let mut qb = index_candidates::<$db>($q, $phrase);
-                qb.build_query_scalar()
+                match qb
+                    .build_query_scalar()
                     .persistent(false)
                     .fetch_all(&mut *tx)
                     .await
-                    .map_err(store_error)?
+                {
+                    Ok(ids) => ids,
+                    Err(e) if super::dialect::is_statement_timeout(&e) => {
+                        over_budget = true;
+                        Vec::new()
+                    }
+                    Err(e) => return Err(store_error(e)),
+                }
             }
         };
         tx.rollback().await.map_err(store_error)?;
         let mut ids: Vec<i64> = backlog.into_iter().flatten().chain(indexed).collect();
         ids.sort_unstable();
         ids.dedup();
-        (backlog_read && ids.len() <= INDEX_ROWS).then_some(ids)
+        if !backlog_read {
+            IndexStep::BacklogTooLong
+        } else if over_budget || ids.len() > INDEX_ROWS {
+            IndexStep::TooCommon
+        } else {
+            IndexStep::Ids(ids)
+        }
     }};
+}
+
+/// Longest PostgreSQL may take to look the whole of a term up in its trigram index
+/// (`statement_timeout` on that one statement). A GIN index answers with a bitmap built in
+/// full before the LIMIT applies, so the lookup costs the index's lists for every trigram of
+/// the term: over 600 ms at 10M dead letters for a phrase in 2 % of them whose words are in
+/// all of them (`docs/bench.md`). A term that takes longer is treated as too common (the page
+/// is the scan's, continued by "Next"). SQLite's FTS5 stops at the LIMIT: no budget.
+pub const INDEX_BUDGET: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What the index step ([`index_ids!`]) found.
+enum IndexStep {
+    /// Every dead letter whose text matches the term: at most [`INDEX_ROWS`] ids, ascending.
+    Ids(Vec<i64>),
+    /// More than [`INDEX_ROWS`] match, or (PostgreSQL) looking the whole term up took longer
+    /// than [`INDEX_BUDGET`] (remembered either way: `common_terms.rs`).
+    TooCommon,
+    /// The backlog holds more than [`BACKLOG_SCAN_ROWS`] rows (the indexer is behind).
+    BacklogTooLong,
+}
+
+/// The scan step (step 1) from `from` (exclusive; `None`: the newest): of the next `$rows`
+/// dead letters under `$base` in list order, at most `$fetch` that match `$q`, and the last
+/// row of those `$rows` (`None` when fewer remained: the scan read to the end of the list).
+/// A macro for the same reason as [`index_ids!`]. Evaluates to
+/// `(Vec<SummaryRow>, Option<Cursor>)`.
+macro_rules! scan_step {
+    ($pool:expr, $db:ty, $base:expr, $from:expr, $rows:expr, $q:expr, $fetch:expr) => {{
+        let mut qb = sql::page::<$db>("", "dead_lettered_at_ms, id", $base, $from, 1);
+        qb.push(" OFFSET ");
+        <$db as Dialect>::bind(&mut qb, Val::I64(Some($rows - 1)));
+        let bound: Option<(i64, i64)> = qb
+            .build_query_as()
+            .persistent(false)
+            .fetch_optional($pool)
+            .await
+            .map_err(store_error)?;
+        let bound = bound.map(|(t, id)| Cursor {
+            dead_lettered_at_ms: t,
+            id,
+        });
+        let mut qb = sql::page_with::<$db>(
+            "",
+            SUMMARY_COLUMNS,
+            |qb| {
+                qb.push("dead_letters");
+            },
+            $base,
+            $from,
+            |qb| {
+                if let Some(b) = bound {
+                    push_bound(qb, b);
+                }
+                push_row_check(qb, $q);
+            },
+            $fetch,
+        );
+        let rows: Vec<SummaryRow> = qb
+            .build_query_as()
+            .persistent(false)
+            .fetch_all($pool)
+            .await
+            .map_err(store_error)?;
+        (rows, bound)
+    }};
+}
+
+/// Matches among the [`SCAN_ROWS`] newest (1 %) from which a search's count says "at least"
+/// that many without asking the index: a term that frequent among the newest dead letters
+/// has more matches than the index step takes ([`INDEX_ROWS`]) unless it is all in the
+/// newest few hundred thousand, and giving up costs the index's lists for all of them
+/// (`common_terms.rs`).
+pub const COUNT_SCANNED_ENOUGH: i64 = SCAN_ROWS / 100;
+
+/// Most dead letters the scan step reads in all when it goes on past its first
+/// [`SCAN_ROWS`] ([`scan_more`]).
+pub const EXTENDED_SCAN_ROWS: i64 = 8_000;
+
+/// How many more rows the scan step reads after its first [`SCAN_ROWS`] found `found`
+/// matches (0 < `found` < `fetch`): the rows that, at the hit rate of the first ones, hold
+/// the page's missing matches, plus a quarter; `None` when that is more than
+/// [`EXTENDED_SCAN_ROWS`] in all (the term is too rare here: the index step answers it).
+/// A term in 2 % of the dead letters finds about 40 in the first 2,000 and fills a page of
+/// 50 from about 700 more rows; asking the index for it reads the index's lists for every
+/// one of its matches (`common_terms.rs`).
+pub fn scan_more(found: usize, fetch: i64) -> Option<i64> {
+    let (found, fetch) = (found as u64, u64::try_from(fetch).ok()?);
+    if found == 0 || found >= fetch {
+        return None;
+    }
+    let need = ((fetch - found) * SCAN_ROWS as u64 * 5).div_ceil(found * 4);
+    let need = i64::try_from(need).ok()?;
+    (need <= EXTENDED_SCAN_ROWS - SCAN_ROWS).then_some(need)
 }
 
 /// The not-yet-indexed dead letters (`search_backlog`) whose text matches `q`, read by
@@ -345,55 +468,39 @@ impl Store {
         };
         let cursor = query.cursor;
         on_pool!(self, |pool, DB| {
-            // Step 1: the scan's bound, then the page within it.
-            let mut qb = sql::page::<DB>("", "dead_lettered_at_ms, id", &base, cursor, 1);
-            qb.push(" OFFSET ");
-            DB::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
-            let bound: Option<(i64, i64)> = qb
-                .build_query_as()
-                .persistent(false)
-                .fetch_optional(pool)
-                .await
-                .map_err(store_error)?;
-            let bound = bound.map(|(t, id)| Cursor {
-                dead_lettered_at_ms: t,
-                id,
-            });
-            let mut qb = sql::page_with::<DB>(
-                "",
-                SUMMARY_COLUMNS,
-                |qb| {
-                    qb.push("dead_letters");
-                },
-                &base,
-                cursor,
-                |qb| {
-                    if let Some(b) = bound {
-                        push_bound(qb, b);
-                    }
-                    push_row_check(qb, q);
-                },
-                fetch,
-            );
-            let rows: Vec<SummaryRow> = qb
-                .build_query_as()
-                .persistent(false)
-                .fetch_all(pool)
-                .await
-                .map_err(store_error)?;
-            let Some(bound) = bound else {
+            // Step 1: the newest rows under the other filters, each checked.
+            let (mut rows, bound) = scan_step!(pool, DB, &base, cursor, SCAN_ROWS, q, fetch);
+            let Some(mut bound) = bound else {
                 // The scan read every remaining row: the answer is complete.
                 return Ok((rows, None));
             };
             if rows.len() as i64 >= fetch {
                 return Ok((rows, None));
             }
+            // Step 1, on: when the hit rate says a bounded number of older rows fill the page.
+            if let Some(more) = scan_more(rows.len(), fetch) {
+                let missing = fetch - rows.len() as i64;
+                let (older, next) = scan_step!(pool, DB, &base, Some(bound), more, q, missing);
+                rows.extend(older);
+                match next {
+                    Some(next) if (rows.len() as i64) < fetch => bound = next,
+                    _ => return Ok((rows, None)),
+                }
+            }
             // Step 2: the index, if the term is rare enough.
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok((rows, Some(bound)));
             };
-            let Some(ids) = index_ids!(pool, DB, q, phrase) else {
+            if self.common_terms.is_common(q) {
                 return Ok((rows, Some(bound)));
+            }
+            let ids = match index_ids!(pool, DB, q, phrase) {
+                IndexStep::Ids(ids) => ids,
+                IndexStep::TooCommon => {
+                    self.common_terms.remember(q);
+                    return Ok((rows, Some(bound)));
+                }
+                IndexStep::BacklogTooLong => return Ok((rows, Some(bound))),
             };
             let json =
                 serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
@@ -463,7 +570,8 @@ impl Store {
     /// How many dead letters match `filter` (whose free text is `q`), in the list's bounded
     /// steps: `Exact` when the scan read every row under the other filters or the index step
     /// applies (then at most `cap + 1` are counted: `MoreThan(cap)` above), else `AtLeast`
-    /// the matches among the [`SCAN_ROWS`] newest.
+    /// the matches among the [`SCAN_ROWS`] newest. The index step is not asked when those
+    /// are [`COUNT_SCANNED_ENOUGH`] or more, nor for a term it found too common lately.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(super) async fn search_count(
@@ -519,8 +627,16 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            let Some(ids) = index_ids!(pool, DB, q, phrase) else {
+            if scanned >= COUNT_SCANNED_ENOUGH || self.common_terms.is_common(q) {
                 return Ok(MatchCount::AtLeast(scanned));
+            }
+            let ids = match index_ids!(pool, DB, q, phrase) {
+                IndexStep::Ids(ids) => ids,
+                IndexStep::TooCommon => {
+                    self.common_terms.remember(q);
+                    return Ok(MatchCount::AtLeast(scanned));
+                }
+                IndexStep::BacklogTooLong => return Ok(MatchCount::AtLeast(scanned)),
             };
             let json =
                 serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
@@ -537,5 +653,25 @@ impl Store {
                 .map_err(store_error)?;
             Ok(capped(n))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scan_goes_on_only_when_its_hit_rate_fills_the_page_within_the_bound() {
+        // A 2 % term: 40 of the first 2,000, 11 missing of 51: 688 more rows.
+        assert_eq!(scan_more(40, 51), Some(688));
+        // Nothing found: the hit rate says nothing; the index step answers.
+        assert_eq!(scan_more(0, 51), None);
+        // 13 found: 7,308 more rows would be needed, past EXTENDED_SCAN_ROWS in all.
+        assert_eq!(scan_more(13, 51), None);
+        // 16 found: 5,469 more, within it.
+        assert_eq!(scan_more(16, 51), Some(5_469));
+        // A full page needs no more.
+        assert_eq!(scan_more(51, 51), None);
+        assert_eq!(scan_more(1, 0), None);
     }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
 use redrive_core::store::{
-    MatchCount, Store, DEPENDENT_TABLES, SEARCH_BACKLOG_SCAN_ROWS, SEARCH_INDEX_ROWS,
-    SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
+    is_statement_timeout, MatchCount, Store, DEPENDENT_TABLES, SEARCH_BACKLOG_SCAN_ROWS,
+    SEARCH_INDEX_BUDGET, SEARCH_INDEX_ROWS, SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
 };
 use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{
@@ -384,9 +384,16 @@ fn dl(topic: &str, offset: i64, at_ms: i64, message: &str) -> NewDeadLetter {
     }
 }
 
+/// Rows of topic C in [`bounded_steps_find_every_match_in_order`].
+// With A and B, at most `SEARCH_BACKLOG_SCAN_ROWS` rows in all: before the indexer has run,
+// the index step reads the whole backlog.
+const C_ROWS: i64 = 2_600;
+
 /// The bounded steps: a term past the scan is found through the index, exactly; a term too
 /// common for the index step, under a filter whose newest rows never match, gives a partial
-/// page with a cursor, and walking the pages finds every match, in list order.
+/// page with a cursor, and walking the pages finds every match, in list order; the same term
+/// under a filter where 1 row in 45 holds it fills its page by scanning on past the first
+/// rows (`scan_more`), where the index step would have given up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_steps_find_every_match_in_order() {
     for backend in Backend::ALL {
@@ -394,6 +401,7 @@ async fn bounded_steps_find_every_match_in_order() {
         let store = Store::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
         let hot = SEARCH_INDEX_ROWS as i64 + 100;
+        assert!(hot + 2 + SEARCH_SCAN_ROWS + 100 + C_ROWS <= SEARCH_BACKLOG_SCAN_ROWS);
         let cold = SEARCH_SCAN_ROWS + 100;
         let mut rows = Vec::new();
         // The oldest: topic A, all "hot".
@@ -405,6 +413,15 @@ async fn bounded_steps_find_every_match_in_order() {
         rows.push(dl("b.DLT", 1, 2_000_001, "hot row b"));
         for i in 0..cold {
             rows.push(dl("b.DLT", 2 + i, 3_000_000 + i, &format!("cold row {i}")));
+        }
+        // Topic C, the newest: 1 row in 45 is "hot".
+        for i in 0..C_ROWS {
+            let text = if i % 45 == 0 {
+                "hot row c"
+            } else {
+                "cool row c"
+            };
+            rows.push(dl("c.DLT", i, 4_000_000 + i, &format!("{text} {i}")));
         }
         for chunk in rows.chunks(1000) {
             store.insert_batch(chunk).await.unwrap();
@@ -482,6 +499,41 @@ async fn check_bounded_steps(store: &Store, backend: Backend, hot: i64) {
     }
     assert_eq!(cursor, None, "{backend:?}: the walk ends");
     assert_eq!(found, [1, 0], "{backend:?}: both, newest first");
+
+    // 1 in 45 of C's rows: 44 of its newest 2,000; the scan goes on and fills the page.
+    let filter = q("hot", Some("c.DLT"));
+    let every: Vec<i64> = (0..C_ROWS).rev().filter(|i| i % 45 == 0).collect();
+    let mut found = Vec::new();
+    let mut cursor = None;
+    let mut sizes = Vec::new();
+    for _ in 0..10 {
+        let page = store
+            .list(&ListQuery {
+                filter: filter.clone(),
+                limit: 50,
+                cursor: cursor.as_deref().map(|c| Cursor::decode(c).unwrap()),
+            })
+            .await
+            .unwrap();
+        sizes.push(page.items.len());
+        found.extend(page.items.iter().map(|s| s.dlq_offset));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(
+        sizes,
+        [50, every.len() - 50],
+        "{backend:?}: a full first page"
+    );
+    assert_eq!(found, every, "{backend:?}: every match, newest first");
+    // 44 of the newest 2,000 match (1 % or more): the count says so without the index.
+    assert_eq!(
+        store.count_matching(&filter, 1000).await.unwrap(),
+        MatchCount::AtLeast(44),
+        "{backend:?}"
+    );
 }
 
 /// PostgreSQL's index step asks the trigram index for the rarest word of a term first (the
@@ -690,4 +742,33 @@ async fn indexed_rows(backend: Backend, url: &str) -> i64 {
             n
         }
     }
+}
+
+/// The index step's budget on PostgreSQL (`SEARCH_INDEX_BUDGET`) is a `statement_timeout`:
+/// the error the real server gives a statement past it is the one the step takes for "too
+/// costly" (`is_statement_timeout`), and other errors are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_past_its_timeout_is_told_apart_on_postgres() {
+    let (url, _dir) = fresh_database(Backend::Postgres).await.unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query(&format!(
+        "SET LOCAL statement_timeout = {}",
+        SEARCH_INDEX_BUDGET.as_millis()
+    ))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let e = sqlx::query("SELECT pg_sleep(5)")
+        .execute(&mut *tx)
+        .await
+        .expect_err("past the budget");
+    assert!(is_statement_timeout(&e), "{e}");
+    tx.rollback().await.unwrap();
+    let e = sqlx::query("SELECT * FROM no_such_table")
+        .execute(&pool)
+        .await
+        .expect_err("no table");
+    assert!(!is_statement_timeout(&e), "{e}");
+    pool.close().await;
 }
