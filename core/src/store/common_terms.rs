@@ -5,7 +5,8 @@
 //! for the term: on PostgreSQL a GIN index answers with a bitmap, built in full before the
 //! LIMIT applies (270 ms at 10M rows for a term in 2 % of the dead letters, `docs/bench.md`).
 //! Which terms are too common does not depend on the other filters (the step reads the index
-//! for `q` alone), so a term found too common once is remembered for [`REMEMBER_FOR`], and
+//! for `q` alone), so a term found too common once (or taken as such from the newest dead
+//! letters: `search::COMMON_HITS`) is remembered for [`REMEMBER_FOR`], and
 //! the next pages of it ("Next", the page's count, another user's same search) skip the step
 //! and are the scan's bounded, continued answer, which is what the step gave them anyway.
 //!

@@ -248,13 +248,6 @@ impl Dialect for Postgres {
 /// failure), `Rejected` for data the database refuses (see [`is_rejected`]), `Corrupt` for a
 /// stored value we cannot decode, `Database` for everything else (a bug or a schema problem:
 /// retrying will not help).
-/// Whether `e` is PostgreSQL's `query_canceled` (SQLSTATE 57014), which a statement that
-/// runs past its `statement_timeout` fails with (the search's index step:
-/// `search::INDEX_BUDGET`). Also a statement cancelled by an operator (`pg_cancel_backend`).
-pub fn is_statement_timeout(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
-}
-
 pub(crate) fn store_error(e: sqlx::Error) -> StoreError {
     use sqlx::Error as E;
     match &e {

@@ -40,8 +40,9 @@
 //!    first and at most [`WORD_CANDIDATES`] of its rows are checked against the whole of
 //!    `q`; only when they do not decide is the index asked for all of `q` (whose common
 //!    words' long index lists made a rare term the slowest search on PostgreSQL).
-//!    A term that gave more than [`INDEX_ROWS`] is remembered for a while
-//!    (`common_terms.rs`): its next pages and counts skip this step.
+//!    The step is not asked for a term that [`COMMON_HITS`] of the newest [`SCAN_ROWS`]
+//!    dead letters hold (under no filter but the term), nor for one remembered as too common
+//!    (`common_terms.rs`: it gave more than [`INDEX_ROWS`], or was taken as such, lately).
 //! 3. Otherwise (a term too common for the index step and too rare under this filter to fill
 //!    a page from the newest rows) the page holds what the scan found, and its `next_cursor`
 //!    continues the scan after the last row it read: the list says so, and "Next" searches
@@ -241,33 +242,15 @@ macro_rules! index_ids {
                 decided = Some(ids);
             }
         }
-        let mut over_budget = false;
         let indexed = match decided {
             Some(ids) => ids,
             None => {
-                if !is_sqlite::<$db>() {
-                    sqlx::query(&format!(
-                        "SET LOCAL statement_timeout = {}",
-                        INDEX_BUDGET.as_millis()
-                    ))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                }
                 let mut qb = index_candidates::<$db>($q, $phrase);
-                match qb
-                    .build_query_scalar()
+                qb.build_query_scalar()
                     .persistent(false)
                     .fetch_all(&mut *tx)
                     .await
-                {
-                    Ok(ids) => ids,
-                    Err(e) if super::dialect::is_statement_timeout(&e) => {
-                        over_budget = true;
-                        Vec::new()
-                    }
-                    Err(e) => return Err(store_error(e)),
-                }
+                    .map_err(store_error)?
             }
         };
         tx.rollback().await.map_err(store_error)?;
@@ -276,7 +259,7 @@ macro_rules! index_ids {
         ids.dedup();
         if !backlog_read {
             IndexStep::BacklogTooLong
-        } else if over_budget || ids.len() > INDEX_ROWS {
+        } else if ids.len() > INDEX_ROWS {
             IndexStep::TooCommon
         } else {
             IndexStep::Ids(ids)
@@ -284,20 +267,11 @@ macro_rules! index_ids {
     }};
 }
 
-/// Longest PostgreSQL may take to look the whole of a term up in its trigram index
-/// (`statement_timeout` on that one statement). A GIN index answers with a bitmap built in
-/// full before the LIMIT applies, so the lookup costs the index's lists for every trigram of
-/// the term: over 600 ms at 10M dead letters for a phrase in 2 % of them whose words are in
-/// all of them (`docs/bench.md`). A term that takes longer is treated as too common (the page
-/// is the scan's, continued by "Next"). SQLite's FTS5 stops at the LIMIT: no budget.
-pub const INDEX_BUDGET: std::time::Duration = std::time::Duration::from_millis(100);
-
 /// What the index step ([`index_ids!`]) found.
 enum IndexStep {
     /// Every dead letter whose text matches the term: at most [`INDEX_ROWS`] ids, ascending.
     Ids(Vec<i64>),
-    /// More than [`INDEX_ROWS`] match, or (PostgreSQL) looking the whole term up took longer
-    /// than [`INDEX_BUDGET`] (remembered either way: `common_terms.rs`).
+    /// More than [`INDEX_ROWS`] match (remembered: `common_terms.rs`).
     TooCommon,
     /// The backlog holds more than [`BACKLOG_SCAN_ROWS`] rows (the indexer is behind).
     BacklogTooLong,
@@ -349,12 +323,78 @@ macro_rules! scan_step {
     }};
 }
 
-/// Matches among the [`SCAN_ROWS`] newest (1 %) from which a search's count says "at least"
-/// that many without asking the index: a term that frequent among the newest dead letters
-/// has more matches than the index step takes ([`INDEX_ROWS`]) unless it is all in the
-/// newest few hundred thousand, and giving up costs the index's lists for all of them
-/// (`common_terms.rs`).
-pub const COUNT_SCANNED_ENOUGH: i64 = SCAN_ROWS / 100;
+/// How many of the newest [`SCAN_ROWS`] dead letters under `$base` match `$q`, and the last
+/// of those rows (`None` when fewer exist: the count is of all of them). A macro for the same
+/// reason as [`index_ids!`]. Evaluates to `(i64, Option<Cursor>)`.
+macro_rules! scanned_count {
+    ($pool:expr, $db:ty, $base:expr, $q:expr) => {{
+        let mut qb = sql::page::<$db>("", "dead_lettered_at_ms, id", $base, None, 1);
+        qb.push(" OFFSET ");
+        <$db as Dialect>::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
+        let bound: Option<(i64, i64)> = qb
+            .build_query_as()
+            .persistent(false)
+            .fetch_optional($pool)
+            .await
+            .map_err(store_error)?;
+        let bound = bound.map(|(t, id)| Cursor {
+            dead_lettered_at_ms: t,
+            id,
+        });
+        let mut qb = QueryBuilder::<$db>::new(
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
+        );
+        sql::push_filter(&mut qb, $base);
+        if let Some(b) = bound {
+            push_bound(&mut qb, b);
+        }
+        push_row_check(&mut qb, $q);
+        qb.push(") AS scanned");
+        let n: i64 = qb
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_one($pool)
+            .await
+            .map_err(store_error)?;
+        (n, bound)
+    }};
+}
+
+/// Whether the index step is worth asking for `q` (the term is not known to be too common),
+/// given `hits`, its matches among the newest [`SCAN_ROWS`] dead letters under no filter but
+/// `q` (the scan's own when the search has no other filter; else one more bounded count,
+/// [`scanned_count!`]). A term in [`COMMON_HITS`] or more of them is taken as too common and
+/// remembered. Evaluates to `bool`.
+macro_rules! index_worth_asking {
+    ($self:expr, $pool:expr, $db:ty, $base:expr, $q:expr, $hits:expr) => {{
+        if $self.common_terms.is_common($q) {
+            false
+        } else {
+            let hits: i64 = match $hits {
+                Some(n) => n,
+                None => {
+                    let everything = Filter::default();
+                    scanned_count!($pool, $db, &everything, $q).0
+                }
+            };
+            if hits >= COMMON_HITS {
+                $self.common_terms.remember($q);
+                false
+            } else {
+                true
+            }
+        }
+    }};
+}
+
+/// Matches among the newest [`SCAN_ROWS`] dead letters (1 %, under no filter but the term)
+/// from which a term is taken as too common for the index step without asking it. A term
+/// that frequent among the newest has more matches than the step takes ([`INDEX_ROWS`])
+/// unless nearly all of them are in the newest few hundred thousand dead letters, and the
+/// step's giving up costs the index's lists for all of them: on PostgreSQL a GIN bitmap of
+/// every match, over 600 ms at 10M dead letters for a phrase in 2 % of them
+/// (`docs/bench.md`). Deterministic: the same store gives the same answer whatever the load.
+pub const COMMON_HITS: i64 = SCAN_ROWS / 100;
 
 /// Most dead letters the scan step reads in all when it goes on past its first
 /// [`SCAN_ROWS`] ([`scan_more`]).
@@ -477,6 +517,7 @@ impl Store {
             if rows.len() as i64 >= fetch {
                 return Ok((rows, None));
             }
+            let first_hits = rows.len() as i64;
             // Step 1, on: when the hit rate says a bounded number of older rows fill the page.
             if let Some(more) = scan_more(rows.len(), fetch) {
                 let missing = fetch - rows.len() as i64;
@@ -491,7 +532,9 @@ impl Store {
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok((rows, Some(bound)));
             };
-            if self.common_terms.is_common(q) {
+            // The scan's first rows are the sample when nothing but `q` filters them.
+            let hits = (base == Filter::default()).then_some(first_hits);
+            if !index_worth_asking!(self, pool, DB, &base, q, hits) {
                 return Ok((rows, Some(bound)));
             }
             let ids = match index_ids!(pool, DB, q, phrase) {
@@ -570,8 +613,8 @@ impl Store {
     /// How many dead letters match `filter` (whose free text is `q`), in the list's bounded
     /// steps: `Exact` when the scan read every row under the other filters or the index step
     /// applies (then at most `cap + 1` are counted: `MoreThan(cap)` above), else `AtLeast`
-    /// the matches among the [`SCAN_ROWS`] newest. The index step is not asked when those
-    /// are [`COUNT_SCANNED_ENOUGH`] or more, nor for a term it found too common lately.
+    /// the matches among the [`SCAN_ROWS`] newest. The index step is not asked for a term
+    /// taken as too common ([`COMMON_HITS`], `common_terms.rs`).
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(super) async fn search_count(
@@ -593,41 +636,15 @@ impl Store {
             }
         };
         on_pool!(self, |pool, DB| {
-            let mut qb = sql::page::<DB>("", "dead_lettered_at_ms, id", &base, None, 1);
-            qb.push(" OFFSET ");
-            DB::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
-            let bound: Option<(i64, i64)> = qb
-                .build_query_as()
-                .persistent(false)
-                .fetch_optional(pool)
-                .await
-                .map_err(store_error)?;
-            let bound = bound.map(|(t, id)| Cursor {
-                dead_lettered_at_ms: t,
-                id,
-            });
-            let mut qb = QueryBuilder::<DB>::new(
-                "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
-            );
-            sql::push_filter(&mut qb, &base);
-            if let Some(b) = bound {
-                push_bound(&mut qb, b);
-            }
-            push_row_check(&mut qb, q);
-            qb.push(") AS scanned");
-            let scanned: i64 = qb
-                .build_query_scalar()
-                .persistent(false)
-                .fetch_one(pool)
-                .await
-                .map_err(store_error)?;
+            let (scanned, bound) = scanned_count!(pool, DB, &base, q);
             if bound.is_none() {
                 return Ok(capped(scanned));
             }
             let Some(phrase) = search::fts_phrase(q) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            if scanned >= COUNT_SCANNED_ENOUGH || self.common_terms.is_common(q) {
+            let hits = (base == Filter::default()).then_some(scanned);
+            if !index_worth_asking!(self, pool, DB, &base, q, hits) {
                 return Ok(MatchCount::AtLeast(scanned));
             }
             let ids = match index_ids!(pool, DB, q, phrase) {
