@@ -277,13 +277,12 @@ enum IndexStep {
     BacklogTooLong,
 }
 
-/// The scan step (step 1) from `from` (exclusive; `None`: the newest): of the next `$rows`
-/// dead letters under `$base` in list order, at most `$fetch` that match `$q`, and the last
-/// row of those `$rows` (`None` when fewer remained: the scan read to the end of the list).
-/// A macro for the same reason as [`index_ids!`]. Evaluates to
-/// `(Vec<SummaryRow>, Option<Cursor>)`.
-macro_rules! scan_step {
-    ($pool:expr, $db:ty, $base:expr, $from:expr, $rows:expr, $q:expr, $fetch:expr) => {{
+/// The last of the next `$rows` dead letters under `$base` in list order after `$from`
+/// (exclusive; `None`: from the newest), read from the list's own index; `None` when fewer
+/// remain. The scan's bound: the rows it reads are those down to it. A macro for the same
+/// reason as [`index_ids!`]. Evaluates to `Option<Cursor>`.
+macro_rules! scan_bound {
+    ($pool:expr, $db:ty, $base:expr, $from:expr, $rows:expr) => {{
         let mut qb = sql::page::<$db>("", "dead_lettered_at_ms, id", $base, $from, 1);
         qb.push(" OFFSET ");
         <$db as Dialect>::bind(&mut qb, Val::I64(Some($rows - 1)));
@@ -293,10 +292,21 @@ macro_rules! scan_step {
             .fetch_optional($pool)
             .await
             .map_err(store_error)?;
-        let bound = bound.map(|(t, id)| Cursor {
+        bound.map(|(t, id)| Cursor {
             dead_lettered_at_ms: t,
             id,
-        });
+        })
+    }};
+}
+
+/// The scan step (step 1) from `from` (exclusive; `None`: the newest): of the next `$rows`
+/// dead letters under `$base` in list order, at most `$fetch` that match `$q`, and the last
+/// row of those `$rows` (`None` when fewer remained: the scan read to the end of the list).
+/// A macro for the same reason as [`index_ids!`]. Evaluates to
+/// `(Vec<SummaryRow>, Option<Cursor>)`.
+macro_rules! scan_step {
+    ($pool:expr, $db:ty, $base:expr, $from:expr, $rows:expr, $q:expr, $fetch:expr) => {{
+        let bound = scan_bound!($pool, $db, $base, $from, $rows);
         let mut qb = sql::page_with::<$db>(
             "",
             SUMMARY_COLUMNS,
@@ -328,19 +338,7 @@ macro_rules! scan_step {
 /// reason as [`index_ids!`]. Evaluates to `(i64, Option<Cursor>)`.
 macro_rules! scanned_count {
     ($pool:expr, $db:ty, $base:expr, $q:expr) => {{
-        let mut qb = sql::page::<$db>("", "dead_lettered_at_ms, id", $base, None, 1);
-        qb.push(" OFFSET ");
-        <$db as Dialect>::bind(&mut qb, Val::I64(Some(SCAN_ROWS - 1)));
-        let bound: Option<(i64, i64)> = qb
-            .build_query_as()
-            .persistent(false)
-            .fetch_optional($pool)
-            .await
-            .map_err(store_error)?;
-        let bound = bound.map(|(t, id)| Cursor {
-            dead_lettered_at_ms: t,
-            id,
-        });
+        let bound = scan_bound!($pool, $db, $base, None, SCAN_ROWS);
         let mut qb = QueryBuilder::<$db>::new(
             "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
         );
