@@ -22,6 +22,8 @@ mod dialect;
 mod gate;
 #[cfg(test)]
 mod gate_tests;
+#[cfg(test)]
+mod column_order_tests;
 mod rows;
 mod sql;
 
@@ -81,6 +83,71 @@ impl StoreError {
     /// schema, and retrying the same write would fail the same way.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+/// A migration's error in the store's vocabulary: `Unavailable` when the database cannot be
+/// reached, else `Migrate`.
+fn migrate_error(e: sqlx::migrate::MigrateError) -> StoreError {
+    match e {
+        sqlx::migrate::MigrateError::Execute(inner) => match store_error(inner) {
+            StoreError::Unavailable(m) => StoreError::Unavailable(m),
+            other => StoreError::Migrate(other.to_string()),
+        },
+        other => StoreError::Migrate(other.to_string()),
+    }
+}
+
+/// Applies `migrator` to a SQLite store on a connection of its own with foreign keys off,
+/// as SQLite's procedure for schema changes asks (https://www.sqlite.org/lang_altertable.html,
+/// "Making Other Kinds Of Table Schema Changes"): migration 0029 rebuilds `dead_letters`, and
+/// dropping a table with foreign keys on first deletes its rows, which ON DELETE CASCADE
+/// would carry to the labels, notes, links and tiers. Each migration is still one
+/// transaction (sqlx). Afterwards `PRAGMA foreign_key_check` must find nothing, else
+/// `Migrate` names the first violation; foreign keys are back on before the connection returns
+/// to the pool (it is closed instead if that fails).
+///
+/// Errors: as [`Store::migrate`].
+async fn migrate_sqlite(pool: &sqlx::SqlitePool, migrator: &Migrator) -> Result<(), StoreError> {
+    // A pooled connection, not a detached one: an in-memory store lives only as long as it.
+    let mut conn = pool.acquire().await.map_err(store_error)?;
+    let off = sqlx::query("PRAGMA foreign_keys = OFF")
+        .execute(&mut *conn)
+        .await
+        .map_err(store_error);
+    let ran = match off {
+        Ok(_) => migrator.run(&mut *conn).await.map_err(migrate_error),
+        Err(e) => Err(e),
+    };
+    let checked = match ran {
+        Ok(()) => first_foreign_key_violation(&mut conn).await,
+        Err(e) => Err(e),
+    };
+    // Back on before the connection returns to the pool; if that fails, it is not returned.
+    if sqlx::query("PRAGMA foreign_keys = ON")
+        .execute(&mut *conn)
+        .await
+        .is_err()
+    {
+        conn.close_on_drop();
+    }
+    checked
+}
+
+/// `Migrate` naming the first row `PRAGMA foreign_key_check` reports, if any.
+async fn first_foreign_key_violation(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>,
+) -> Result<(), StoreError> {
+    let violation: Option<(String, Option<i64>, String)> =
+        sqlx::query_as("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check LIMIT 1")
+            .fetch_optional(&mut **conn)
+            .await
+            .map_err(store_error)?;
+    match violation {
+        Some((table, rowid, parent)) => Err(StoreError::Migrate(format!(
+            "after the migrations, row {rowid:?} of {table} refers to a missing row of {parent}"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -444,16 +511,10 @@ impl Store {
     /// was edited after it was applied), `Unavailable` if the database cannot be reached.
     pub async fn migrate(&self) -> Result<(), StoreError> {
         let res = match &self.pool {
-            Pool::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await,
+            Pool::Sqlite(p) => return migrate_sqlite(p, &SQLITE_MIGRATIONS).await,
             Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await,
         };
-        res.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(inner) => match store_error(inner) {
-                StoreError::Unavailable(m) => StoreError::Unavailable(m),
-                other => StoreError::Migrate(other.to_string()),
-            },
-            other => StoreError::Migrate(other.to_string()),
-        })
+        res.map_err(migrate_error)
     }
 
     /// "sqlite" or "postgres".
