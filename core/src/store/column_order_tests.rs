@@ -47,10 +47,20 @@ async fn the_large_columns_close_the_row() {
     assert_eq!(tail, LARGE_LAST, "columns in stored order: {cols:?}");
 }
 
+/// (id, status, tier, record_bytes, value, edit_version) of one dead letter.
+type Row = (
+    i64,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<Vec<u8>>,
+    i64,
+);
+
 /// What a store at migration 0028 holds, read the same way before and after 0029.
 #[derive(Debug, PartialEq)]
 struct Snapshot {
-    rows: Vec<(i64, String, Option<String>, Option<i64>, Option<Vec<u8>>, i64)>,
+    rows: Vec<Row>,
     labels: Vec<(i64, String)>,
     events: Vec<(i64, String)>,
     backlog: Vec<(i64, Option<String>)>,
@@ -121,7 +131,11 @@ async fn the_rebuild_keeps_rows_children_ids_and_schema() {
     // Five dead letters (one with a 1 MiB value, two sorted into a tier); the fifth is
     // purged, so the AUTOINCREMENT mark (5) is above the highest id left (4).
     for i in 1..=5i64 {
-        let value = if i == 3 { vec![b'v'; 1 << 20] } else { b"{\"n\":1}".to_vec() };
+        let value = if i == 3 {
+            vec![b'v'; 1 << 20]
+        } else {
+            b"{\"n\":1}".to_vec()
+        };
         sqlx::query(
             "INSERT INTO dead_letters (dlq_topic, dlq_partition, dlq_offset, dead_lettered_at_ms, \
              fingerprint, convention, ingested_at_ms, headers, stack_trace, key, value, tier) \

@@ -17,13 +17,13 @@
 //! tier, and counts at most the newest [`GROUPS_SCAN_ROWS`] matching rows for any other.
 
 mod codec;
+#[cfg(test)]
+mod column_order_tests;
 mod common_terms;
 mod dialect;
 mod gate;
 #[cfg(test)]
 mod gate_tests;
-#[cfg(test)]
-mod column_order_tests;
 mod rows;
 mod sql;
 
