@@ -36,6 +36,10 @@
 //!    ([`instances`]), over `BENCH_INSTANCES_RECORDS` (60,000) records and
 //!    `BENCH_INSTANCES_REPLAY` (30,000) dead letters; `BENCH_INSTANCES_ONLY=1` runs only them.
 //!
+//! 7. Upgrading a SQLite store across migration 0029 (the large columns last): its time and
+//!    disk use at `BENCH_ROWS` rows, and a list page of large values before and after
+//!    ([`upgrade`]); `BENCH_UPGRADE=only` runs only it.
+//!
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
 //! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
 
@@ -66,6 +70,7 @@ mod replay_rows;
 mod rounds;
 mod search;
 mod server_rss;
+mod upgrade;
 
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -97,6 +102,12 @@ async fn main() -> Result<()> {
     let queries = env_usize("BENCH_QUERIES", 200);
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() == "only" {
         return print_overview_figures(records, rows).await;
+    }
+    if std::env::var("BENCH_UPGRADE").unwrap_or_default() == "only" {
+        let figures = upgrade::measure(rows, queries).await?;
+        println!();
+        upgrade::print(&figures);
+        return Ok(());
     }
     let load = std::env::var("BENCH_LOAD").unwrap_or_default();
     if load == "only" {

@@ -2,12 +2,9 @@
 //! list row never walks a large value's overflow pages, and the rebuild that restored that
 //! order keeps every row, child row, id and schema object as migrations 0001-0028 left them.
 
-use std::borrow::Cow;
-
-use sqlx::migrate::Migrator;
 use sqlx::SqlitePool;
 
-use super::{Pool, Store, SQLITE_MIGRATIONS};
+use super::{Pool, Store};
 
 /// The columns that may be large, in the order they must close the row.
 const LARGE_LAST: [&str; 4] = ["headers", "stack_trace", "key", "value"];
@@ -112,20 +109,7 @@ async fn snapshot(pool: &SqlitePool) -> Snapshot {
 async fn the_rebuild_keeps_rows_children_ids_and_schema() {
     let store = Store::connect(&file("rebuild.db")).await.expect("connect");
     let pool = pool(&store);
-    let before_0029 = Migrator {
-        migrations: Cow::Owned(
-            SQLITE_MIGRATIONS
-                .migrations
-                .iter()
-                .filter(|m| m.version < 29)
-                .cloned()
-                .collect(),
-        ),
-        ignore_missing: false,
-        locking: true,
-        no_tx: false,
-    };
-    before_0029.run(pool).await.expect("migrations 1-28");
+    store.migrate_through(28).await.expect("migrations 1-28");
     assert_eq!(columns(pool).await.last().map(String::as_str), Some("tier"));
 
     // Five dead letters (one with a 1 MiB value, two sorted into a tier); the fifth is

@@ -104,8 +104,9 @@ fn migrate_error(e: sqlx::migrate::MigrateError) -> StoreError {
 /// dropping a table with foreign keys on first deletes its rows, which ON DELETE CASCADE
 /// would carry to the labels, notes, links and tiers. Each migration is still one
 /// transaction (sqlx). Afterwards `PRAGMA foreign_key_check` must find nothing, else
-/// `Migrate` names the first violation; foreign keys are back on before the connection returns
-/// to the pool (it is closed instead if that fails).
+/// `Migrate` names the first violation; then a truncating checkpoint returns the WAL's disk.
+/// Foreign keys are back on before the connection returns to the pool (it is closed instead
+/// if that fails).
 ///
 /// Errors: as [`Store::migrate`].
 async fn migrate_sqlite(pool: &sqlx::SqlitePool, migrator: &Migrator) -> Result<(), StoreError> {
@@ -121,6 +122,18 @@ async fn migrate_sqlite(pool: &sqlx::SqlitePool, migrator: &Migrator) -> Result<
     };
     let checked = match ran {
         Ok(()) => first_foreign_key_violation(&mut conn).await,
+        Err(e) => Err(e),
+    };
+    // A rebuild writes the whole table to the WAL (4.5 GB at 1M dead letters), and SQLite
+    // keeps a WAL file at its largest size; a truncating checkpoint gives that disk back.
+    // (A checkpoint only copies committed pages into the database; if a reader holds the WAL,
+    // it stops short and reports "busy" in its row, which is not an error.)
+    let checked = match checked {
+        Ok(()) => sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+            .map_err(store_error),
         Err(e) => Err(e),
     };
     // Back on before the connection returns to the pool; if that fails, it is not returned.
@@ -510,11 +523,39 @@ impl Store {
     /// Errors: `Migrate` (e.g. the database has a migration this build does not know, or one
     /// was edited after it was applied), `Unavailable` if the database cannot be reached.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let res = match &self.pool {
-            Pool::Sqlite(p) => return migrate_sqlite(p, &SQLITE_MIGRATIONS).await,
-            Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await,
+        match &self.pool {
+            Pool::Sqlite(p) => migrate_sqlite(p, &SQLITE_MIGRATIONS).await,
+            Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await.map_err(migrate_error),
+        }
+    }
+
+    /// Applies this store's migrations numbered up to `last` (e.g. 28: the schema as a redrive
+    /// built before migration 0029 left it), the same way [`Store::migrate`] applies them all.
+    /// For the benches and tests of an upgrade: a store that is then filled and migrated the
+    /// rest of the way is what an existing deployment meets when it takes a new release.
+    ///
+    /// Errors: as [`Store::migrate`].
+    pub async fn migrate_through(&self, last: i64) -> Result<(), StoreError> {
+        let all = match &self.pool {
+            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
         };
-        res.map_err(migrate_error)
+        // The same struct `sqlx::migrate!` builds (its fields are public but undocumented in
+        // sqlx 0.8; sqlx has no public "run up to version N").
+        let first_ones = Migrator {
+            migrations: std::borrow::Cow::Owned(
+                all.migrations
+                    .iter()
+                    .filter(|m| m.version <= last)
+                    .cloned()
+                    .collect(),
+            ),
+            ..Migrator::DEFAULT
+        };
+        match &self.pool {
+            Pool::Sqlite(p) => migrate_sqlite(p, &first_ones).await,
+            Pool::Postgres(p) => first_ones.run(p).await.map_err(migrate_error),
+        }
     }
 
     /// "sqlite" or "postgres".
