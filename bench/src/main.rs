@@ -43,24 +43,15 @@
 //! Real broker and databases from the testkit (`REDRIVE_TEST_KAFKA_BROKERS`,
 //! `REDRIVE_TEST_POSTGRES_URL`, or started by the testkit's scripts).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use anyhow::{bail, Result};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
-use redrive_core::filter::ListQuery;
-use redrive_core::ingest::{self, IngestConfig, IngestStatus};
-use redrive_core::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord};
-use redrive_core::store::Store;
-use redrive_core::Filter;
-use redrive_testkit::{self as kit, Backend, TestRecord};
-use tokio_util::sync::CancellationToken;
+use anyhow::Result;
+use redrive_testkit::{self as kit, Backend};
 
 mod bulk_load;
 mod detail_page;
 mod ingest_limit;
+mod ingest_rate;
 mod instances;
+mod list_latency;
 mod overview_page;
 mod pages_load;
 mod purge;
@@ -70,7 +61,16 @@ mod replay_rows;
 mod rounds;
 mod search;
 mod server_rss;
+mod spring_records;
+mod synthetic;
 mod upgrade;
+
+use ingest_rate::{ingest_into, ingest_rate, raw_consume_rate, Variant};
+use list_latency::{bulk_delete, list_latencies};
+use spring_records::{
+    produce_spring_records, produce_spring_records_with, spring_backlog, spring_headers,
+};
+use synthetic::{fill, filled_store, filled_store_at, synthetic};
 
 pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -311,20 +311,6 @@ async fn print_load_figures(rows: usize) -> Result<()> {
     Ok(())
 }
 
-/// A fresh 4-partition topic named after `prefix`, holding `records` 1 KiB Spring records
-/// before anything consumes it (a backlog); returns its name.
-async fn spring_backlog(prefix: &str, records: usize) -> Result<String> {
-    let topic = kit::unique(prefix);
-    kit::create_topic(&topic, 4, &[]).await?;
-    let t = Instant::now();
-    produce_spring_records(&topic, records).await?;
-    eprintln!(
-        "produced {records} records in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    Ok(topic)
-}
-
 /// `BENCH_RSS=only`: the release server's peak RSS while it ingests `records` and serves
 /// pages, per database ([`server_rss`]).
 async fn print_rss_figures(records: usize) -> Result<()> {
@@ -493,328 +479,6 @@ async fn print_detail_figures() -> Result<()> {
     Ok(())
 }
 
-fn spring_headers(i: usize) -> Vec<(String, Option<Vec<u8>>)> {
-    let stack = format!(
-        "org.springframework.kafka.listener.ListenerExecutionFailedException: Listener failed\n{}Caused by: java.util.concurrent.TimeoutException: Timeout after {} ms for order {i}\n\t... 12 more\n",
-        "\tat com.example.orders.OrderListener.handle(OrderListener.java:42)\n".repeat(20),
-        1000 + i % 7
-    );
-    vec![
-        ("kafka_dlt-original-topic".into(), Some(b"orders".to_vec())),
-        (
-            "kafka_dlt-original-partition".into(),
-            Some(((i % 4) as i32).to_be_bytes().to_vec()),
-        ),
-        (
-            "kafka_dlt-original-offset".into(),
-            Some((i as i64).to_be_bytes().to_vec()),
-        ),
-        (
-            "kafka_dlt-original-timestamp".into(),
-            Some(1_796_104_800_000i64.to_be_bytes().to_vec()),
-        ),
-        (
-            "kafka_dlt-original-timestamp-type".into(),
-            Some(b"CreateTime".to_vec()),
-        ),
-        (
-            "kafka_dlt-original-consumer-group".into(),
-            Some(b"orders-service".to_vec()),
-        ),
-        (
-            "kafka_dlt-exception-fqcn".into(),
-            Some(b"org.springframework.kafka.listener.ListenerExecutionFailedException".to_vec()),
-        ),
-        (
-            "kafka_dlt-exception-cause-fqcn".into(),
-            Some(b"java.util.concurrent.TimeoutException".to_vec()),
-        ),
-        (
-            "kafka_dlt-exception-message".into(),
-            Some(
-                format!(
-                    "Listener failed; Timeout after {} ms for order {i}",
-                    1000 + i % 7
-                )
-                .into_bytes(),
-            ),
-        ),
-        (
-            "kafka_dlt-exception-stacktrace".into(),
-            Some(stack.into_bytes()),
-        ),
-    ]
-}
-
-async fn produce_spring_records(topic: &str, n: usize) -> Result<()> {
-    produce_spring_records_with(topic, n, false).await
-}
-
-/// Every 1,000th record (i % 1000 == 999) made hostile when `hostile`: key `hostile-{i}`,
-/// a 10 KiB error class and message (over their caps), 1,000 extra headers, NULs and markup.
-fn make_hostile(i: usize, r: &mut TestRecord) {
-    let noise: String = (0..10_240 / 16)
-        .map(|j| {
-            format!(
-                "{:016x}",
-                (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ j
-            )
-        })
-        .collect();
-    r.key = Some(format!("hostile-{i}").into_bytes());
-    for (name, value) in r.headers.iter_mut() {
-        if name == "kafka_dlt-exception-fqcn" || name == "kafka_dlt-exception-message" {
-            *value = Some(format!("<script>alert(1)</script>\0{noise}").into_bytes());
-        }
-    }
-    r.headers
-        .extend((0..1000).map(|j| (format!("x-h{j}"), Some(b"v\0<b>".to_vec()))));
-}
-
-async fn produce_spring_records_with(topic: &str, n: usize, hostile: bool) -> Result<()> {
-    let producer = kit::producer(&[
-        ("linger.ms", "20"),
-        ("batch.size", "1000000"),
-        ("queue.buffering.max.messages", "500000"),
-        ("compression.type", "lz4"),
-    ])?;
-    let value = vec![b'x'; 1024];
-    let chunk = 10_000;
-    let mut i = 0;
-    while i < n {
-        let end = (i + chunk).min(n);
-        let batch: Vec<TestRecord> = (i..end)
-            .map(|j| {
-                let mut r = TestRecord {
-                    key: Some(format!("order-{j}").into_bytes()),
-                    value: Some(value.clone()),
-                    headers: spring_headers(j),
-                    partition: Some((j % 4) as i32),
-                    timestamp_ms: None,
-                };
-                if hostile && j % 1000 == 999 {
-                    make_hostile(j, &mut r);
-                }
-                r
-            })
-            .collect();
-        kit::produce_with(&producer, topic, &batch).await?;
-        i = end;
-    }
-    Ok(())
-}
-
-/// msgs/s of a consumer that only counts, from subscribe to the n-th record.
-fn raw_consume_rate(topic: &str, n: usize) -> Result<f64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kit::kafka_brokers())
-        .set("group.id", kit::unique("bench_raw"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .create()?;
-    consumer.subscribe(&[topic])?;
-    let t = Instant::now();
-    let mut count = 0usize;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while count < n {
-        if Instant::now() > deadline {
-            bail!("raw consumer saw only {count} of {n} records");
-        }
-        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
-            m?;
-            count += 1;
-        }
-    }
-    Ok(n as f64 / t.elapsed().as_secs_f64())
-}
-
-/// How [`ingest_rate`] sets up its store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Variant {
-    /// As `redrive serve` does.
-    Default,
-    /// SQLite with `synchronous=NORMAL`.
-    SqliteNormal,
-    /// Without the aggregate triggers of migrations 0006 and 0027 (dropped after migrating): what the
-    /// maintained aggregates cost ingest.
-    NoAggregates,
-    /// A trigger refuses the hostile records (keys `hostile-*`) in `dead_letters`, so ingest
-    /// splits each out, tries its reduced form (refused too) and quarantines it.
-    RefuseHostile,
-    /// Without free-text search (migrations 0024, 0028): `search_backlog`, where ingest notes
-    /// the searched text, replaced by a view whose `INSTEAD OF INSERT` trigger discards the
-    /// rows: what search costs ingest (the index itself is written later, by the indexer).
-    NoSearch,
-}
-
-/// [`Variant::NoSearch`]'s statements, per database.
-const SQLITE_NO_SEARCH: [&str; 4] = [
-    "DROP VIEW search_backlog_text",
-    "DROP TABLE search_backlog",
-    "CREATE VIEW search_backlog AS SELECT 0 AS id, 0 AS stack_bytes, 0 AS payload_bytes WHERE 0",
-    "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \
-     BEGIN SELECT 1; END",
-];
-const POSTGRES_NO_SEARCH: [&str; 5] = [
-    "DROP VIEW search_backlog_text",
-    "DROP TABLE search_backlog",
-    "CREATE VIEW search_backlog AS SELECT 0::bigint AS id, 0 AS stack_bytes, \
-     0 AS payload_bytes WHERE false",
-    "CREATE FUNCTION search_backlog_discard() RETURNS trigger LANGUAGE plpgsql AS \
-     $$ BEGIN RETURN NULL; END $$",
-    "CREATE TRIGGER search_backlog_discard INSTEAD OF INSERT ON search_backlog \
-     FOR EACH ROW EXECUTE FUNCTION search_backlog_discard()",
-];
-
-const SQLITE_REFUSE: &str = "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters \
-     WHEN substr(NEW.key, 1, 8) = CAST('hostile-' AS BLOB) \
-     BEGIN SELECT RAISE(ABORT, 'refused by the bench trigger'); END";
-const POSTGRES_REFUSE: [&str; 2] = [
-    "CREATE FUNCTION bench_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
-     IF substr(NEW.key, 1, 8) = 'hostile-'::bytea THEN \
-     RAISE EXCEPTION 'refused by the bench trigger' USING ERRCODE = 'check_violation'; \
-     END IF; RETURN NEW; END $$",
-    "CREATE TRIGGER bench_refuse BEFORE INSERT ON dead_letters FOR EACH ROW \
-     EXECUTE FUNCTION bench_refuse()",
-];
-
-async fn ingest_rate(topic: &str, n: usize, backend: Backend, variant: Variant) -> Result<f64> {
-    use sqlx::Connection as _;
-    let (url, _dir) = kit::fresh_database(backend).await?;
-    let durability = match variant {
-        Variant::SqliteNormal => redrive_core::store::SqliteDurability::Normal,
-        _ => redrive_core::store::SqliteDurability::Full,
-    };
-    let store = Store::connect_with(&url, durability).await?;
-    store.migrate().await?;
-    if variant == Variant::NoAggregates {
-        let drops = [
-            "DROP TRIGGER dl_stats_insert",
-            "DROP TRIGGER dl_stats_update",
-            "DROP TRIGGER dl_stats_delete",
-            "DROP TRIGGER dl_stats_groups_insert",
-            "DROP TRIGGER dl_stats_groups_update",
-            "DROP TRIGGER dl_stats_groups_delete",
-        ];
-        match backend {
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&url).await?;
-                for q in drops {
-                    sqlx::query(q).execute(&mut c).await?;
-                }
-            }
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&url).await?;
-                for q in drops {
-                    sqlx::query(&format!("{q} ON dead_letters"))
-                        .execute(&mut c)
-                        .await?;
-                }
-            }
-        }
-    }
-    if variant == Variant::NoSearch {
-        match backend {
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&url).await?;
-                sqlx::query("DROP TRIGGER dead_letters_text_delete")
-                    .execute(&mut c)
-                    .await?;
-                for q in SQLITE_NO_SEARCH {
-                    sqlx::query(q).execute(&mut c).await?;
-                }
-            }
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&url).await?;
-                for q in POSTGRES_NO_SEARCH {
-                    sqlx::query(q).execute(&mut c).await?;
-                }
-            }
-        }
-    }
-    if variant == Variant::RefuseHostile {
-        match backend {
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&url).await?;
-                sqlx::query(SQLITE_REFUSE).execute(&mut c).await?;
-            }
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&url).await?;
-                for q in POSTGRES_REFUSE {
-                    sqlx::query(q).execute(&mut c).await?;
-                }
-            }
-        }
-    }
-    let refused = if variant == Variant::RefuseHostile {
-        n / 1000
-    } else {
-        0
-    };
-    let rate = ingest_into(&store, topic, n, variant != Variant::NoAggregates).await?;
-    let quarantined = store.quarantine_count().await? as usize;
-    if quarantined != refused {
-        bail!("{quarantined} records quarantined, expected {refused}");
-    }
-    eprintln!("ingest into {backend:?} ({variant:?}): {rate:.0} msgs/s");
-    Ok(rate)
-}
-
-/// Runs redrive's ingest of `topic` into `store` (a fresh consumer group) until `n` records
-/// are stored or quarantined; msgs/s from the start to the n-th record counted.
-///
-/// The stored records are counted every 100 ms from the maintained aggregate
-/// ([`Store::all_count`], what the pages read) when `aggregates` is true; an exact
-/// `COUNT(*)` (a scan of `dead_letters`, which on PostgreSQL took a fifth of the database's CPU
-/// while it ingested, at 10 polls a second) only for a store whose aggregate triggers were
-/// dropped.
-async fn ingest_into(store: &Store, topic: &str, n: usize, aggregates: bool) -> Result<f64> {
-    let config = IngestConfig {
-        brokers: kit::kafka_brokers(),
-        topics: vec![topic.to_string()],
-        group_id: kit::unique("bench_ingest"),
-        batch_size: env_usize("BENCH_BATCH", 500),
-        linger_ms: 50,
-        // `BENCH_KAFKA_PROPS=name=value,name=value`: librdkafka properties applied last, as
-        // a user's `kafka_properties` are (for comparing fetch sizes in process).
-        kafka_properties: std::env::var("BENCH_KAFKA_PROPS")
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            .collect(),
-        backpressure: None,
-    };
-    let shutdown = CancellationToken::new();
-    let t = Instant::now();
-    let task = tokio::spawn(ingest::run(
-        config,
-        store.clone(),
-        Arc::new(IngestStatus::default()),
-        shutdown.clone(),
-    ));
-    let all = Filter::default();
-    kit::wait_for("ingest of every record", Duration::from_secs(900), || {
-        let store = store.clone();
-        let all = all.clone();
-        async move {
-            let stored = if aggregates {
-                store.all_count().await.ok()?
-            } else {
-                store.count(&all).await.ok()?
-            } as usize;
-            let quarantined = store.quarantine_count().await.ok()? as usize;
-            (stored + quarantined >= n).then_some(())
-        }
-    })
-    .await?;
-    let rate = n as f64 / t.elapsed().as_secs_f64();
-    shutdown.cancel();
-    task.await??;
-    Ok(rate)
-}
-
 /// The databases to measure: `BENCH_BACKENDS` (`sqlite`, `postgres`, comma-separated;
 /// default both). Read by the ingest-only figures ([`ingest_limit`]) and the search
 /// latencies ([`search`]).
@@ -828,159 +492,10 @@ fn backends() -> Vec<Backend> {
         .collect()
 }
 
-fn synthetic(i: usize, now: i64) -> NewDeadLetter {
-    let group = i % GROUPS;
-    let class = format!("com.example.errors.Failure{group}Exception");
-    let message = if group == 7 {
-        format!("Connection reset while calling payments for order {i}")
-    } else {
-        format!(
-            "Failure {group} while processing order {i} after {} ms",
-            i % 1000
-        )
-    };
-    let source_topic = format!("service{}.events", i % SOURCE_TOPICS);
-    let fingerprint = redrive_core::fingerprint::fingerprint(Some(&class), Some(&message));
-    let at = now - (i as i64 * 30 * DAY_MS / 1_000_000) % (30 * DAY_MS);
-    NewDeadLetter {
-        record: RawRecord {
-            dlq_topic: format!("{source_topic}.DLT"),
-            dlq_partition: (i % 4) as i32,
-            dlq_offset: i as i64,
-            timestamp_ms: Some(at),
-            key: Some(format!("order-{i}").into_bytes()),
-            value: Some(vec![b'v'; 256]),
-            headers: vec![Header {
-                name: "kafka_dlt-original-topic".into(),
-                value: Some(source_topic.clone().into_bytes()),
-            }],
-        },
-        convention: Convention::SpringDlt,
-        normalized: Normalized {
-            source_topic: Some(source_topic),
-            source_partition: Some((i % 4) as i32),
-            source_offset: Some(i as i64),
-            consumer_group: Some(format!("group{}", i % 5)),
-            error_class: Some(class),
-            error_message: Some(message),
-            retry_count: Some(3),
-            ..Normalized::default()
-        },
-        fingerprint,
-        dead_lettered_at_ms: at,
-        ingested_at_ms: now,
-    }
-}
-
-/// A fresh, migrated store of `backend` holding `rows` [`synthetic`] dead letters ([`fill`]).
-async fn filled_store(
-    backend: Backend,
-    rows: usize,
-    now: i64,
-) -> Result<(Store, tempfile::TempDir)> {
-    let (store, dir, _url) = filled_store_at(backend, rows, now).await?;
-    Ok((store, dir))
-}
-
-/// [`filled_store`], with the store's URL (`sqlite:...` or `postgres://...`).
-async fn filled_store_at(
-    backend: Backend,
-    rows: usize,
-    now: i64,
-) -> Result<(Store, tempfile::TempDir, String)> {
-    let (url, dir) = kit::fresh_database(backend).await?;
-    let store = Store::connect(&url).await?;
-    store.migrate().await?;
-    fill(&url, rows, now).await?;
-    Ok((store, dir, url))
-}
-
-/// Fills the migrated, empty store at `url` with `rows` [`synthetic`] dead letters, generated
-/// by the database itself ([`bulk_load`]): 10M rows in minutes instead of an hour.
-async fn fill(url: &str, rows: usize, now: i64) -> Result<()> {
-    let took = bulk_load::bulk_load(url, rows, now).await?;
-    eprintln!(
-        "filled {rows} rows in {:.1} s ({:.0} rows/s)",
-        took.as_secs_f64(),
-        rows as f64 / took.as_secs_f64().max(1e-9)
-    );
-    Ok(())
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[idx.min(sorted.len() - 1)]
-}
-
-/// (p50, p99) in ms for each of the four filters.
-async fn list_latencies(backend: Backend, rows: usize, queries: usize) -> Result<Vec<(f64, f64)>> {
-    let now = 1_796_104_800_000i64;
-    let (store, _dir) = filled_store(backend, rows, now).await?;
-    let group_fp = synthetic(7, now).fingerprint;
-    let filters = [
-        Filter::default(),
-        Filter {
-            fingerprint: Some(group_fp),
-            ..Filter::default()
-        },
-        Filter {
-            source_topic: Some("service3.events".into()),
-            from_ms: Some(now - 7 * DAY_MS),
-            to_ms: Some(now - 6 * DAY_MS),
-            ..Filter::default()
-        },
-        Filter {
-            q: Some("connection reset".into()),
-            ..Filter::default()
-        },
-    ];
-    let mut out = Vec::new();
-    for filter in filters {
-        let query = ListQuery {
-            filter,
-            limit: 50,
-            cursor: None,
-        };
-        let mut times = Vec::with_capacity(queries);
-        for _ in 0..queries {
-            let t = Instant::now();
-            let page = store.list(&query).await?;
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-            if page.items.is_empty() {
-                bail!(
-                    "filter {:?} matched nothing: the bench data is wrong",
-                    query.filter
-                );
-            }
-        }
-        times.sort_by(|a, b| a.total_cmp(b));
-        out.push((percentile(&times, 0.5), percentile(&times, 0.99)));
-    }
-    eprintln!("list latencies on {backend:?}: {out:?}");
-    Ok(out)
-}
-
-/// A delete of `n` rows by filter on SQLite: (total s, longest chunk transaction ms, chunks).
-async fn bulk_delete(n: usize) -> Result<(f64, f64, i64)> {
-    use redrive_core::actions::{Actor, Selection};
-    let now = 1_796_104_800_000i64;
-    let (store, _dir) = filled_store(Backend::Sqlite, n, now).await?;
-    let actor = Actor::operator("bench");
-    let t = Instant::now();
-    let deleted = store
-        .delete(&actor, &Selection::Filter(Filter::default()), Some("bench"))
-        .await?;
-    let total = t.elapsed().as_secs_f64();
-    if deleted != n as u64 {
-        bail!("the bulk delete changed {deleted} of {n} rows");
-    }
-    let chunks = store.bulk_actions(1).await?.first().map_or(1, |b| b.chunks);
-    let longest = redrive_core::store::longest_bulk_transaction().as_secs_f64() * 1000.0;
-    eprintln!(
-        "bulk delete of {n}: {total:.1} s, longest transaction {longest:.1} ms, {chunks} chunks"
-    );
-    Ok((total, longest, chunks))
 }
