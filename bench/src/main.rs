@@ -295,14 +295,14 @@ async fn main() -> Result<()> {
 
 /// Full HTML pages under load while ingest runs, both databases ([`pages_load`]):
 /// `BENCH_LOAD_USERS` (20) users for `BENCH_LOAD_SECS` (30) s, ingest at `BENCH_LOAD_INGEST`
-/// (1,000) msgs/s, over `rows` stored dead letters. `BENCH_LOAD=only` runs just this; `0`
-/// skips it.
+/// (1,000) msgs/s, over `rows` stored dead letters, on the databases of [`backends`].
+/// `BENCH_LOAD=only` runs just this; `0` skips it.
 async fn print_load_figures(rows: usize) -> Result<()> {
     let users = env_usize("BENCH_LOAD_USERS", 20);
     let secs = env_usize("BENCH_LOAD_SECS", 30) as u64;
     let ingest = env_usize("BENCH_LOAD_INGEST", 1_000);
     let mut figs = Vec::new();
-    for backend in Backend::ALL {
+    for backend in backends() {
         figs.push(
             pages_load::figures(backend, rows, users, secs, ingest, 1_796_104_800_000).await?,
         );

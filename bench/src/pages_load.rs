@@ -29,6 +29,7 @@ pub const KINDS: [&str; 5] = ["list", "filtered list", "search", "groups", "deta
 
 /// One backend's figures.
 pub struct Figures {
+    pub backend: Backend,
     /// (kind, p50 ms, p99 ms, requests).
     pub pages: Vec<(&'static str, f64, f64, usize)>,
     /// Non-2xx answers and transport errors.
@@ -180,6 +181,7 @@ pub async fn figures(
         server.stop().await;
     }
     Ok(Figures {
+        backend,
         pages: KINDS
             .iter()
             .map(|k| {
@@ -197,29 +199,39 @@ pub async fn figures(
     })
 }
 
-/// Prints the table for both databases side by side.
+/// Prints the table, one column per database measured.
 pub fn print(rows: usize, figs: &[Figures]) {
-    let (s, p) = (&figs[0], &figs[1]);
+    let Some(first) = figs.first() else { return };
+    let row = |label: String, cell: &dyn Fn(&Figures) -> String| {
+        let cells: Vec<String> = figs.iter().map(cell).collect();
+        println!("| {label} | {} |", cells.join(" | "));
+    };
     println!();
+    let names: Vec<&str> = figs
+        .iter()
+        .map(|f| match f.backend {
+            Backend::Sqlite => "SQLite",
+            Backend::Postgres => "PostgreSQL",
+        })
+        .collect();
     println!(
-        "| pages under load: {} users for {} s at {rows} rows, ingest running | SQLite | PostgreSQL |",
-        s.users, s.secs
+        "| pages under load: {} users for {} s at {rows} rows, ingest running | {} |",
+        first.users,
+        first.secs,
+        names.join(" | ")
     );
-    println!("|---|---|---|");
-    for (a, b) in s.pages.iter().zip(&p.pages) {
-        println!(
-            "| `{}` p50 / p99 (requests) | {:.1} / {:.1} ms ({}) | {:.1} / {:.1} ms ({}) |",
-            a.0, a.1, a.2, a.3, b.1, b.2, b.3
-        );
+    println!("|{}", "---|".repeat(figs.len() + 1));
+    for (i, kind) in KINDS.iter().enumerate() {
+        row(format!("`{kind}` p50 / p99 (requests)"), &|f| {
+            let (_, p50, p99, n) = f.pages[i];
+            format!("{p50:.1} / {p99:.1} ms ({n})")
+        });
     }
-    println!("| errors (non-2xx) | {} | {} |", s.errors, p.errors);
-    println!(
-        "| ingest achieved meanwhile | {:.0} msgs/s | {:.0} msgs/s |",
-        s.ingest_rate, p.ingest_rate
-    );
-    println!(
-        "| server peak RSS over the run | {:.0} MiB | {:.0} MiB |",
-        s.peak_rss_kib as f64 / 1024.0,
-        p.peak_rss_kib as f64 / 1024.0
-    );
+    row("errors (non-2xx)".into(), &|f| f.errors.to_string());
+    row("ingest achieved meanwhile".into(), &|f| {
+        format!("{:.0} msgs/s", f.ingest_rate)
+    });
+    row("server peak RSS over the run".into(), &|f| {
+        format!("{:.0} MiB", f.peak_rss_kib as f64 / 1024.0)
+    });
 }
