@@ -25,6 +25,7 @@ mod gate;
 #[cfg(test)]
 mod gate_tests;
 mod rows;
+mod scan_share;
 mod sql;
 
 use std::str::FromStr;
@@ -388,6 +389,9 @@ pub struct Store {
     /// Search terms the index step found too common (`common_terms.rs`), shared by the
     /// handle's clones and the handles of [`Store::with_own_pool`].
     common_terms: Arc<common_terms::CommonTerms>,
+    /// Search scans a list announced, for its count to take (`scan_share.rs`); shared like
+    /// `common_terms`.
+    scan_share: Arc<scan_share::ScanShare>,
 }
 
 impl Store {
@@ -456,6 +460,7 @@ impl Store {
                 pool: Pool::Sqlite(pool),
                 gate,
                 common_terms: Arc::default(),
+                scan_share: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
@@ -469,6 +474,7 @@ impl Store {
                 pool: Pool::Postgres(pool),
                 gate: None,
                 common_terms: Arc::default(),
+                scan_share: Arc::default(),
             })
         } else {
             Err(bad_url())
@@ -499,6 +505,7 @@ impl Store {
                     pool: Pool::Sqlite(pool),
                     gate: self.gate.clone(),
                     common_terms: self.common_terms.clone(),
+                    scan_share: self.scan_share.clone(),
                 })
             }
             Pool::Postgres(p) => {
@@ -513,6 +520,7 @@ impl Store {
                     pool: Pool::Postgres(pool),
                     gate: None,
                     common_terms: self.common_terms.clone(),
+                    scan_share: self.scan_share.clone(),
                 })
             }
         }

@@ -56,7 +56,7 @@ use sqlx::QueryBuilder;
 use super::dialect::{store_error, Dialect, Val};
 use super::rows::SummaryRow;
 use super::sql::{self, like_pattern, LIKE_ESCAPE, SUMMARY_COLUMNS};
-use super::{Pool, Store, StoreError};
+use super::{scan_share, Pool, Store, StoreError};
 use crate::filter::{Cursor, Filter, ListQuery};
 use crate::model::DeadLetterSummary;
 use crate::search;
@@ -505,9 +505,20 @@ impl Store {
             ..query.filter.clone()
         };
         let cursor = query.cursor;
+        // The first page's scan is the one its count makes too (`scan_share.rs`).
+        let announced = cursor
+            .is_none()
+            .then(|| self.scan_share.announce(scan_share::key(&base, q)));
         on_pool!(self, |pool, DB| {
             // Step 1: the newest rows under the other filters, each checked.
             let (mut rows, bound) = scan_step!(pool, DB, &base, cursor, SCAN_ROWS, q, fetch);
+            // Published or dropped here, so a count waits no longer than this scan.
+            if let Some(announced) = announced {
+                // Short of a page, it read its whole window: every match in it is in `rows`.
+                if (rows.len() as i64) < fetch {
+                    announced.publish((rows.len() as i64, bound));
+                }
+            }
             let Some(mut bound) = bound else {
                 // The scan read every remaining row: the answer is complete.
                 return Ok((rows, None));
@@ -633,8 +644,12 @@ impl Store {
                 MatchCount::Exact(n)
             }
         };
+        let shared = self.scan_share.take(&scan_share::key(&base, q)).await;
         on_pool!(self, |pool, DB| {
-            let (scanned, bound) = scanned_count!(pool, DB, &base, q);
+            let (scanned, bound) = match shared {
+                Some(scanned) => scanned,
+                None => scanned_count!(pool, DB, &base, q),
+            };
             if bound.is_none() {
                 return Ok(capped(scanned));
             }
