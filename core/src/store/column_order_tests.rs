@@ -9,10 +9,10 @@ use super::{Pool, Store};
 /// The columns that may be large, in the order they must close the row.
 const LARGE_LAST: [&str; 4] = ["headers", "stack_trace", "key", "value"];
 
-fn file(name: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("redrive-columns-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    format!("sqlite:{}", dir.join(name).display())
+/// A SQLite URL for `name` in a new temporary directory, removed when the guard drops.
+fn file(name: &str) -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    (format!("sqlite:{}", dir.path().join(name).display()), dir)
 }
 
 fn pool(store: &Store) -> &SqlitePool {
@@ -34,7 +34,8 @@ async fn columns(pool: &SqlitePool) -> Vec<String> {
 /// rebuild like migration 0029's, before `headers`.
 #[tokio::test]
 async fn the_large_columns_close_the_row() {
-    let store = Store::connect(&file("order.db")).await.expect("connect");
+    let (url, _dir) = file("order.db");
+    let store = Store::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");
     let cols = columns(pool(&store)).await;
     let tail: Vec<&str> = cols[cols.len() - LARGE_LAST.len()..]
@@ -107,7 +108,8 @@ async fn snapshot(pool: &SqlitePool) -> Snapshot {
 
 #[tokio::test]
 async fn the_rebuild_keeps_rows_children_ids_and_schema() {
-    let store = Store::connect(&file("rebuild.db")).await.expect("connect");
+    let (url, _dir) = file("rebuild.db");
+    let store = Store::connect(&url).await.expect("connect");
     let pool = pool(&store);
     store.migrate_through(28).await.expect("migrations 1-28");
     assert_eq!(columns(pool).await.last().map(String::as_str), Some("tier"));
