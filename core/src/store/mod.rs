@@ -531,10 +531,7 @@ impl Store {
     /// Errors: `Migrate` (e.g. the database has a migration this build does not know, or one
     /// was edited after it was applied), `Unavailable` if the database cannot be reached.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        match &self.pool {
-            Pool::Sqlite(p) => migrate_sqlite(p, &SQLITE_MIGRATIONS).await,
-            Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await.map_err(migrate_error),
-        }
+        self.run_migrator(self.migrations()).await
     }
 
     /// Applies this store's migrations numbered up to `last` (e.g. 28: the schema as a redrive
@@ -544,10 +541,7 @@ impl Store {
     ///
     /// Errors: as [`Store::migrate`].
     pub async fn migrate_through(&self, last: i64) -> Result<(), StoreError> {
-        let all = match &self.pool {
-            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
-            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
-        };
+        let all = self.migrations();
         // The same struct `sqlx::migrate!` builds (its fields are public but undocumented in
         // sqlx 0.8; sqlx has no public "run up to version N").
         let first_ones = Migrator {
@@ -560,9 +554,22 @@ impl Store {
             ),
             ..Migrator::DEFAULT
         };
+        self.run_migrator(&first_ones).await
+    }
+
+    /// Every migration this build knows for the store's database.
+    fn migrations(&self) -> &'static Migrator {
         match &self.pool {
-            Pool::Sqlite(p) => migrate_sqlite(p, &first_ones).await,
-            Pool::Postgres(p) => first_ones.run(p).await.map_err(migrate_error),
+            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// Applies `migrator` (SQLite: with foreign keys off, [`migrate_sqlite`]).
+    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), StoreError> {
+        match &self.pool {
+            Pool::Sqlite(p) => migrate_sqlite(p, migrator).await,
+            Pool::Postgres(p) => migrator.run(p).await.map_err(migrate_error),
         }
     }
 
