@@ -68,12 +68,7 @@ async fn fresh_store() -> Result<(Store, String, tempfile::TempDir)> {
 }
 
 async fn produce(topic: &str, n: usize) -> Result<()> {
-    let producer = kit::producer(&[
-        ("linger.ms", "20"),
-        ("batch.size", "1000000"),
-        ("queue.buffering.max.messages", "500000"),
-        ("compression.type", "lz4"),
-    ])?;
+    let producer = crate::spring_records::backlog_producer()?;
     let value = vec![b'x'; 1024];
     let mut i = 0;
     while i < n {

@@ -104,12 +104,7 @@ pub(crate) async fn produce_spring_records_with(
     n: usize,
     hostile: bool,
 ) -> Result<()> {
-    let producer = kit::producer(&[
-        ("linger.ms", "20"),
-        ("batch.size", "1000000"),
-        ("queue.buffering.max.messages", "500000"),
-        ("compression.type", "lz4"),
-    ])?;
+    let producer = backlog_producer()?;
     let value = vec![b'x'; 1024];
     let chunk = 10_000;
     let mut i = 0;
@@ -134,4 +129,14 @@ pub(crate) async fn produce_spring_records_with(
         i = end;
     }
     Ok(())
+}
+
+/// A producer for filling a backlog fast: large lz4 batches, a deep local queue.
+pub(crate) fn backlog_producer() -> Result<rdkafka::producer::FutureProducer> {
+    kit::producer(&[
+        ("linger.ms", "20"),
+        ("batch.size", "1000000"),
+        ("queue.buffering.max.messages", "500000"),
+        ("compression.type", "lz4"),
+    ])
 }
