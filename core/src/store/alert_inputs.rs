@@ -223,10 +223,11 @@ impl Store {
         upto_ms: i64,
     ) -> Result<Vec<GroupCount>, StoreError> {
         on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT id AS value, failed AS count, finished_at_ms AS at_ms FROM replay_jobs \
-                 WHERE failed > 0 AND finished_at_ms > ",
-            );
+            let failed = super::job_tallies::counter("failed");
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
+                "SELECT id AS value, {failed} AS count, finished_at_ms AS at_ms FROM replay_jobs \
+                 WHERE {failed} > 0 AND finished_at_ms > "
+            ));
             DB::bind(&mut qb, Val::I64(Some(after_ms)));
             qb.push(" AND finished_at_ms <= ");
             DB::bind(&mut qb, Val::I64(Some(upto_ms)));

@@ -6,11 +6,28 @@ use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 
-pub(crate) const JOB_COLUMNS: &str = "id, status, created_by, created_at_ms, started_at_ms, \
-     finished_at_ms, target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
-     published, failed, cancelled, last_error, selection, options, transformed, skipped_by_script, \
-     failed_by_script, refailed, canary_state, canary_size, canary_watch_until_ms, \
-     canary_published, canary_refailed, canary_decided_at_ms, canary_reason, lag_records, lag_read_at_ms, lag_held_since_ms, lag_error";
+/// The columns of a [`JobRow`] over `replay_jobs`: its counters as they are now, with the
+/// tally rows of marks not yet folded into the row (`job_tallies.rs`).
+fn job_columns() -> &'static str {
+    static COLUMNS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    COLUMNS.get_or_init(|| {
+        let c = |name: &str| format!("{} AS {name}", super::job_tallies::counter(name));
+        format!(
+            "id, status, created_by, created_at_ms, started_at_ms, finished_at_ms, \
+             target_topic, rate_per_sec, reason, total, skipped, skipped_without_target, \
+             {}, {}, {}, last_error, selection, options, {}, {}, {}, refailed, canary_state, \
+             canary_size, canary_watch_until_ms, canary_published, canary_refailed, \
+             canary_decided_at_ms, canary_reason, lag_records, lag_read_at_ms, \
+             lag_held_since_ms, lag_error",
+            c("published"),
+            c("failed"),
+            c("cancelled"),
+            c("transformed"),
+            c("skipped_by_script"),
+            c("failed_by_script"),
+        )
+    })
+}
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct JobRow {
@@ -108,8 +125,10 @@ impl Store {
     /// Errors: `Unavailable`, `Database`, `Corrupt`.
     pub async fn job(&self, id: &str) -> Result<Option<ReplayJob>, StoreError> {
         let row: Option<JobRow> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new(format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = "));
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
+                "SELECT {} FROM replay_jobs WHERE id = ",
+                job_columns()
+            ));
             DB::bind(&mut qb, Val::Text(Some(id)));
             qb.build_query_as().fetch_optional(pool).await
         })
@@ -133,7 +152,8 @@ impl Store {
         };
         let rows: Vec<JobRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!(
-                "SELECT {JOB_COLUMNS} FROM replay_jobs ORDER BY created_at_ms DESC, id DESC LIMIT "
+                "SELECT {} FROM replay_jobs ORDER BY created_at_ms DESC, id DESC LIMIT ",
+                job_columns()
             ));
             DB::bind(&mut qb, Val::I64(Some(i64::from(limit))));
             qb.build_query_as().fetch_all(pool).await

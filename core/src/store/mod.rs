@@ -193,6 +193,7 @@ pub use self::group_counts::{GroupListing, GroupsCounted, GROUPS_SCAN_ROWS};
 mod insert;
 pub use self::insert::Prepared;
 mod job_control;
+mod job_tallies;
 mod jobs;
 mod label_bulk;
 mod label_reads;

@@ -493,4 +493,71 @@ mod tests {
         let again = store.claim(&job.id, 10, 60_000, None, true).await.unwrap();
         assert!(again.rows.is_empty());
     }
+
+    /// A job's counters while it publishes are its row plus its marks' tally rows
+    /// (`job_tallies.rs`); when it finishes, the tally rows are folded into its row and the
+    /// counts stay what they were.
+    #[tokio::test]
+    async fn a_jobs_counts_add_up_from_tally_rows_and_are_folded_when_it_finishes() {
+        let (store, _, job) = replay_of(5).await;
+        let tally_rows = |store: Store| async move {
+            let Pool::Sqlite(pool) = &store.pool else {
+                unreachable!()
+            };
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM replay_job_tallies")
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        };
+        let batch = |claim: &Claim, published: &[usize], failed: &[usize], last: bool| MarkBatch {
+            job_id: job.id.clone(),
+            claim_token: claim.token.clone(),
+            actor: "eve".into(),
+            published: published
+                .iter()
+                .map(|i| Published {
+                    outbox_id: claim.rows[*i].outbox_id,
+                    partition: 0,
+                    offset: *i as i64,
+                })
+                .collect(),
+            failed: failed
+                .iter()
+                .map(|i| super::super::outbox_mark::Failed {
+                    outbox_id: claim.rows[*i].outbox_id,
+                    dead_letter_id: claim.rows[*i].dead_letter_id,
+                    error: "too large".into(),
+                })
+                .collect(),
+            last,
+            ..MarkBatch::default()
+        };
+        let first = store.claim(&job.id, 3, 60_000, None, false).await.unwrap();
+        store
+            .mark(&batch(&first, &[0, 1], &[2], false))
+            .await
+            .unwrap();
+        let during = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (during.status, during.published, during.failed),
+            (JobStatus::Running, 2, 1)
+        );
+        assert_eq!(tally_rows(store.clone()).await, 1);
+
+        let rest = store.claim(&job.id, 3, 60_000, None, false).await.unwrap();
+        assert_eq!(rest.rows.len(), 2);
+        let summary = store.mark(&batch(&rest, &[0, 1], &[], true)).await.unwrap();
+        assert!(summary.finished);
+        let done = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (done.status, done.published, done.failed),
+            (JobStatus::Finished, 4, 1)
+        );
+        assert_eq!(
+            tally_rows(store.clone()).await,
+            0,
+            "folded into the job's row"
+        );
+        assert_eq!(store.job_counts().await.unwrap().published, 4);
+    }
 }

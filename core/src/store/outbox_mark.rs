@@ -7,6 +7,7 @@ use sqlx::QueryBuilder;
 
 use super::actions::{clean_text, ids_json, now_ms};
 use super::dialect::{store_error, Dialect, Val};
+use super::job_tallies;
 use super::{Pool, Store, StoreError};
 
 /// A delivery report that came back: where the record landed.
@@ -191,13 +192,29 @@ impl Store {
             .map(|e| clean_text(&e));
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
-            // Lock order: the job's row first, then its outbox rows, as `cancel_job`, pause
-            // and the bulk actions take them. Taking the outbox rows first and the job's row
-            // at the end (its counters, below) could deadlock against a cancel on PostgreSQL.
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET status = status WHERE id = ");
-            DB::bind(&mut qb, Val::Text(Some(job)));
-            qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            // The job's counters go to a tally row (`job_tallies.rs`), so most marks never
+            // touch the job's row and run side by side. A mark that must write it (its
+            // status, last error, or `finished`) locks it first, then its outbox rows, in the
+            // order `cancel_job`, pause and the bulk actions take them: taking the outbox rows
+            // first and the job's row at the end could deadlock against a cancel on
+            // PostgreSQL.
+            let writes_job = b.last
+                || b.outage
+                || last_error.is_some()
+                || (!b.published.is_empty()
+                    && super::job_control::job_status_query::<DB>(job)
+                        .build_query_scalar::<String>()
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_error)?
+                        .as_deref()
+                        == Some("waiting"));
+            if writes_job {
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE replay_jobs SET status = status WHERE id = ");
+                DB::bind(&mut qb, Val::Text(Some(job)));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            }
 
             // Published: outbox rows, then their dead letters and history events, each one
             // statement for the whole batch.
@@ -372,8 +389,8 @@ impl Store {
                 summary.released = done.rows_affected();
             }
 
-            // What the transform did: rows it skipped, the job's script counters
-            // (`transform_marks.rs`).
+            // What the transform did: rows it skipped (`transform_marks.rs`).
+            let mut skipped_by_script = 0i64;
             if !b.script.is_empty() {
                 use super::transform_marks as tm;
                 let mut skipped: Vec<MarkedRow> = Vec::new();
@@ -401,47 +418,55 @@ impl Store {
                         .await
                         .map_err(store_error)?;
                 }
-                let n = skipped.len() as i64;
-                tm::count::<DB>(job, token, &b.script.transformed, n, failed_by_script, now)
-                    .build()
+                skipped_by_script = skipped.len() as i64;
+            }
+
+            // The job's counters: one tally row. Only rows still held count (a batch whose
+            // lease was lost changes nothing).
+            let tally = job_tallies::Tally {
+                published: summary.published as i64,
+                failed: summary.failed as i64,
+                cancelled: -published_after_cancel,
+                skipped_by_script,
+                failed_by_script,
+            };
+            let transformed = Some((b.script.transformed.as_slice(), token, now));
+            if let Some(mut qb) = job_tallies::insert::<DB>(job, tally, transformed) {
+                qb.build()
+                    .persistent(false)
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
             }
 
-            // The job: counters, waiting <-> running, last error.
-            // Only rows still held count (a batch whose lease was lost changes nothing).
-            let outage = b.outage
-                && summary.published == 0
-                && summary.released + summary.retried + summary.failed > 0;
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET published = published + ");
-            DB::bind(&mut qb, Val::I64(Some(summary.published as i64)));
-            if published_after_cancel > 0 {
-                qb.push(", cancelled = cancelled - ");
-                DB::bind(&mut qb, Val::I64(Some(published_after_cancel)));
+            // The job's row: waiting <-> running, last error, finished.
+            if writes_job {
+                let outage = b.outage
+                    && summary.published == 0
+                    && summary.released + summary.retried + summary.failed > 0;
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE replay_jobs SET last_error = COALESCE(");
+                DB::bind(&mut qb, Val::OwnedText(last_error.clone()));
+                qb.push(", last_error)");
+                if outage {
+                    qb.push(
+                        ", status = CASE WHEN status = 'running' THEN 'waiting' ELSE status END, \
+                         waiting_since_ms = COALESCE(waiting_since_ms, ",
+                    );
+                    DB::bind(&mut qb, Val::I64(Some(now)));
+                    qb.push(")");
+                } else if summary.published > 0 {
+                    qb.push(
+                        ", status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, \
+                         waiting_since_ms = NULL",
+                    );
+                }
+                qb.push(" WHERE id = ");
+                DB::bind(&mut qb, Val::Text(Some(job)));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
             }
-            qb.push(", failed = failed + ");
-            DB::bind(&mut qb, Val::I64(Some(summary.failed as i64)));
-            if outage {
-                qb.push(
-                    ", status = CASE WHEN status = 'running' THEN 'waiting' ELSE status END, \
-                     waiting_since_ms = COALESCE(waiting_since_ms, ",
-                );
-                DB::bind(&mut qb, Val::I64(Some(now)));
-                qb.push(")");
-            } else if summary.published > 0 {
-                qb.push(
-                    ", status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, \
-                     waiting_since_ms = NULL",
-                );
-            }
-            qb.push(", last_error = COALESCE(");
-            DB::bind(&mut qb, Val::OwnedText(last_error.clone()));
-            qb.push(", last_error) WHERE id = ");
-            DB::bind(&mut qb, Val::Text(Some(job)));
-            qb.build().execute(&mut *tx).await.map_err(store_error)?;
 
+            // Done: `finished`, and its tally rows folded into its row.
             if b.last {
                 let done = finish_if_done::<DB>(job, now)
                     .build()
@@ -449,6 +474,11 @@ impl Store {
                     .await
                     .map_err(store_error)?;
                 summary.finished = done.rows_affected() > 0;
+                if summary.finished {
+                    for mut qb in job_tallies::fold::<DB>(job) {
+                        qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                    }
+                }
             }
             tx.commit().await.map_err(store_error)?;
             Ok::<(), StoreError>(())
@@ -457,17 +487,25 @@ impl Store {
     }
 
     /// Marks `job_id` `finished` if it is running or waiting and has no pending or claimed
-    /// rows left. Returns whether it did.
+    /// rows left, its tally rows folded into its row (`job_tallies.rs`), in one transaction.
+    /// Returns whether it did.
     pub(crate) async fn finish_job_if_done(&self, job_id: &str) -> Result<bool, StoreError> {
         let now = now_ms();
-        let n = on_write_conn!(self, |conn, DB| {
-            finish_if_done::<DB>(job_id, now)
+        on_pool!(self, |pool, DB| {
+            let mut tx = self.begin_write(pool).await?;
+            let done = finish_if_done::<DB>(job_id, now)
                 .build()
-                .execute(&mut *conn)
+                .execute(&mut *tx)
                 .await
-                .map(|d| d.rows_affected())
+                .map_err(store_error)?;
+            let finished = done.rows_affected() > 0;
+            if finished {
+                for mut qb in job_tallies::fold::<DB>(job_id) {
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                }
+            }
+            tx.commit().await.map_err(store_error)?;
+            Ok::<bool, StoreError>(finished)
         })
-        .map_err(store_error)?;
-        Ok(n > 0)
     }
 }

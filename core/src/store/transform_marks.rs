@@ -6,9 +6,11 @@
 //!   before the replay (like a cancel), with a `replay_skipped` history event;
 //! - **failed by the script** (an error, a limit, a wrong answer): an ordinary final failure
 //!   (`failed` row, dead letter `replay_failed`, stored bytes unchanged, replayable again),
-//!   also counted in `replay_jobs.failed_by_script`;
-//! - **transformed**: published after the script returned it, counted in
-//!   `replay_jobs.transformed`.
+//!   also counted in the job's `failed_by_script`;
+//! - **transformed**: published after the script returned it, counted in the job's
+//!   `transformed`.
+//!
+//! The counts go to the mark's tally row (`job_tallies.rs`).
 //!
 //! Only rows still held under the batch's claim token count, each once (migration 0015).
 
@@ -105,30 +107,4 @@ pub(super) fn after_skip<'a, DB: Dialect>(
     DB::push_json_ids(&mut events, ids_json(outbox_ids));
     events.push(" ORDER BY id");
     [release, events]
-}
-
-/// The job's script counters: `skipped` rows skipped now, `failed` failed now by the script,
-/// and the rows of `transformed` this mark published (at `now`, under `token`).
-pub(super) fn count<'a, DB: Dialect>(
-    job_id: &'a str,
-    token: &'a str,
-    transformed: &[i64],
-    skipped: i64,
-    failed: i64,
-    now: i64,
-) -> QueryBuilder<'a, DB> {
-    let mut qb =
-        QueryBuilder::new("UPDATE replay_jobs SET skipped_by_script = skipped_by_script + ");
-    DB::bind(&mut qb, Val::I64(Some(skipped)));
-    qb.push(", failed_by_script = failed_by_script + ");
-    DB::bind(&mut qb, Val::I64(Some(failed)));
-    qb.push(", transformed = transformed + (SELECT COUNT(*) FROM outbox WHERE id IN ");
-    DB::push_json_ids(&mut qb, ids_json(transformed));
-    qb.push(" AND claim_token = ");
-    DB::bind(&mut qb, Val::Text(Some(token)));
-    qb.push(" AND status = 'published' AND published_at_ms = ");
-    DB::bind(&mut qb, Val::I64(Some(now)));
-    qb.push(") WHERE id = ");
-    DB::bind(&mut qb, Val::Text(Some(job_id)));
-    qb
 }

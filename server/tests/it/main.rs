@@ -53,6 +53,7 @@ mod overview;
 mod pages;
 mod replay;
 mod replay_control;
+mod replay_counters;
 mod replay_order;
 mod replay_outcome;
 mod replay_rate;

@@ -214,13 +214,15 @@ impl Store {
     }
 
     /// Replay jobs per status and the sum of their published / failed records. Reads
-    /// `replay_jobs` (one row per job ever created). Errors: `Unavailable`, `Database`.
+    /// `replay_jobs` (one row per job ever created) and the tally rows of running jobs. Errors: `Unavailable`, `Database`.
     pub async fn job_counts(&self) -> Result<JobCounts, StoreError> {
         let rows: Vec<(String, i64, i64, i64)> = on_pool!(self, |pool, _DB| {
-            sqlx::query_as(
-                "SELECT status, CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM(published), 0) AS BIGINT), \
-                 CAST(COALESCE(SUM(failed), 0) AS BIGINT) FROM replay_jobs GROUP BY status",
-            )
+            sqlx::query_as(&format!(
+                "SELECT status, CAST(COUNT(*) AS BIGINT), CAST(COALESCE(SUM({}), 0) AS BIGINT), \
+                 CAST(COALESCE(SUM({}), 0) AS BIGINT) FROM replay_jobs GROUP BY status",
+                crate::store::job_tallies::counter("published"),
+                crate::store::job_tallies::counter("failed"),
+            ))
             .fetch_all(pool)
             .await
         })
