@@ -22,7 +22,7 @@ use sqlx::QueryBuilder;
 
 use super::approvals::{approval_detail, claim_query, ApprovalLink};
 use super::bulk::{Bulk, BulkKind};
-use super::dialect::{store_error, Dialect, Val};
+use super::dialect::{store_error, Column, Dialect, Val};
 use super::sql;
 use super::{Pool, Store, StoreError};
 use crate::actions::{
@@ -279,19 +279,23 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
 
 /// One outbox row per dead letter of `ids`, each with a fresh UUID v4 idempotency key, in id
 /// order (so a replay publishes in ingest order), pinned to the dead letter's latest edited
-/// version (`versions.rs`; none = the original).
+/// version (`versions.rs`; none = the original), with its per-key order group and place
+/// from `places` (`order.rs`; empty: none, a job without per-key order).
 pub(super) fn insert_outbox<'a, DB: Dialect>(
     job_id: &'a str,
     ids: &[i64],
     target: Option<&'a str>,
     now: i64,
+    places: &[(i64, i64, i64)],
 ) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, status, \
-         attempts, next_attempt_at_ms, created_at_ms, version_id) SELECT ",
+         attempts, next_attempt_at_ms, created_at_ms, version_id, order_key, order_pos) SELECT ",
     );
     DB::bind(&mut qb, Val::Text(Some(job_id)));
-    qb.push(", id, ").push(DB::NEW_UUID).push(", COALESCE(");
+    qb.push(", dead_letters.id, ")
+        .push(DB::NEW_UUID)
+        .push(", COALESCE(");
     DB::bind(&mut qb, Val::Text(target));
     qb.push(", source_topic), 'pending', 0, ");
     DB::bind(&mut qb, Val::I64(Some(now)));
@@ -300,9 +304,23 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
     qb.push(", ")
         .push(super::versions::LATEST_VERSION_ID)
         .push(" AS version_id");
-    qb.push(" FROM dead_letters WHERE id IN ");
+    if places.is_empty() {
+        qb.push(", NULL, NULL FROM dead_letters");
+    } else {
+        qb.push(", p.column2, p.column3 FROM dead_letters LEFT JOIN ");
+        DB::push_columns(
+            &mut qb,
+            vec![
+                Column::I64(places.iter().map(|p| p.0).collect()),
+                Column::I64(places.iter().map(|p| p.1).collect()),
+                Column::I64(places.iter().map(|p| p.2).collect()),
+            ],
+        );
+        qb.push(" AS p ON p.column1 = dead_letters.id");
+    }
+    qb.push(" WHERE dead_letters.id IN ");
     DB::push_json_ids(&mut qb, ids_json(ids));
-    qb.push(" ORDER BY id RETURNING id, dead_letter_id");
+    qb.push(" ORDER BY dead_letters.id RETURNING id, dead_letter_id");
     qb
 }
 
@@ -444,15 +462,10 @@ macro_rules! replay_ids_in_tx {
             .await
             .map_err($crate::store::dialect::store_error)?;
         if !ids.is_empty() {
-            let inserted: Vec<(i64, i64)> =
-                $crate::store::actions::insert_outbox::<DB>(&$job.id, &ids, $target, $now)
-                    .build_query_as()
-                    .fetch_all(&mut *$tx)
-                    .await
-                    .map_err($crate::store::dialect::store_error)?;
-            // Per-key order (`order.rs`): each row's key group and place, heads unheld.
-            if !$job.options.unordered {
-                let inserted = $crate::store::order::inserted_rows(inserted);
+            // Per-key order (`order.rs`): each row's key group and place, written with it.
+            let places = if $job.options.unordered {
+                $crate::store::order::Places::default()
+            } else {
                 let keys: Vec<$crate::store::order::KeyRow> =
                     $crate::store::order::read_keys::<DB>(&ids)
                         .build_query_as()
@@ -460,15 +473,26 @@ macro_rules! replay_ids_in_tx {
                         .fetch_all(&mut *$tx)
                         .await
                         .map_err($crate::store::dialect::store_error)?;
-                for mut qb in $crate::store::order::order_statements::<DB>(
-                    &$job.id, $target, &keys, &inserted,
-                ) {
-                    qb.build()
-                        .persistent(false)
-                        .execute(&mut *$tx)
-                        .await
-                        .map_err($crate::store::dialect::store_error)?;
-                }
+                $crate::store::order::places($target, &keys)
+            };
+            $crate::store::actions::insert_outbox::<DB>(
+                &$job.id,
+                &ids,
+                $target,
+                $now,
+                &places.rows,
+            )
+            .build()
+            .persistent(false)
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+            if let Some(mut qb) = $crate::store::order::hold_later::<DB>(&$job.id, &places) {
+                qb.build()
+                    .persistent(false)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
             }
             $crate::store::actions::insert_events_for_ids::<DB>(
                 &ids,

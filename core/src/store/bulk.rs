@@ -478,16 +478,11 @@ impl Store {
                         next.skipped += skipped;
                         next.skipped_without_target += dry.without_target.min(skipped);
                         if let (Some(job), false) = (&next.job, queued.is_empty()) {
-                            let inserted: Vec<(i64, i64)> =
-                                insert_outbox::<DB>(&job.id, &queued, target, now)
-                                    .build_query_as()
-                                    .persistent(false)
-                                    .fetch_all(&mut *tx)
-                                    .await
-                                    .map_err(store_error)?;
-                            // Per-key order (`order.rs`): each row's key group and place, heads unheld.
-                            if !job.options.unordered {
-                                let inserted = super::order::inserted_rows(inserted);
+                            // Per-key order (`order.rs`): each row's key group and place,
+                            // written with it; heads unheld.
+                            let places = if job.options.unordered {
+                                super::order::Places::default()
+                            } else {
                                 let keys: Vec<super::order::KeyRow> =
                                     super::order::read_keys::<DB>(&queued)
                                         .build_query_as()
@@ -495,15 +490,20 @@ impl Store {
                                         .fetch_all(&mut *tx)
                                         .await
                                         .map_err(store_error)?;
-                                for mut qb in super::order::order_statements::<DB>(
-                                    &job.id, target, &keys, &inserted,
-                                ) {
-                                    qb.build()
-                                        .persistent(false)
-                                        .execute(&mut *tx)
-                                        .await
-                                        .map_err(store_error)?;
-                                }
+                                super::order::places(target, &keys)
+                            };
+                            insert_outbox::<DB>(&job.id, &queued, target, now, &places.rows)
+                                .build()
+                                .persistent(false)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(store_error)?;
+                            if let Some(mut qb) = super::order::hold_later::<DB>(&job.id, &places) {
+                                qb.build()
+                                    .persistent(false)
+                                    .execute(&mut *tx)
+                                    .await
+                                    .map_err(store_error)?;
                             }
                             insert_events_for_ids::<DB>(
                                 &queued,

@@ -8,10 +8,11 @@
 //! `held = 0` rows). So at most one row per key is claimed or in flight, and a row is sent
 //! only once every earlier row of its key is published:
 //!
-//! - **Insert** ([`order_statements`]): after a chunk's outbox rows are written, each row
-//!   gets its group and place, and every row of those groups that has an earlier unheld row
-//!   becomes held (in a bulk replay a later chunk may hold a record that comes before a
-//!   group's head from an earlier chunk: that head is held again).
+//! - **Insert** ([`places`], [`hold_later`]): each outbox row is written with its group and
+//!   place (read from its dead letter first, so no row is updated after it is written), then
+//!   every row of those groups that has an earlier unheld row becomes held (in a bulk replay
+//!   a later chunk may hold a record that comes before a group's head from an earlier chunk:
+//!   that head is held again).
 //! - **Published** ([`release_next`]): the next held row of each published row's group is
 //!   released, in the same transaction as the mark.
 //! - **Retry, release, lease expiry**: the head stays the head (pending or claimed), so the
@@ -38,16 +39,8 @@ pub(super) struct KeyRow {
     pub(super) key: Option<Vec<u8>>,
 }
 
-/// The outbox rows a chunk just inserted (`insert_outbox ... RETURNING id, dead_letter_id`):
-/// dead letter id → outbox id.
-pub(super) fn inserted_rows(rows: Vec<(i64, i64)>) -> std::collections::HashMap<i64, i64> {
-    rows.into_iter()
-        .map(|(outbox_id, dead_letter_id)| (dead_letter_id, outbox_id))
-        .collect()
-}
-
 /// `SELECT id, source_topic, source_offset, key FROM dead_letters WHERE id IN (ids)`: what
-/// [`order_statements`] needs, read in the inserting transaction.
+/// [`places`] needs, read in the inserting transaction before the outbox rows are written.
 pub(super) fn read_keys<'a, DB: Dialect>(ids: &[i64]) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
         "SELECT id, source_topic, source_offset, key FROM dead_letters WHERE id IN ",
@@ -56,26 +49,22 @@ pub(super) fn read_keys<'a, DB: Dialect>(ids: &[i64]) -> QueryBuilder<'a, DB> {
     qb
 }
 
-/// The statements that put a job's freshly inserted outbox rows (of the dead letters in
-/// `rows`, published to `target`, `None` = each one's source topic) in their key groups, to
-/// run in order in the inserting transaction. Empty when nothing has a key.
-///
-/// `inserted` maps each dead letter id to its new outbox row's id ([`inserted_rows`]): the
-/// key and place are written by outbox PRIMARY KEY, and by nothing else. Matching on
-/// `(job_id, dead_letter_id)` instead let both planners drive the join from
-/// `outbox_claimable (job_id, status)` — the job's rows were written in this transaction,
-/// so the statistics say the job has about one row — and scan every row of the job once
-/// per row of the chunk: quadratic in the job (5.9 s for one 500-row chunk of a
-/// 20,000-row job on PostgreSQL, 2.6 s on SQLite; `docs/bench.md`).
-pub(super) fn order_statements<'a, DB: Dialect>(
-    job_id: &'a str,
-    target: Option<&str>,
-    rows: &[KeyRow],
-    inserted: &std::collections::HashMap<i64, i64>,
-) -> Vec<QueryBuilder<'a, DB>> {
-    let mut keyed: Vec<(i64, i32, i64)> = Vec::new();
-    let mut places: Vec<(i64, i32, i64)> = Vec::new();
-    let mut groups: Vec<i64> = Vec::new();
+/// The key groups and places of a chunk of dead letters about to be queued by one job:
+/// what `insert_outbox` writes with each new row, and which groups [`hold_later`] checks.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct Places {
+    /// (dead letter id, `order_key`, `order_pos`) of each dead letter with a key and a
+    /// topic; the others get neither (no order constraint).
+    pub(super) rows: Vec<(i64, i64, i64)>,
+    /// The distinct `order_key`s of `rows`, ascending.
+    groups: Vec<i64>,
+}
+
+/// Each dead letter's key group and place (of `rows`, published to `target`, `None` = each
+/// one's source topic; see [`crate::replay::order::order_key`] and
+/// [`crate::replay::order::order_pos`]).
+pub(super) fn places(target: Option<&str>, rows: &[KeyRow]) -> Places {
+    let mut places = Places::default();
     for r in rows {
         let Some(key) = r.key.as_deref() else {
             continue;
@@ -83,51 +72,43 @@ pub(super) fn order_statements<'a, DB: Dialect>(
         let Some(topic) = target.or(r.source_topic.as_deref()) else {
             continue;
         };
-        let Some(&outbox_id) = inserted.get(&r.id) else {
-            continue;
-        };
         let group = crate::replay::order::order_key(topic, key);
-        keyed.push((outbox_id, 0, group));
-        places.push((
-            outbox_id,
-            0,
-            crate::replay::order::order_pos(r.source_offset, r.id),
-        ));
-        groups.push(group);
+        let place = crate::replay::order::order_pos(r.source_offset, r.id);
+        places.rows.push((r.id, group, place));
+        places.groups.push(group);
     }
-    if keyed.is_empty() {
-        return Vec::new();
+    places.groups.sort_unstable();
+    places.groups.dedup();
+    places
+}
+
+/// After a chunk's outbox rows were written with their [`places`]: every unheld row of those
+/// groups with an earlier unheld row becomes held (in a bulk replay a later chunk may hold a
+/// record that comes before a group's head from an earlier chunk: that head is held again).
+/// `None` when no row has a group.
+///
+/// The rows just inserted start unheld; so does each group's head from an earlier chunk.
+/// Held rows all come after their group's head, so "an earlier unheld row" is the same as
+/// "an earlier row", and the group's minimum is the one row no statement order can change:
+/// the result does not depend on how the database sees its own updates.
+pub(super) fn hold_later<'a, DB: Dialect>(
+    job_id: &'a str,
+    places: &Places,
+) -> Option<QueryBuilder<'a, DB>> {
+    if places.groups.is_empty() {
+        return None;
     }
-    groups.sort_unstable();
-    groups.dedup();
-    let mut out = Vec::new();
-    let per = ((DB::MAX_BINDS - 8) / 3).clamp(1, 5_000);
-    for (column, values) in [("order_key", &keyed), ("order_pos", &places)] {
-        for chunk in values.chunks(per) {
-            let mut qb: QueryBuilder<'a, DB> = QueryBuilder::new("UPDATE outbox SET ");
-            qb.push(column).push(" = v.column3 FROM ");
-            DB::push_triples(&mut qb, chunk);
-            qb.push(" AS v WHERE outbox.id = v.column1");
-            out.push(qb);
-        }
-    }
-    // Every unheld row of these groups with an earlier unheld row becomes held. The rows
-    // just inserted start unheld; so does each group's head from an earlier chunk. Held rows
-    // all come after their group's head, so "an earlier unheld row" is the same as "an
-    // earlier row", and the group's minimum is the one row no statement order can change:
-    // the result does not depend on how the database sees its own updates.
     let mut qb: QueryBuilder<'a, DB> =
         QueryBuilder::new("UPDATE outbox SET held = 1 WHERE job_id = ");
     DB::bind(&mut qb, Val::Text(Some(job_id)));
     qb.push(" AND status = 'pending' AND held = 0 AND order_key IN ");
-    DB::push_json_ids(&mut qb, ids_json(&groups));
+    DB::push_json_ids(&mut qb, ids_json(&places.groups));
     qb.push(
         " AND EXISTS (SELECT 1 FROM outbox e WHERE e.job_id = outbox.job_id \
          AND e.order_key = outbox.order_key AND e.held = 0 AND e.status = 'pending' \
          AND (e.order_pos, e.id) < (outbox.order_pos, outbox.id))",
     );
-    out.push(qb);
-    out
+    Some(qb)
 }
 
 /// `SELECT 1 FROM outbox WHERE job_id = ? AND status = 'pending' AND held = 1 LIMIT 1`:

@@ -379,7 +379,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
-                insert_outbox::<DB>(&j.id, &[id], target.as_deref(), now)
+                insert_outbox::<DB>(&j.id, &[id], target.as_deref(), now, &[])
                     .build()
                     .execute(&mut *tx)
                     .await
