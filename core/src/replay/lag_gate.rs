@@ -455,11 +455,7 @@ mod tests {
     /// claims must be settled.
     #[tokio::test]
     async fn a_job_that_does_not_publish_is_not_held_by_its_gate() {
-        let dir = std::env::temp_dir().join(format!("redrive-lag-{}", uuid::Uuid::new_v4()));
-        let store = Store::connect(&format!("sqlite:{}/t.db", dir.display()))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let (store, _dir) = crate::store::test_file::sqlite_store("t.db").await;
         let job = ActiveJob {
             id: "cancelled-job".into(),
             created_by: "eve".into(),

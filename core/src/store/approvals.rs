@@ -794,12 +794,9 @@ mod tests {
         }
     }
 
-    async fn store_with(topic: &str, n: i64) -> Store {
-        let dir = std::env::temp_dir().join(format!("redrive-appr-{}", uuid::Uuid::new_v4()));
-        let store = Store::connect(&format!("sqlite:{}/t.db", dir.display()))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+    /// A store in a temporary file (removed when the directory is dropped).
+    async fn store_with(topic: &str, n: i64) -> (Store, tempfile::TempDir) {
+        let (store, dir) = crate::store::test_file::sqlite_store("t.db").await;
         // Approval acts as the requester as they are now: they must exist.
         for name in ["ann", "bob"] {
             store
@@ -816,7 +813,7 @@ mod tests {
         for chunk in rows.chunks(1000) {
             store.insert_batch(chunk).await.unwrap();
         }
-        store
+        (store, dir)
     }
 
     fn policy(min: u64) -> ApprovalPolicy {
@@ -849,7 +846,7 @@ mod tests {
     #[tokio::test]
     async fn an_approved_bulk_replay_acts_on_what_was_asked_for() {
         let n = (CHUNK_ROWS + 10) as i64;
-        let store = store_with("orders.DLT", n).await;
+        let (store, _dir) = store_with("orders.DLT", n).await;
         let req = replay_all("orders.DLT");
         let pending = store
             .submit_for_approval(
@@ -902,7 +899,7 @@ mod tests {
     /// decline closes without writing anything.
     #[tokio::test]
     async fn small_actions_pass_and_declines_write_nothing() {
-        let store = store_with("payments.DLT", 2).await;
+        let (store, _dir) = store_with("payments.DLT", 2).await;
         let small = replay_all("orders.DLT");
         assert!(store
             .submit_for_approval(

@@ -938,16 +938,15 @@ mod tests {
         }
     }
 
-    pub(super) async fn store_with(n: i64) -> Store {
-        let dir = std::env::temp_dir().join(format!("redrive-bulk-{}", uuid::Uuid::new_v4()));
-        let url = format!("sqlite:{}/t.db", dir.display());
-        let store = Store::connect(&url).await.unwrap();
-        store.migrate().await.unwrap();
+    /// A store in a temporary file with `n` dead letters (removed when the directory is
+    /// dropped).
+    pub(super) async fn store_with(n: i64) -> (Store, tempfile::TempDir) {
+        let (store, dir) = crate::store::test_file::sqlite_store("t.db").await;
         let rows: Vec<NewDeadLetter> = (0..n).map(dead_letter).collect();
         for chunk in rows.chunks(1000) {
             store.insert_batch(chunk).await.unwrap();
         }
-        store
+        (store, dir)
     }
 
     /// A delete over a filter that is interrupted after 2 of its 3 chunks (as a crash would
@@ -956,7 +955,7 @@ mod tests {
     #[tokio::test]
     async fn an_interrupted_bulk_delete_is_visible_and_resumed_with_one_audit_row() {
         let n = (2 * CHUNK_ROWS + 500) as i64;
-        let store = store_with(n).await;
+        let (store, _dir) = store_with(n).await;
         let max_id = store.max_dead_letter_id().await.unwrap();
         let bulk = Bulk::new(
             BulkKind::Delete,
@@ -996,7 +995,7 @@ mod tests {
     #[tokio::test]
     async fn an_interrupted_bulk_replay_stays_preparing_until_resumed() {
         let n = (CHUNK_ROWS + 10) as i64;
-        let store = store_with(n).await;
+        let (store, _dir) = store_with(n).await;
         let job = ReplayJob {
             id: uuid::Uuid::new_v4().to_string(),
             status: JobStatus::Preparing,

@@ -34,9 +34,10 @@ fn preparing_job() -> ReplayJob {
     }
 }
 
-/// The store with `n` dead letters and a replay of all of them stopped after its first chunk.
-async fn half_prepared(n: i64) -> (Store, Bulk, String) {
-    let store = store_with(n).await;
+/// The store with `n` dead letters and a replay of all of them stopped after its first chunk,
+/// and the directory of its file (removed when dropped).
+async fn half_prepared(n: i64) -> (Store, Bulk, String, tempfile::TempDir) {
+    let (store, dir) = store_with(n).await;
     let job = preparing_job();
     let max_id = store.max_dead_letter_id().await.unwrap();
     let bulk = Bulk::new(
@@ -53,7 +54,7 @@ async fn half_prepared(n: i64) -> (Store, Bulk, String) {
         (j.status, j.total),
         (JobStatus::Preparing, CHUNK_ROWS as i64)
     );
-    (store, bulk, job.id)
+    (store, bulk, job.id, dir)
 }
 
 async fn replay_outcomes(store: &Store) -> Vec<String> {
@@ -74,7 +75,7 @@ async fn replay_outcomes(store: &Store) -> Vec<String> {
 #[tokio::test]
 async fn a_job_cancelled_while_preparing_queues_no_more_and_is_audited_once() {
     let n = (2 * CHUNK_ROWS + 10) as i64;
-    let (store, bulk, job_id) = half_prepared(n).await;
+    let (store, bulk, job_id, _dir) = half_prepared(n).await;
     let cancelled = store.cancel_job(&eve(), &job_id).await.unwrap();
     assert_eq!(
         (cancelled.status, cancelled.cancelled),
@@ -125,7 +126,7 @@ async fn a_job_cancelled_while_preparing_queues_no_more_and_is_audited_once() {
 #[tokio::test]
 async fn a_job_paused_while_preparing_stays_paused_until_resumed() {
     let n = (2 * CHUNK_ROWS + 10) as i64;
-    let (store, bulk, job_id) = half_prepared(n).await;
+    let (store, bulk, job_id, _dir) = half_prepared(n).await;
     let paused = store
         .pause_job(&eve(), &job_id, Some("hold"))
         .await

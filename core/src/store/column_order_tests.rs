@@ -9,12 +9,6 @@ use super::{Pool, Store};
 /// The columns that may be large, in the order they must close the row.
 const LARGE_LAST: [&str; 4] = ["headers", "stack_trace", "key", "value"];
 
-/// A SQLite URL for `name` in a new temporary directory, removed when the guard drops.
-fn file(name: &str) -> (String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    (format!("sqlite:{}", dir.path().join(name).display()), dir)
-}
-
 fn pool(store: &Store) -> &SqlitePool {
     let Pool::Sqlite(pool) = &store.pool else {
         unreachable!("a sqlite: URL")
@@ -34,7 +28,7 @@ async fn columns(pool: &SqlitePool) -> Vec<String> {
 /// rebuild like migration 0029's, before `headers`.
 #[tokio::test]
 async fn the_large_columns_close_the_row() {
-    let (url, _dir) = file("order.db");
+    let (url, _dir) = super::test_file::sqlite_url("order.db");
     let store = Store::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");
     let cols = columns(pool(&store)).await;
@@ -108,7 +102,7 @@ async fn snapshot(pool: &SqlitePool) -> Snapshot {
 
 #[tokio::test]
 async fn the_rebuild_keeps_rows_children_ids_and_schema() {
-    let (url, _dir) = file("rebuild.db");
+    let (url, _dir) = super::test_file::sqlite_url("rebuild.db");
     let store = Store::connect(&url).await.expect("connect");
     let pool = pool(&store);
     store.migrate_through(28).await.expect("migrations 1-28");

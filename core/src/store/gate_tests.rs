@@ -14,13 +14,10 @@ const LOOPERS: u64 = 3;
 /// Transactions of the single writer, each measured.
 const SINGLE_WRITES: usize = 20;
 
-async fn sqlite_store(name: &str) -> (Store, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("redrive-gate-{}", uuid::Uuid::new_v4()));
-    let file = dir.join(name);
-    let store = Store::connect(&format!("sqlite:{}", file.display()))
-        .await
-        .expect("connect");
-    store.migrate().await.expect("migrate");
+/// A store in `<temporary directory>/<name>` with a probe table, and the directory (removed
+/// when dropped).
+async fn sqlite_store(name: &str) -> (Store, tempfile::TempDir) {
+    let (store, dir) = super::test_file::sqlite_store(name).await;
     let Pool::Sqlite(pool) = &store.pool else {
         unreachable!("a sqlite: URL")
     };
@@ -28,7 +25,7 @@ async fn sqlite_store(name: &str) -> (Store, std::path::PathBuf) {
         .execute(pool)
         .await
         .expect("probe table");
-    (store, file)
+    (store, dir)
 }
 
 /// One short write transaction: insert a row, commit. Returns the gate's pass count seen
@@ -65,7 +62,7 @@ async fn probe_write_counted(store: &Store, who: &str) -> Result<(u64, u64), Sto
 /// transactions granted between its request and its turn, not in time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_single_writer_gets_in_after_at_most_one_turn_of_each_looping_writer() {
-    let (store, _file) = sqlite_store("fifo.db").await;
+    let (store, _dir) = sqlite_store("fifo.db").await;
     let stop = Arc::new(AtomicBool::new(false));
     let loop_commits = Arc::new(AtomicU64::new(0));
     let mut loopers = Vec::new();
@@ -141,7 +138,7 @@ async fn redrive_wait(done: impl Fn() -> bool) {
 /// `block_on` body has no task id.)
 #[tokio::test]
 async fn a_nested_write_is_refused_instead_of_hanging() {
-    let (store, _file) = sqlite_store("nested.db").await;
+    let (store, _dir) = sqlite_store("nested.db").await;
     let task = tokio::spawn(async move {
         let Pool::Sqlite(pool) = &store.pool else {
             unreachable!()
@@ -180,9 +177,8 @@ async fn a_nested_write_is_refused_instead_of_hanging() {
 /// second `Store::connect` by another spelling of the path. Another file has its own.
 #[tokio::test]
 async fn handles_on_one_file_share_one_gate() {
-    let (store, file) = sqlite_store("shared.db").await;
-    let dir = file.parent().expect("dir");
-    let spelled = dir.join(".").join("shared.db");
+    let (store, dir) = sqlite_store("shared.db").await;
+    let spelled = dir.path().join(".").join("shared.db");
     let again = Store::connect(&format!("sqlite:{}", spelled.display()))
         .await
         .expect("connect again");
@@ -191,7 +187,7 @@ async fn handles_on_one_file_share_one_gate() {
     probe_write(&again, "again").await.expect("write");
     probe_write(&own, "own").await.expect("write");
     assert_eq!(store.write_gate_stats().expect("gate").passes, before + 2);
-    let (elsewhere, _) = sqlite_store("other.db").await;
+    let (elsewhere, _other) = sqlite_store("other.db").await;
     let theirs = elsewhere.write_gate_stats().expect("gate").passes;
     probe_write(&store, "mine").await.expect("write");
     assert_eq!(elsewhere.write_gate_stats().expect("gate").passes, theirs);

@@ -282,11 +282,7 @@ mod tests {
     /// every dead letter changed once and ONE audit row.
     #[tokio::test]
     async fn an_interrupted_bulk_label_and_unlabel_are_resumed_once() {
-        let dir = std::env::temp_dir().join(format!("redrive-lbulk-{}", uuid::Uuid::new_v4()));
-        let store = Store::connect(&format!("sqlite:{}/t.db", dir.display()))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let (store, _dir) = crate::store::test_file::sqlite_store("t.db").await;
         let n = (CHUNK_ROWS + 120) as i64;
         let rows: Vec<NewDeadLetter> = (0..n).map(dead_letter).collect();
         store.insert_batch(&rows).await.unwrap();

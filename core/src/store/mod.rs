@@ -28,6 +28,8 @@ mod migrate;
 mod rows;
 mod scan_share;
 mod sql;
+#[cfg(test)]
+pub(crate) mod test_file;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -1,0 +1,20 @@
+//! A SQLite store in a file for the store's own tests (tests that need a second connection or
+//! handle on the same database, which `sqlite::memory:` cannot give), in a temporary directory
+//! that is removed when the returned [`tempfile::TempDir`] is dropped: keep it alive for as
+//! long as the store is used.
+
+use super::Store;
+
+/// `sqlite:<new temporary directory>/<name>` and the directory.
+pub(crate) fn sqlite_url(name: &str) -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    (format!("sqlite:{}", dir.path().join(name).display()), dir)
+}
+
+/// A migrated store in `<new temporary directory>/<name>`, and the directory.
+pub(crate) async fn sqlite_store(name: &str) -> (Store, tempfile::TempDir) {
+    let (url, dir) = sqlite_url(name);
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    (store, dir)
+}
