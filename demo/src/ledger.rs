@@ -77,6 +77,15 @@ pub struct Processed<'a> {
     pub idempotency_key: Option<&'a str>,
 }
 
+/// How long a connection waits for another's lock on the ledger.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `e` is SQLite's `SQLITE_BUSY` (primary code 5, extended codes included).
+fn is_busy(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| c & 0xff == 5))
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -100,11 +109,23 @@ impl Ledger {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             // Several tasks write; let them queue instead of failing with SQLITE_BUSY.
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(opts)
-            .await?;
+            .busy_timeout(BUSY_TIMEOUT);
+        // A second opener of a new file (a test reading the ledger while the demo starts)
+        // can meet the first one's switch to WAL, which SQLite answers with SQLITE_BUSY at
+        // once, without the busy handler: try again until the busy timeout has passed.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let pool = loop {
+            match SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(opts.clone())
+                .await
+            {
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => break other?,
+            }
+        };
         for stmt in SCHEMA {
             sqlx::query(stmt).execute(&pool).await?;
         }
@@ -243,6 +264,20 @@ async fn insert_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two openers of one new file at the same moment (the demo starting while a test opens
+    /// its ledger) both get the ledger: the second one's switch to WAL, which SQLite refuses
+    /// at once while the first switches, is tried again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_openers_of_one_new_file_both_open_it() {
+        for trial in 0..100 {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite:{}", dir.path().join("agent.db").display());
+            let (a, b) = tokio::join!(Ledger::open(&url), Ledger::open(&url));
+            a.unwrap_or_else(|e| panic!("trial {trial}, first: {e}"));
+            b.unwrap_or_else(|e| panic!("trial {trial}, second: {e}"));
+        }
+    }
 
     #[tokio::test]
     async fn a_message_is_processed_once_and_keys_are_remembered() {

@@ -276,6 +276,11 @@ fn sqlite_primary(db: &dyn sqlx::error::DatabaseError) -> Option<i32> {
         .map(|c| c & 0xff)
 }
 
+/// Whether `e` is SQLite's `SQLITE_BUSY` (5, extended codes included).
+pub(crate) fn is_sqlite_busy(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if sqlite_primary(db.as_ref()) == Some(5))
+}
+
 fn is_transient(db: &dyn sqlx::error::DatabaseError) -> bool {
     if let Some(primary) = sqlite_primary(db) {
         // 5 BUSY, 6 LOCKED ("database is locked"), 10 IOERR, 13 FULL, 14 CANTOPEN: none of

@@ -20,6 +20,8 @@ mod codec;
 #[cfg(test)]
 mod column_order_tests;
 mod common_terms;
+#[cfg(test)]
+mod connect_tests;
 mod dialect;
 mod gate;
 #[cfg(test)]
@@ -368,9 +370,7 @@ impl Store {
                 SqlitePoolOptions::new().max_connections(SQLITE_MAX_CONNECTIONS)
             };
             let file = opts.get_filename().to_path_buf();
-            let pool = pool_opts
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_with(opts)
+            let pool = connect_sqlite(pool_opts.acquire_timeout(ACQUIRE_TIMEOUT), opts)
                 .await
                 .map_err(connect_error)?;
             // After the connect, so the file exists and its canonical path names it. An
@@ -641,6 +641,29 @@ fn create_parent_dir(file: &std::path::Path) -> Result<(), StoreError> {
                 StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
             }),
         _ => Ok(()),
+    }
+}
+
+/// Connects a SQLite pool, waiting out another connection's first switch of the same new
+/// file to WAL. SQLite answers `SQLITE_BUSY` at once, without calling the busy handler, to a
+/// `PRAGMA journal_mode = WAL` (run by every new connection) that meets another connection
+/// switching a new file to WAL: the switch takes its exclusive lock in one attempt. Two
+/// processes (or pools) opening one new file at the same moment hit it: Python's sqlite3,
+/// two threads opening one new file at once with a 10 s busy timeout, failed 7 and 12 times
+/// in 300 trials (`docs/invariants.md`, "Writers on SQLite"). So a busy connect is tried
+/// again every 50 ms until the busy timeout has passed, as the busy handler would have.
+async fn connect_sqlite(
+    pool_opts: SqlitePoolOptions,
+    opts: SqliteConnectOptions,
+) -> Result<SqlitePool, sqlx::Error> {
+    let deadline = std::time::Instant::now() + SQLITE_BUSY_TIMEOUT;
+    loop {
+        match pool_opts.clone().connect_with(opts.clone()).await {
+            Err(e) if dialect::is_sqlite_busy(&e) && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
     }
 }
 
