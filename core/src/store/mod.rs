@@ -20,8 +20,6 @@ mod codec;
 #[cfg(test)]
 mod column_order_tests;
 mod common_terms;
-#[cfg(test)]
-mod connect_tests;
 mod dialect;
 mod gate;
 #[cfg(test)]
@@ -33,15 +31,13 @@ mod sql;
 #[cfg(test)]
 pub(crate) mod test_file;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::postgres::PgPool;
+use sqlx::sqlite::SqlitePool;
 
+pub use self::connect::{sqlite_file, SqliteDurability};
 use self::dialect::store_error;
 use self::gate::WriteGate;
 pub use self::gate::WriteGateStats;
@@ -190,6 +186,8 @@ mod bulk;
 // Canary replay (issue 9 item 3, migration 0017).
 pub(crate) mod canary;
 mod confirm_all;
+// Connecting: SQLite or PostgreSQL, own pools, ping, close.
+mod connect;
 mod export;
 // Error groups and match counts from the maintained aggregate (issue 12 item 3, migration 0027).
 mod group_counts;
@@ -288,21 +286,6 @@ pub use self::auth::{
 mod sso;
 pub use self::sso::{OidcFlow, SsoUser, SSO_PASSWORD_HASH};
 
-/// When a SQLite commit is durable (`PRAGMA synchronous`, in WAL mode).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SqliteDurability {
-    /// `synchronous=FULL` (the default): the WAL is fsynced at every commit, so a commit that
-    /// returned survives power loss. Ingest commits Kafka offsets right after its store
-    /// commit, and the relay publishes after its outbox commit: both rely on this.
-    #[default]
-    Full,
-    /// `synchronous=NORMAL`: the WAL is fsynced only at checkpoints; a commit survives a
-    /// crash of redrive but may be lost on power loss or an OS crash (the last commits before
-    /// it), after their Kafka offsets were committed. Faster; for throwaway stores and to
-    /// measure the cost of `Full` (`make bench`).
-    Normal,
-}
-
 /// Handle to the store; cheap to clone (it wraps a connection pool).
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -319,135 +302,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects to `url`: `sqlite:PATH` / `sqlite://PATH` (file created if missing, WAL mode)
-    /// or `postgres://...` / `postgresql://...`. Does not run migrations.
-    ///
-    /// SQLite connections use WAL, `synchronous=FULL` (see [`SqliteDurability`]: a commit is
-    /// on disk when it returns, power loss included, so ingest may then commit the Kafka
-    /// offsets), a 30 s busy timeout and foreign keys; writes of this process queue at the
-    /// file's write gate (one per file, shared by every handle on it: `gate.rs`).
-    /// `sqlite::memory:` works (one connection, kept open) for throwaway use.
-    ///
-    /// Errors: `BadUrl` for another scheme or an unparsable URL, `Unavailable` if the database
-    /// cannot be reached or opened.
-    pub async fn connect(url: &str) -> Result<Store, StoreError> {
-        Store::connect_with(url, SqliteDurability::default()).await
-    }
-
-    /// As [`Store::connect`], with SQLite's commit durability chosen (ignored for PostgreSQL,
-    /// whose `synchronous_commit` is the server's setting).
-    pub async fn connect_with(
-        url: &str,
-        durability: SqliteDurability,
-    ) -> Result<Store, StoreError> {
-        let bad_url = || StoreError::BadUrl(redact(url));
-        if url.starts_with("sqlite:") {
-            let opts = SqliteConnectOptions::from_str(url)
-                .map_err(|_| bad_url())?
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(match durability {
-                    SqliteDurability::Full => SqliteSynchronous::Full,
-                    SqliteDurability::Normal => SqliteSynchronous::Normal,
-                })
-                .busy_timeout(SQLITE_BUSY_TIMEOUT)
-                .pragma("cache_size", format!("-{SQLITE_CACHE_KIB}"))
-                .pragma("mmap_size", SQLITE_MMAP_BYTES.to_string())
-                .foreign_keys(true);
-            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-            if !in_memory {
-                create_parent_dir(opts.get_filename())?;
-            }
-            let pool_opts = if in_memory {
-                // Every SQLite connection to `:memory:` is a database of its own: keep exactly
-                // one, forever, or the data would vanish with it.
-                SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-            } else {
-                SqlitePoolOptions::new().max_connections(SQLITE_MAX_CONNECTIONS)
-            };
-            let file = opts.get_filename().to_path_buf();
-            let pool = connect_sqlite(pool_opts.acquire_timeout(ACQUIRE_TIMEOUT), opts)
-                .await
-                .map_err(connect_error)?;
-            // After the connect, so the file exists and its canonical path names it. An
-            // in-memory store has one connection, which already serialises its writers (and a
-            // gate taken after that one connection could never be released to a writer
-            // waiting for it).
-            let gate = (!in_memory).then(|| gate::gate_for_file(&file));
-            Ok(Store {
-                pool: Pool::Sqlite(pool),
-                gate,
-                common_terms: Arc::default(),
-                scan_share: Arc::default(),
-            })
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
-            let pool = PgPoolOptions::new()
-                .max_connections(POSTGRES_MAX_CONNECTIONS)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_with(opts)
-                .await
-                .map_err(connect_error)?;
-            Ok(Store {
-                pool: Pool::Postgres(pool),
-                gate: None,
-                common_terms: Arc::default(),
-                scan_share: Arc::default(),
-            })
-        } else {
-            Err(bad_url())
-        }
-    }
-
-    /// Another handle on the same database with a connection pool of its own, of at most
-    /// `max_connections`. `serve` gives ingest, the replay relay and the web their own pools,
-    /// so that none can take every connection from the others (slow pages cannot make
-    /// ingest wait for a connection, nor a burst of relay marks the pages). SQLite writers
-    /// still take turns for the one write lock, each transaction short. A one-connection
-    /// store (`sqlite::memory:`, a database of its own per connection) is shared as it is.
-    ///
-    /// Errors: `Unavailable` when the database cannot be reached.
-    pub async fn with_own_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
-        let n = max_connections.max(1);
-        match &self.pool {
-            Pool::Sqlite(p) if p.options().get_max_connections() <= 1 => Ok(self.clone()),
-            Pool::Sqlite(p) => {
-                let opts = (*p.connect_options()).clone();
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(n)
-                    .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .connect_with(opts)
-                    .await
-                    .map_err(connect_error)?;
-                Ok(Store {
-                    pool: Pool::Sqlite(pool),
-                    gate: self.gate.clone(),
-                    common_terms: self.common_terms.clone(),
-                    scan_share: self.scan_share.clone(),
-                })
-            }
-            Pool::Postgres(p) => {
-                let opts = (*p.connect_options()).clone();
-                let pool = PgPoolOptions::new()
-                    .max_connections(n)
-                    .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .connect_with(opts)
-                    .await
-                    .map_err(connect_error)?;
-                Ok(Store {
-                    pool: Pool::Postgres(pool),
-                    gate: None,
-                    common_terms: self.common_terms.clone(),
-                    scan_share: self.scan_share.clone(),
-                })
-            }
-        }
-    }
-
     /// "sqlite" or "postgres".
     pub fn backend(&self) -> &'static str {
         use self::dialect::Dialect;
@@ -597,130 +451,11 @@ impl Store {
         })
         .map_err(store_error)
     }
-
-    /// Cheap round trip, for `/readyz`.
-    ///
-    /// Errors: `Unavailable` when the database cannot be reached, `Database` otherwise.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        on_pool!(self, |pool, _DB| {
-            sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
-        })
-        .map_err(store_error)
-    }
-
-    /// Closes the pool, waiting for checked-out connections to be returned (graceful shutdown;
-    /// on SQLite this also checkpoints the WAL when the last connection closes).
-    pub async fn close(&self) {
-        match &self.pool {
-            Pool::Sqlite(p) => p.close().await,
-            Pool::Postgres(p) => p.close().await,
-        }
-    }
 }
 
-/// The file a `sqlite:` database URL names, parsed as [`Store::connect`] parses it (sqlx's
-/// `SqliteConnectOptions`); `None` for a PostgreSQL URL, an in-memory SQLite database
-/// (`sqlite::memory:`, `mode=memory`) or a URL that does not parse. The store commands
-/// (`redrive token create`, `user ...`) check that it exists before connecting, which would
-/// create it.
-pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
-    if !url.starts_with("sqlite:") || url.contains(":memory:") || url.contains("mode=memory") {
-        return None;
-    }
-    SqliteConnectOptions::from_str(url)
-        .ok()
-        .map(|o| o.get_filename().to_path_buf())
-}
-
-/// SQLite creates the database file but not its directory: create that too, so a fresh
-/// `sqlite:data/redrive.db` just works. Errors: `Unavailable` naming the directory.
-fn create_parent_dir(file: &std::path::Path) -> Result<(), StoreError> {
-    match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => std::fs::create_dir_all(dir)
-            .map_err(|e| {
-                StoreError::Unavailable(format!("cannot create directory {}: {e}", dir.display()))
-            }),
-        _ => Ok(()),
-    }
-}
-
-/// Connects a SQLite pool, waiting out another connection's first switch of the same new
-/// file to WAL. SQLite answers `SQLITE_BUSY` at once, without calling the busy handler, to a
-/// `PRAGMA journal_mode = WAL` (run by every new connection) that meets another connection
-/// switching a new file to WAL: the switch takes its exclusive lock in one attempt. Two
-/// processes (or pools) opening one new file at the same moment hit it: Python's sqlite3,
-/// two threads opening one new file at once with a 10 s busy timeout, failed 7 and 12 times
-/// in 300 trials (`docs/invariants.md`, "Writers on SQLite"). So a busy connect is tried
-/// again every 50 ms until the busy timeout has passed, as the busy handler would have.
-async fn connect_sqlite(
-    pool_opts: SqlitePoolOptions,
-    opts: SqliteConnectOptions,
-) -> Result<SqlitePool, sqlx::Error> {
-    let deadline = std::time::Instant::now() + SQLITE_BUSY_TIMEOUT;
-    loop {
-        match pool_opts.clone().connect_with(opts.clone()).await {
-            Err(e) if dialect::is_sqlite_busy(&e) && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// A failed connect is always "try again later", except a misconfiguration (bad URL option,
-/// authentication) which retrying will not fix.
-fn connect_error(e: sqlx::Error) -> StoreError {
-    match e {
-        sqlx::Error::Configuration(c) => StoreError::BadUrl(c.to_string()),
-        other => store_error(other),
-    }
-}
-
-/// The URL with any password replaced by `***`, for error messages and logs.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    }
-}
-
-/// Distinct values present in the store, for the filter bar's drop-downs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Facets {
     pub source_topics: Vec<String>,
     pub dlq_topics: Vec<String>,
     pub consumer_groups: Vec<String>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(redact("sqlite:/tmp/a.db"), "sqlite:/tmp/a.db");
-    }
-
-    #[tokio::test]
-    async fn refuses_other_schemes() {
-        assert!(matches!(
-            Store::connect("mysql://x").await,
-            Err(StoreError::BadUrl(_))
-        ));
-    }
 }
