@@ -19,10 +19,11 @@
 use sqlx::QueryBuilder;
 
 use super::actions::{
-    action_audit, check_reason, check_replay, clean_text, now_ms, push_deletable, push_replayable,
+    action_audit, check_reason, clean_text, now_ms, push_deletable, push_replayable,
     push_restorable, push_selection,
 };
 use super::dialect::{store_error, Dialect, Val};
+use super::replay_request::check_replay;
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, NewAuditEntry, ReplayOptions, ReplayRequest, Selection};
 use crate::approval::{

@@ -36,12 +36,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sqlx::QueryBuilder;
 
 use super::actions::{
-    action_audit, clean_text, dry_run_from, ids_json, insert_events_for_ids, insert_job,
-    insert_outbox, now_ms, push_deletable, push_replayable, push_restorable, reason_suffix, DryRow,
-    NOT_ACTIONABLE,
+    action_audit, clean_text, dry_run_from, ids_json, insert_events_for_ids, now_ms,
+    push_deletable, push_replayable, push_restorable, reason_suffix, DryRow, NOT_ACTIONABLE,
 };
 use super::dialect::{store_error, Dialect, Val};
 use super::label_bulk::{label_change_query, label_matched_query};
+use super::replay_request::{insert_job, insert_outbox};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, Selection};
 use crate::filter::Filter;
@@ -750,7 +750,7 @@ impl Store {
                 let audit = NewAuditEntry {
                     job_id: next.job.as_ref().map(|j| j.id.clone()),
                     detail: super::approvals::approval_detail(
-                        super::actions::replay_detail(
+                        super::replay_request::replay_detail(
                             detail.or(base.detail.clone()),
                             next.job.as_ref().map(|j| &j.options),
                         ),

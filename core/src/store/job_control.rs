@@ -1,14 +1,16 @@
-//! Pausing and resuming a replay job (issue 9 item 2). A paused job keeps its outbox rows:
-//! the relay claims none of them while it is `paused` (the claim re-checks the job's status
-//! in its own transaction, `outbox.rs`), and a relay publishing a throttled batch of it hands
-//! the unsent rows back (`pending`, same idempotency key) when it sees the pause. Rows being
-//! published at the moment of the pause finish and are recorded once, under their claim
-//! token. The status lives in the store, so a relay restart keeps a paused job paused;
-//! `resume` makes it `running` and the relay goes on from the rows still pending.
+//! Pausing, resuming and cancelling a replay job (issue 9 item 2). A paused job keeps its
+//! outbox rows: the relay claims none of them while it is `paused` (the claim re-checks the
+//! job's status in its own transaction, `outbox.rs`), and a relay publishing a throttled batch
+//! of it hands the unsent rows back (`pending`, same idempotency key) when it sees the pause.
+//! Rows being published at the moment of the pause finish and are recorded once, under their
+//! claim token. The status lives in the store, so a relay restart keeps a paused job paused;
+//! `resume` makes it `running` and the relay goes on from the rows still pending. A cancel
+//! releases the job's `pending` and `claimed` outbox rows in one transaction; a publish
+//! already in flight is still recorded as published or failed.
 
 use sqlx::QueryBuilder;
 
-use super::actions::{clean_text, now_ms};
+use super::actions::{clean_text, ids_json, insert_events_for_ids, now_ms};
 use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, MAX_REASON_CHARS};
@@ -159,6 +161,112 @@ impl Store {
             Ok::<(), StoreError>(())
         })?;
         tracing::info!(job = %job_id, actor = %user, action, "replay job {to}");
+        self.job(job_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("replay job {job_id}")))
+    }
+
+    /// Cancels a preparing, running, waiting or paused replay job, in ONE transaction: its
+    /// `pending` outbox rows
+    /// become `cancelled`, their dead letters go back to the status they had before the
+    /// request (a `replay_cancelled` history event each), the job becomes `cancelled` with
+    /// its `cancelled` count, and one audit row (`cancel_job`) is written. Rows a relay is
+    /// publishing at this moment finish normally and count as published (or failed). A job
+    /// still `preparing` (its bulk action queueing rows over a filter) gets no more rows: the
+    /// action's next chunk sees the cancel and ends with the action's audit row (`bulk.rs`).
+    ///
+    /// Errors: `NotFound` (no such job), `Conflict` (already finished or cancelled),
+    /// `Unavailable`, `Database`.
+    pub async fn cancel_job(&self, actor: &Actor, job_id: &str) -> Result<ReplayJob, StoreError> {
+        let now = now_ms();
+        let user = clean_text(&actor.user);
+        let n = on_pool!(self, |pool, DB| {
+            let mut tx = self.begin_write(pool).await?;
+            // The status guard makes a second, concurrent cancel a Conflict (PostgreSQL
+            // re-checks it after waiting for the first one's row lock).
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET status = 'cancelled', finished_at_ms = ");
+            DB::bind(&mut qb, Val::I64(Some(now)));
+            qb.push(" WHERE id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.push(" AND status IN ('preparing', 'running', 'waiting', 'paused') RETURNING id");
+            let hit: Option<String> = qb
+                .build_query_scalar()
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            if hit.is_none() {
+                let status: Option<String> = job_status_query::<DB>(job_id)
+                    .build_query_scalar()
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                return Err(refused_job_change(job_id, status, |s| {
+                    format!(
+                        "replay job {job_id} is already {s}; only a preparing, running, \
+                         waiting or paused job can be cancelled"
+                    )
+                }));
+            }
+            // Every row not yet published or failed, including those a relay has claimed:
+            // a claimed row left alone would go back to `pending` when the relay lets go of it,
+            // and stay there, its dead letter `replay_pending`, under a cancelled job. The
+            // claim token stays, so a publish already in flight is still recorded as published
+            // (`Store::mark`); nothing else the relay does touches a cancelled row.
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "UPDATE outbox SET status = 'cancelled', lease_until_ms = NULL WHERE job_id = ",
+            );
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.push(" AND status IN ('pending', 'claimed') RETURNING dead_letter_id");
+            let mut ids: Vec<i64> = qb
+                .build_query_scalar()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            ids.sort_unstable();
+            if !ids.is_empty() {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "UPDATE dead_letters SET status = COALESCE(status_before, 'new'), \
+                     status_before = NULL WHERE status = 'replay_pending' AND id IN ",
+                );
+                DB::push_json_ids(&mut qb, ids_json(&ids));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                insert_events_for_ids::<DB>(
+                    &ids,
+                    now,
+                    "replay_cancelled",
+                    &user,
+                    |qb| {
+                        qb.push("'back to ' || status");
+                    },
+                    String::new(),
+                    Some(job_id),
+                )
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            }
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE replay_jobs SET cancelled = cancelled + ");
+            DB::bind(&mut qb, Val::I64(Some(ids.len() as i64)));
+            qb.push(" WHERE id = ");
+            DB::bind(&mut qb, Val::Text(Some(job_id)));
+            qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            let audit = NewAuditEntry {
+                count: ids.len() as i64,
+                job_id: Some(job_id.to_string()),
+                ..NewAuditEntry::by(actor, "cancel_job", "ok")
+            };
+            super::audit::insert_audit::<DB>(&audit, now)
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            Ok::<usize, StoreError>(ids.len())
+        })?;
+        tracing::info!(job = %job_id, actor = %user, released = n, "replay job cancelled");
         self.job(job_id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("replay job {job_id}")))

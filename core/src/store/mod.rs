@@ -208,6 +208,7 @@ mod outbox;
 mod outbox_mark;
 pub(crate) mod outcome;
 mod quarantine;
+mod replay_request;
 // A replay job's rate limit shared by every relay instance (issue 12, migration 0026).
 mod replay_rate;
 mod replay_sample;
@@ -239,7 +240,6 @@ mod retention;
 
 pub use self::lock::{lock_key, AdvisoryLock, ServeClaim};
 
-pub use self::actions::check_options as check_replay_options;
 pub use self::alert_inputs::{AlertFilter, GroupCount, LIVE_STATUSES, MAX_NEW_FINGERPRINTS};
 pub use self::alerts::{
     AlertCycle, ClaimFor, DueDelivery, NewAlertEvent, ALERTS_ACTOR, MAX_STATE_ROWS,
@@ -255,6 +255,7 @@ pub(crate) use self::outbox::{ActiveJob, Claim, ClaimedRow};
 pub(crate) use self::outbox_mark::{Failed, MarkBatch, Published, Retry};
 pub(crate) use self::replay_rate::RateSlot;
 pub use self::replay_rate::RateState;
+pub use self::replay_request::check_options as check_replay_options;
 pub use self::retention::{
     Candidate, CandidateQuery, RetentionRun, StatusUsage, DEPENDENT_TABLES, RUN_STALE_AFTER_MS,
 };

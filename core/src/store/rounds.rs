@@ -21,8 +21,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::actions::{clean_text, replay_ids_in_tx};
+use super::actions::clean_text;
 use super::dialect::{store_error, Dialect, Val};
+use super::replay_request::replay_ids_in_tx;
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest, Selection};
 use crate::automation::TierRule;
@@ -251,7 +252,7 @@ impl Store {
                 ..ReplayOptions::default()
             },
         };
-        let (target, reason) = super::actions::check_replay(&base_req)?;
+        let (target, reason) = super::replay_request::check_replay(&base_req)?;
         let approval: Option<&super::approvals::ApprovalLink> = None;
         let result: RoundResult = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
@@ -296,7 +297,7 @@ impl Store {
             };
             let selection_json = serde_json::to_string(&req.selection)
                 .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?;
-            let mut job = super::actions::new_replay_job(
+            let mut job = super::replay_request::new_replay_job(
                 &actor,
                 &req,
                 target.clone(),

@@ -20,12 +20,10 @@
 
 use sqlx::QueryBuilder;
 
-use super::actions::{
-    action_audit, check_replay, clean_text, insert_events_for_ids, insert_job, insert_outbox,
-    now_ms, reason_suffix,
-};
+use super::actions::{action_audit, clean_text, insert_events_for_ids, now_ms, reason_suffix};
 use super::codec::{decode_headers, encode_headers};
 use super::dialect::{store_error, Dialect, Val};
+use super::replay_request::{check_replay, insert_job, insert_outbox};
 use super::{Pool, Store, StoreError};
 use crate::actions::{
     Actor, JobStatus, NewAuditEntry, ReplayJob, ReplayOptions, ReplayRequest, Selection,
