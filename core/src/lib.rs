@@ -38,6 +38,8 @@ pub mod export;
 #[cfg(feature = "server")]
 pub mod ingest;
 #[cfg(feature = "server")]
+pub mod kafka_brokers;
+#[cfg(feature = "server")]
 pub mod leader;
 #[cfg(feature = "server")]
 pub mod password_work;

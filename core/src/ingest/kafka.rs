@@ -155,6 +155,9 @@ pub(crate) struct IngestContext {
     pub(crate) backpressure: Option<Arc<crate::retention::Backpressure>>,
     /// The DLQ topics whose partitions backpressure paused (see `backpressure.rs`).
     pub(crate) bp_applied: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// Whether the consumer still has a broker to connect to (librdkafka issue #5301; the
+    /// ingest loop's tick puts the bootstrap servers back).
+    pub(crate) brokers: crate::kafka_brokers::BrokerWatch,
 }
 
 impl IngestContext {
@@ -167,6 +170,7 @@ impl IngestContext {
             paused: AtomicBool::new(false),
             backpressure,
             bp_applied: std::sync::Mutex::new(Default::default()),
+            brokers: Default::default(),
         }
     }
 }
@@ -196,8 +200,10 @@ impl ClientContext for IngestContext {
     }
 
     /// Consumer lag per assigned partition: high watermark minus committed offset (see
-    /// `IngestStatus::set_lag_from_stats` for paused partitions).
+    /// `IngestStatus::set_lag_from_stats` for paused partitions), and whether the consumer
+    /// still has a broker ([`crate::kafka_brokers`]).
     fn stats(&self, statistics: rdkafka::statistics::Statistics) {
+        self.brokers.observe(&statistics);
         let mut report = Vec::new();
         for (topic, t) in &statistics.topics {
             for (partition, p) in &t.partitions {

@@ -186,6 +186,10 @@ pub async fn run(
         bp_seen: std::sync::atomic::AtomicU64::new(0),
         received_since_tick: false,
         probe_topic: sub.entries.iter().find(|t| !t.starts_with('^')).cloned(),
+        bootstrap: client_config
+            .get("bootstrap.servers")
+            .unwrap_or(&config.brokers)
+            .to_string(),
         paused_lag: paused_lag::PausedLagProbe::default(),
     };
     ingest.probe_store().await;
@@ -230,6 +234,9 @@ struct IngestLoop {
     /// The topic an idle probe asks metadata for: the first exact subscription entry (a
     /// small request), or every topic when the subscription is patterns only.
     probe_topic: Option<String>,
+    /// The consumer's `bootstrap.servers`, added again when it has no broker left
+    /// ([`crate::kafka_brokers`]).
+    bootstrap: String,
     /// Reads the watermarks of paused partitions, which librdkafka does not fetch.
     paused_lag: paused_lag::PausedLagProbe,
 }
@@ -284,6 +291,16 @@ impl IngestLoop {
                     // so without this `/readyz` and `ingest_stalled` would say "connected".
                     if !self.status.kafka_connected() || !self.received_since_tick {
                         self.probe_kafka().await;
+                    }
+                    // A consumer that a broker's Metadata response left with no broker at all
+                    // never reconnects by itself (librdkafka issue #5301).
+                    let ctx = self.consumer.context();
+                    if ctx.brokers.rejoin(self.consumer.client(), &self.bootstrap) {
+                        self.status.record_error(
+                            "Kafka: the consumer had no broker left; its bootstrap servers were \
+                             added again"
+                                .to_string(),
+                        );
                     }
                     self.received_since_tick = false;
                     // With nothing to write, only a ping can tell that a failed store is back.

@@ -10,6 +10,7 @@ use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::{RelayConfig, RelayError, RelayStatus};
+use crate::kafka_brokers::BrokerWatch;
 
 pub(crate) type RelayProducer = FutureProducer<RelayContext>;
 
@@ -28,6 +29,10 @@ pub(crate) const RESERVED_PROPERTIES: &[&str] = &[
     "topic.metadata.propagation.max.ms",
     "transactional.id",
 ];
+
+/// How often librdkafka reports the producer's statistics, ms (`statistics.interval.ms`):
+/// they tell whether it still has a broker ([`crate::kafka_brokers`]); `[kafka]` may change it.
+pub(crate) const STATISTICS_INTERVAL_MS: u32 = 5_000;
 
 /// The user's properties the relay ignores (see [`RESERVED_PROPERTIES`]).
 pub(crate) fn ignored_properties(config: &RelayConfig) -> Vec<&str> {
@@ -50,6 +55,8 @@ pub(crate) fn client_config(config: &RelayConfig) -> ClientConfig {
         // so a replay keeps per-key order with the topic's other records.
         .set("partitioner", "murmur2_random")
         .set("linger.ms", "5")
+        // Only read for whether the producer still has a broker (`crate::kafka_brokers`).
+        .set("statistics.interval.ms", STATISTICS_INTERVAL_MS.to_string())
         .set_log_level(RDKafkaLogLevel::Warning);
     let ignored = ignored_properties(config);
     for (k, v) in &config.kafka_properties {
@@ -72,9 +79,13 @@ pub(crate) fn client_config(config: &RelayConfig) -> ClientConfig {
     cfg
 }
 
-/// Forwards librdkafka's log to `tracing` and follows whether the cluster is reachable.
+/// Forwards librdkafka's log to `tracing` and follows whether the cluster is reachable and
+/// whether the producer still has a broker.
 pub(crate) struct RelayContext {
     pub(crate) status: Arc<RelayStatus>,
+    /// See [`crate::kafka_brokers`]; the relay's loop puts the bootstrap servers back. Shared
+    /// by the producers of one [`ProducerSlot`] (librdkafka's wrapper hides the context).
+    pub(crate) brokers: Arc<BrokerWatch>,
 }
 
 impl ClientContext for RelayContext {
@@ -94,6 +105,10 @@ impl ClientContext for RelayContext {
         }
     }
 
+    fn stats(&self, statistics: rdkafka::statistics::Statistics) {
+        self.brokers.observe(&statistics);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown) {
             self.status.set_kafka_reachable(false);
@@ -104,13 +119,15 @@ impl ClientContext for RelayContext {
     }
 }
 
-/// Creates the producer. Errors: `Kafka` for a property librdkafka refuses.
-pub(crate) fn create_producer(
+/// Creates a producer whose statistics go to `brokers`. Errors: `Kafka` for a property
+/// librdkafka refuses.
+fn create_producer(
     config: &RelayConfig,
     status: Arc<RelayStatus>,
+    brokers: Arc<BrokerWatch>,
 ) -> Result<RelayProducer, RelayError> {
     client_config(config)
-        .create_with_context(RelayContext { status })
+        .create_with_context(RelayContext { status, brokers })
         .map_err(|e| RelayError::Kafka(e.to_string()))
 }
 
@@ -118,12 +135,32 @@ pub(crate) fn create_producer(
 /// producer can hit one, e.g. on a broken sequence; it then refuses every record).
 pub(crate) struct ProducerSlot {
     current: Mutex<Arc<RelayProducer>>,
+    brokers: Arc<BrokerWatch>,
 }
 
 impl ProducerSlot {
-    pub(crate) fn new(p: RelayProducer) -> ProducerSlot {
-        ProducerSlot {
+    /// Creates the first producer. Errors: `Kafka` for a property librdkafka refuses.
+    pub(crate) fn create(
+        config: &RelayConfig,
+        status: Arc<RelayStatus>,
+    ) -> Result<ProducerSlot, RelayError> {
+        let brokers = Arc::new(BrokerWatch::default());
+        let p = create_producer(config, status, brokers.clone())?;
+        Ok(ProducerSlot {
             current: Mutex::new(Arc::new(p)),
+            brokers,
+        })
+    }
+
+    /// Puts `bootstrap` back into the producer in use when it has no broker left
+    /// ([`crate::kafka_brokers`]); called on each turn of the relay's loop.
+    pub(crate) fn rejoin_if_orphaned(&self, bootstrap: &str, status: &RelayStatus) {
+        let p = self.get();
+        if self.brokers.rejoin(p.client(), bootstrap) {
+            status.record_error(
+                "Kafka: the producer had no broker left; its bootstrap servers were added again"
+                    .to_string(),
+            );
         }
     }
 
@@ -154,7 +191,7 @@ impl ProducerSlot {
         }
         tracing::error!(target: "redrive::replay", ?code, %reason, "fatal producer error; creating a new producer");
         status.record_error(format!("Kafka producer fatal error {code:?}: {reason}"));
-        match create_producer(config, status.clone()) {
+        match create_producer(config, status.clone(), self.brokers.clone()) {
             Ok(p) => *guard = Arc::new(p),
             Err(e) => status.record_error(format!("recreating the producer failed: {e}")),
         }

@@ -72,7 +72,7 @@ use tracing::Instrument;
 
 use crate::store::Store;
 
-use self::kafka::{create_producer, ProducerSlot};
+use self::kafka::ProducerSlot;
 use self::worker::Relay;
 
 pub use self::config::*;
@@ -107,7 +107,11 @@ pub async fn run(
 ) -> Result<(), RelayError> {
     config.check()?;
     let abort_after = fault_point();
-    let producer = create_producer(&config, status.clone())?;
+    let producer = ProducerSlot::create(&config, status.clone())?;
+    let bootstrap = kafka::client_config(&config)
+        .get("bootstrap.servers")
+        .unwrap_or(&config.brokers)
+        .to_string();
     let ignored = kafka::ignored_properties(&config);
     if !ignored.is_empty() {
         tracing::warn!(
@@ -131,7 +135,7 @@ pub async fn run(
         config,
         store,
         status: status.clone(),
-        producer: ProducerSlot::new(producer),
+        producer,
         shutdown: shutdown.clone(),
         abort_after,
         delivered: AtomicU64::new(0),
@@ -192,6 +196,7 @@ pub async fn run(
         }
         status.set_active_jobs(active.len());
         status.add_cycle();
+        relay.producer.rejoin_if_orphaned(&bootstrap, &status);
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
             _ = shutdown.cancelled() => {}

@@ -43,6 +43,7 @@ mod ingest_edge_cases;
 mod ingest_hostile;
 mod ingest_quarantine;
 mod instances;
+mod kafka_brokers;
 mod labels;
 mod lag_gate;
 mod leader;
