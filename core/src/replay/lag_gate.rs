@@ -20,7 +20,8 @@
 //! ([`KAFKA_CALL_TIMEOUT`]) and one for the whole reading ([`READING_TIMEOUT`]), never on the
 //! async workers. One reading per (group, topics) is used for `lag_poll_ms`, shared by the
 //! jobs that gate on the same group and topics; one consumer per group is kept while jobs use
-//! it ([`IDLE_CONSUMER`]).
+//! it ([`IDLE_CONSUMER`]) and its readings succeed (a failed reading closes it, and the next
+//! one opens a new client: see `LagGates::forget_consumer`).
 //!
 //! # Where it acts
 //! The worker asks [`LagGates::limit`] before every claim. A held job (or one whose headroom
@@ -245,6 +246,9 @@ impl LagGates {
             }
             Err(e) => Err(e),
         };
+        if lag.is_err() {
+            self.forget_consumer(&gate.group);
+        }
         let reading = Reading {
             lag,
             at: Instant::now(),
@@ -284,6 +288,17 @@ impl LagGates {
         let c = Arc::new(c);
         consumers.insert(group.to_string(), (c.clone(), Instant::now()));
         Ok(c)
+    }
+
+    /// Closes `group`'s client after a failed reading, so the next reading opens a new one from
+    /// the bootstrap servers: a client that a broker's Metadata response left with no broker
+    /// never reconnects by itself (librdkafka issue #5301, `crate::kafka_brokers`), and this
+    /// one has no statistics to notice it by. Closed off the async workers.
+    fn forget_consumer(&self, group: &str) {
+        let mut consumers = self.consumers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((c, _)) = consumers.remove(group) {
+            tokio::task::spawn_blocking(move || drop(c));
+        }
     }
 
     /// Writes the reading to the job row and logs a change between held and publishing.
