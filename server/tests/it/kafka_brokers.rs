@@ -175,3 +175,116 @@ async fn a_client_with_no_broker_reaches_the_cluster_once_the_watch_adds_its_ser
         .brokers
         .rejoin(consumer.client(), &bootstrap));
 }
+
+/// The relay's side, through the real binary: a throttled replay job runs while its broker
+/// (a broker of the test's own) is stopped and started twice. The job finishes with every
+/// record published and none failed, and every dead letter's record is on the topic under one
+/// idempotency key (a record republished after a delivery timeout carries the same key; the
+/// idempotent producer adds no copy of its own). The producer did not meet the no-broker
+/// window in 4 runs (it printed 0 re-adds each time), so this covers the restarts themselves;
+/// the watch is the consumer's, tested above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_job_finishes_across_broker_restarts() {
+    use rdkafka::message::{Headers, Message};
+    use redrive_core::actions::{JobStatus, ReplayRequest, Selection};
+    use redrive_core::model::NewDeadLetter;
+
+    const N: i64 = 120;
+    let broker = OwnBroker::start().await;
+    let target = redrive_testkit::unique("restarts");
+    broker.create_topic(&target, 1).await;
+    let env = [
+        ("REDRIVE_KAFKA_BROKERS", broker.brokers.as_str()),
+        ("REDRIVE_RELAY_POLL_INTERVAL_MS", "100"),
+    ];
+    let records: Vec<NewDeadLetter> = (0..N)
+        .map(|i| crate::replay::dead_letter(i, Some(format!("k{i}").into_bytes()), None, vec![]))
+        .collect();
+    let app =
+        crate::support::TestApp::with_records(redrive_testkit::Backend::Sqlite, &records, &env)
+            .await;
+    let job = app
+        .store
+        .request_replay(
+            &crate::replay::ann(),
+            &ReplayRequest {
+                selection: Selection::Filter(redrive_core::Filter::default()),
+                target_topic: Some(target.clone()),
+                // 120 records at 10 msgs/s: the job spans both restarts.
+                rate_per_sec: Some(10),
+                reason: None,
+                options: Default::default(),
+            },
+        )
+        .await
+        .expect("replay");
+    assert_eq!(job.total, N);
+    for _ in 0..2 {
+        crate::support::eventually("the relay publishing", Duration::from_secs(60), || async {
+            app.store
+                .job(&job.id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|j| j.status == JobStatus::Running && j.published > 0)
+        })
+        .await;
+        broker.stop().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        broker.restart().await;
+    }
+    let done = crate::replay::wait_job(
+        &app.store,
+        &job.id,
+        Duration::from_secs(300),
+        JobStatus::Finished,
+    )
+    .await;
+    assert_eq!((done.published, done.failed), (N, 0), "{done:?}");
+
+    // Every dead letter's record is on the topic, each under one idempotency key.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &broker.brokers)
+        .set("group.id", redrive_testkit::unique("restarts_read"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&target]).expect("subscribe");
+    let mut keys_by_record: std::collections::BTreeMap<
+        Vec<u8>,
+        std::collections::BTreeSet<Vec<u8>>,
+    > = Default::default();
+    let start = Instant::now();
+    while (keys_by_record.len() as i64) < N && start.elapsed() < Duration::from_secs(60) {
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        let key = m
+            .headers()
+            .and_then(|h| {
+                h.iter()
+                    .find(|h| h.key == "redrive-idempotency-key")
+                    .and_then(|h| h.value.map(<[u8]>::to_vec))
+            })
+            .expect("an idempotency key on every replayed record");
+        keys_by_record
+            .entry(m.key().expect("the record key").to_vec())
+            .or_default()
+            .insert(key);
+    }
+    assert_eq!(keys_by_record.len() as i64, N, "every record on the topic");
+    assert!(
+        keys_by_record.values().all(|k| k.len() == 1),
+        "one idempotency key per record: {:?}",
+        keys_by_record
+            .iter()
+            .filter(|(_, k)| k.len() > 1)
+            .collect::<Vec<_>>()
+    );
+    let log = app.log();
+    eprintln!(
+        "bootstrap servers added again to the relay's producer: {} times",
+        log.matches("had no broker left").count()
+    );
+}
