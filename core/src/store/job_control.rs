@@ -28,6 +28,33 @@ pub(super) fn job_status_query<'a, DB: Dialect>(job_id: &'a str) -> QueryBuilder
     qb
 }
 
+/// The statuses a job can be cancelled from.
+const CANCELLABLE: &[&str] = &["preparing", "running", "waiting", "paused"];
+
+/// `UPDATE replay_jobs SET status = <set> WHERE id = job_id AND status IN (from) RETURNING id`:
+/// a change of a job's status guarded by the statuses it may come from (`set` pushes the new
+/// status and any further assignments). No row: the job is missing or in another status
+/// ([`refused_job_change`] tells which).
+fn guarded_job_update<'a, DB: Dialect>(
+    job_id: &'a str,
+    from: &[&str],
+    set: impl FnOnce(&mut QueryBuilder<'a, DB>),
+) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new("UPDATE replay_jobs SET status = ");
+    set(&mut qb);
+    qb.push(" WHERE id = ");
+    DB::bind(&mut qb, Val::Text(Some(job_id)));
+    qb.push(" AND status IN (");
+    for (i, s) in from.iter().enumerate() {
+        if i > 0 {
+            qb.push(", ");
+        }
+        qb.push("'").push(*s).push("'");
+    }
+    qb.push(") RETURNING id");
+    qb
+}
+
 /// Why a guarded change of a job's status hit no row: `NotFound` when the job does not exist
 /// (`status` is `None`), else `Conflict` with `conflict(status)`.
 pub(super) fn refused_job_change(
@@ -111,28 +138,17 @@ impl Store {
         let user = clean_text(&actor.user);
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET status = ");
-            if to == "running" {
-                qb.push(RESUMED_STATUS);
-            } else {
-                qb.push("'").push(to).push("'");
-            }
-            qb.push(" WHERE id = ");
-            DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND status IN (");
-            for (i, s) in from.iter().enumerate() {
-                if i > 0 {
-                    qb.push(", ");
+            let hit: Option<String> = guarded_job_update::<DB>(job_id, from, |qb| {
+                if to == "running" {
+                    qb.push(RESUMED_STATUS);
+                } else {
+                    qb.push("'").push(to).push("'");
                 }
-                qb.push("'").push(*s).push("'");
-            }
-            qb.push(") RETURNING id");
-            let hit: Option<String> = qb
-                .build_query_scalar()
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_error)?;
+            })
+            .build_query_scalar()
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
             if hit.is_none() {
                 let status: Option<String> = job_status_query::<DB>(job_id)
                     .build_query_scalar()
@@ -184,17 +200,14 @@ impl Store {
             let mut tx = self.begin_write(pool).await?;
             // The status guard makes a second, concurrent cancel a Conflict (PostgreSQL
             // re-checks it after waiting for the first one's row lock).
-            let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("UPDATE replay_jobs SET status = 'cancelled', finished_at_ms = ");
-            DB::bind(&mut qb, Val::I64(Some(now)));
-            qb.push(" WHERE id = ");
-            DB::bind(&mut qb, Val::Text(Some(job_id)));
-            qb.push(" AND status IN ('preparing', 'running', 'waiting', 'paused') RETURNING id");
-            let hit: Option<String> = qb
-                .build_query_scalar()
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(store_error)?;
+            let hit: Option<String> = guarded_job_update::<DB>(job_id, CANCELLABLE, |qb| {
+                qb.push("'cancelled', finished_at_ms = ");
+                DB::bind(qb, Val::I64(Some(now)));
+            })
+            .build_query_scalar()
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(store_error)?;
             if hit.is_none() {
                 let status: Option<String> = job_status_query::<DB>(job_id)
                     .build_query_scalar()
