@@ -1,4 +1,5 @@
-//! A Kafka client left with no broker at all, and how it gets its bootstrap servers back.
+//! What redrive's Kafka clients share: a client left with no broker at all and how it gets its
+//! bootstrap servers back, and librdkafka's log forwarded to `tracing` ([`forward_log`]).
 //!
 //! Since librdkafka 2.10 a client removes every broker a Metadata response does not list
 //! ("Remove unavailable brokers and their thread", with KIP-899). A KRaft broker in
@@ -22,7 +23,26 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rdkafka::client::{Client, ClientContext};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::statistics::Statistics;
+
+/// Forwards one line of librdkafka's log to `tracing` (target `librdkafka`) at the matching
+/// level: what every redrive client context's `log` does.
+pub(crate) fn forward_log(level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => {
+            tracing::error!(target: "librdkafka", "{fac} {log_message}")
+        }
+        RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::info!(target: "librdkafka", "{fac} {log_message}")
+        }
+        RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {log_message}"),
+    }
+}
 
 /// Whether the client of `stats` still has a broker to connect to: one whose `source` is
 /// `configured` (from `bootstrap.servers`) or `learned` (from a Metadata response), whatever

@@ -184,19 +184,7 @@ fn partitions(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
 
 impl ClientContext for IngestContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => {
-                tracing::error!(target: "librdkafka", "{fac} {log_message}")
-            }
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", "{fac} {log_message}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {log_message}"),
-        }
+        crate::kafka_brokers::forward_log(level, fac, log_message);
     }
 
     /// Consumer lag per assigned partition: high watermark minus committed offset (see

@@ -90,19 +90,7 @@ pub(crate) struct RelayContext {
 
 impl ClientContext for RelayContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => {
-                tracing::error!(target: "librdkafka", "{fac} {log_message}")
-            }
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", "{fac} {log_message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", "{fac} {log_message}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "{fac} {log_message}"),
-        }
+        crate::kafka_brokers::forward_log(level, fac, log_message);
     }
 
     fn stats(&self, statistics: rdkafka::statistics::Statistics) {
