@@ -161,6 +161,27 @@ fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a
     qb
 }
 
+/// Inside the write transaction `$tx` (of the `DB` in scope): marks job `$job` `finished`
+/// when it has no pending or claimed rows left ([`finish_if_done`]) and then folds its tally
+/// rows into its row (`job_tallies.rs`). Evaluates to whether it finished; a `?` in it returns
+/// the enclosing fn's `StoreError`.
+macro_rules! finish_in_tx {
+    ($tx:ident, $job:expr, $now:expr) => {{
+        let done = finish_if_done::<DB>($job, $now)
+            .build()
+            .execute(&mut *$tx)
+            .await
+            .map_err(store_error)?;
+        let finished = done.rows_affected() > 0;
+        if finished {
+            for mut qb in job_tallies::fold::<DB>($job) {
+                qb.build().execute(&mut *$tx).await.map_err(store_error)?;
+            }
+        }
+        finished
+    }};
+}
+
 /// Rows per statement so that `binds_per_row` binds each stay under the database's limit.
 fn chunk_rows<DB: Dialect>(binds_per_row: usize) -> usize {
     ((DB::MAX_BINDS - 8) / binds_per_row).clamp(1, 5_000)
@@ -468,17 +489,7 @@ impl Store {
 
             // Done: `finished`, and its tally rows folded into its row.
             if b.last {
-                let done = finish_if_done::<DB>(job, now)
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                summary.finished = done.rows_affected() > 0;
-                if summary.finished {
-                    for mut qb in job_tallies::fold::<DB>(job) {
-                        qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                    }
-                }
+                summary.finished = finish_in_tx!(tx, job, now);
             }
             tx.commit().await.map_err(store_error)?;
             Ok::<(), StoreError>(())
@@ -493,17 +504,7 @@ impl Store {
         let now = now_ms();
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
-            let done = finish_if_done::<DB>(job_id, now)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            let finished = done.rows_affected() > 0;
-            if finished {
-                for mut qb in job_tallies::fold::<DB>(job_id) {
-                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                }
-            }
+            let finished = finish_in_tx!(tx, job_id, now);
             tx.commit().await.map_err(store_error)?;
             Ok::<bool, StoreError>(finished)
         })
