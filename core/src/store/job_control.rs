@@ -55,6 +55,27 @@ fn guarded_job_update<'a, DB: Dialect>(
     qb
 }
 
+/// Runs `$update` (a [`guarded_job_update`]) in the write transaction `$tx` (of the `DB` in
+/// scope); when it hit no row, returns from the enclosing fn with [`refused_job_change`]'s
+/// error, `$refusal` wording a `Conflict` from the status the job has.
+macro_rules! change_or_refuse {
+    ($tx:ident, $job_id:expr, $update:expr, $refusal:expr) => {{
+        let hit: Option<String> = $update
+            .build_query_scalar()
+            .fetch_optional(&mut *$tx)
+            .await
+            .map_err(store_error)?;
+        if hit.is_none() {
+            let status: Option<String> = job_status_query::<DB>($job_id)
+                .build_query_scalar()
+                .fetch_optional(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+            return Err(refused_job_change($job_id, status, $refusal));
+        }
+    }};
+}
+
 /// Why a guarded change of a job's status hit no row: `NotFound` when the job does not exist
 /// (`status` is `None`), else `Conflict` with `conflict(status)`.
 pub(super) fn refused_job_change(
@@ -138,31 +159,20 @@ impl Store {
         let user = clean_text(&actor.user);
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
-            let hit: Option<String> = guarded_job_update::<DB>(job_id, from, |qb| {
+            let mut update = guarded_job_update::<DB>(job_id, from, |qb| {
                 if to == "running" {
                     qb.push(RESUMED_STATUS);
                 } else {
                     qb.push("'").push(to).push("'");
                 }
-            })
-            .build_query_scalar()
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            if hit.is_none() {
-                let status: Option<String> = job_status_query::<DB>(job_id)
-                    .build_query_scalar()
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                return Err(refused_job_change(job_id, status, |s| {
-                    format!(
-                        "replay job {job_id} is {s}; only a {} job can be {}",
-                        from.join(" or "),
-                        if to == "paused" { "paused" } else { "resumed" }
-                    )
-                }));
-            }
+            });
+            change_or_refuse!(tx, job_id, update, |s| {
+                format!(
+                    "replay job {job_id} is {s}; only a {} job can be {}",
+                    from.join(" or "),
+                    if to == "paused" { "paused" } else { "resumed" }
+                )
+            });
             let audit = NewAuditEntry {
                 job_id: Some(job_id.to_string()),
                 reason: reason.map(str::to_string),
@@ -200,27 +210,16 @@ impl Store {
             let mut tx = self.begin_write(pool).await?;
             // The status guard makes a second, concurrent cancel a Conflict (PostgreSQL
             // re-checks it after waiting for the first one's row lock).
-            let hit: Option<String> = guarded_job_update::<DB>(job_id, CANCELLABLE, |qb| {
+            let mut update = guarded_job_update::<DB>(job_id, CANCELLABLE, |qb| {
                 qb.push("'cancelled', finished_at_ms = ");
                 DB::bind(qb, Val::I64(Some(now)));
-            })
-            .build_query_scalar()
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(store_error)?;
-            if hit.is_none() {
-                let status: Option<String> = job_status_query::<DB>(job_id)
-                    .build_query_scalar()
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                return Err(refused_job_change(job_id, status, |s| {
-                    format!(
-                        "replay job {job_id} is already {s}; only a preparing, running, \
-                         waiting or paused job can be cancelled"
-                    )
-                }));
-            }
+            });
+            change_or_refuse!(tx, job_id, update, |s| {
+                format!(
+                    "replay job {job_id} is already {s}; only a preparing, running, waiting \
+                     or paused job can be cancelled"
+                )
+            });
             // Every row not yet published or failed, including those a relay has claimed:
             // a claimed row left alone would go back to `pending` when the relay lets go of it,
             // and stay there, its dead letter `replay_pending`, under a cancelled job. The
