@@ -109,6 +109,18 @@ async fn main() -> Result<()> {
         upgrade::print(&figures);
         return Ok(());
     }
+    if let Ok(url) = std::env::var("BENCH_FILL") {
+        // A store to keep, for profiling a server over it: migrate and bulk-load `rows`.
+        let store = redrive_core::store::Store::connect(&url).await?;
+        store.migrate().await?;
+        store.close().await;
+        let took = bulk_load::bulk_load(&url, rows, 1_796_104_800_000).await?;
+        eprintln!(
+            "filled {rows} rows into {url} in {:.1} s",
+            took.as_secs_f64()
+        );
+        return Ok(());
+    }
     let load = std::env::var("BENCH_LOAD").unwrap_or_default();
     if load == "only" {
         return print_load_figures(rows).await;
@@ -295,16 +307,33 @@ async fn main() -> Result<()> {
 
 /// Full HTML pages under load while ingest runs, both databases ([`pages_load`]):
 /// `BENCH_LOAD_USERS` (20) users for `BENCH_LOAD_SECS` (30) s, ingest at `BENCH_LOAD_INGEST`
-/// (1,000) msgs/s, over `rows` stored dead letters, on the databases of [`backends`].
+/// (1,000) msgs/s, over `rows` stored dead letters, on the databases of [`backends`]; one
+/// phase per think time of `BENCH_LOAD_THINK_MS` (ms, comma-separated, default `0,1000`: a
+/// closed loop, then users who read each page for a second).
 /// `BENCH_LOAD=only` runs just this; `0` skips it.
 async fn print_load_figures(rows: usize) -> Result<()> {
     let users = env_usize("BENCH_LOAD_USERS", 20);
     let secs = env_usize("BENCH_LOAD_SECS", 30) as u64;
     let ingest = env_usize("BENCH_LOAD_INGEST", 1_000);
+    let think: Vec<u64> = std::env::var("BENCH_LOAD_THINK_MS")
+        .unwrap_or_else(|_| "0,1000".into())
+        .split(',')
+        .map(|t| t.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("BENCH_LOAD_THINK_MS: {e}"))?;
     let mut figs = Vec::new();
     for backend in backends() {
-        figs.push(
-            pages_load::figures(backend, rows, users, secs, ingest, 1_796_104_800_000).await?,
+        figs.extend(
+            pages_load::figures(
+                backend,
+                rows,
+                users,
+                secs,
+                &think,
+                ingest,
+                1_796_104_800_000,
+            )
+            .await?,
         );
     }
     pages_load::print(rows, &figs);

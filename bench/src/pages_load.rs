@@ -41,6 +41,9 @@ pub struct Figures {
     /// Users, seconds.
     pub users: usize,
     pub secs: u64,
+    /// Each user's pause after a page, ms (0: a closed loop, the next request the moment the
+    /// last one ends).
+    pub think_ms: u64,
 }
 
 fn path(kind: &str, i: usize, rows: usize) -> String {
@@ -70,7 +73,8 @@ pub(crate) async fn ingested(store: &Store, topic: &str) -> Result<i64> {
 }
 
 /// Fills a fresh store of `backend` with `rows`, serves it with the release binary while
-/// ingest runs, and loads it with `users` users for `secs` s.
+/// ingest runs, and loads it with `users` users for `secs` s, once per think time in `think`
+/// (ms; one [`Figures`] each, in that order, on the same store and server).
 ///
 /// Errors: the binary is missing, the fill, the broker or the server fails.
 pub async fn figures(
@@ -78,9 +82,10 @@ pub async fn figures(
     rows: usize,
     users: usize,
     secs: u64,
+    think: &[u64],
     ingest_per_s: usize,
     now: i64,
-) -> Result<Figures> {
+) -> Result<Vec<Figures>> {
     let (db_url, _dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&db_url).await?;
     store.migrate().await?;
@@ -132,10 +137,52 @@ pub async fn figures(
     };
     // Let ingest reach its pace before timing pages.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    server.reset_peak()?;
-    let before = ingested(&store, &topic).await?;
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(secs);
+    let mut figs = Vec::new();
+    for &think_ms in think {
+        server.reset_peak()?;
+        let before = ingested(&store, &topic).await?;
+        let started = Instant::now();
+        let (mut all, errors) = load_phase(&server, users, secs, think_ms, rows).await?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let stored = ingested(&store, &topic).await? - before;
+        figs.push(Figures {
+            backend,
+            pages: KINDS
+                .iter()
+                .map(|k| {
+                    let v = all.remove(k).unwrap_or_default();
+                    let n = v.len();
+                    let (p50, p99) = p50_p99(v);
+                    (*k, p50, p99, n)
+                })
+                .collect(),
+            errors,
+            ingest_rate: stored as f64 / elapsed,
+            peak_rss_kib: server.peak_rss_kib()?,
+            users,
+            secs,
+            think_ms,
+        });
+    }
+    stop.store(true, Ordering::Relaxed);
+    let produced = producer.await??;
+    eprintln!("pages under load on {backend:?}: produced {produced} records meanwhile");
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.stop().await;
+    }
+    Ok(figs)
+}
+
+/// One timed phase: `users` users each loop over [`KINDS`] for `secs` s, pausing `think_ms`
+/// after each page. Returns the latencies (ms) per kind and the errors.
+async fn load_phase(
+    server: &Arc<ReleaseServer>,
+    users: usize,
+    secs: u64,
+    think_ms: u64,
+    rows: usize,
+) -> Result<(BTreeMap<&'static str, Vec<f64>>, usize)> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
     let mut tasks = Vec::new();
     for u in 0..users {
         let server = server.clone();
@@ -143,6 +190,11 @@ pub async fn figures(
             let mut times: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
             let mut errors = 0usize;
             let mut i = u;
+            // Paced users start spread over one think time, not all at once.
+            if think_ms > 0 {
+                let offset = think_ms * u as u64 / users.max(1) as u64;
+                tokio::time::sleep(Duration::from_millis(offset)).await;
+            }
             while Instant::now() < deadline {
                 let kind = KINDS[i % KINDS.len()];
                 match server
@@ -158,6 +210,9 @@ pub async fn figures(
                     }
                 }
                 i += 1;
+                if think_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(think_ms)).await;
+                }
             }
             (times, errors)
         }));
@@ -171,32 +226,7 @@ pub async fn figures(
             all.entry(k).or_default().extend(v);
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let peak_rss_kib = server.peak_rss_kib()?;
-    stop.store(true, Ordering::Relaxed);
-    let produced = producer.await??;
-    let stored = ingested(&store, &topic).await? - before;
-    eprintln!("pages under load on {backend:?}: produced {produced}, stored {stored} meanwhile");
-    if let Ok(server) = Arc::try_unwrap(server) {
-        server.stop().await;
-    }
-    Ok(Figures {
-        backend,
-        pages: KINDS
-            .iter()
-            .map(|k| {
-                let v = all.remove(k).unwrap_or_default();
-                let n = v.len();
-                let (p50, p99) = p50_p99(v);
-                (*k, p50, p99, n)
-            })
-            .collect(),
-        errors,
-        ingest_rate: stored as f64 / elapsed,
-        peak_rss_kib,
-        users,
-        secs,
-    })
+    Ok((all, errors))
 }
 
 /// Prints the table, one column per database measured.
@@ -207,11 +237,17 @@ pub fn print(rows: usize, figs: &[Figures]) {
         println!("| {label} | {} |", cells.join(" | "));
     };
     println!();
-    let names: Vec<&str> = figs
+    let names: Vec<String> = figs
         .iter()
-        .map(|f| match f.backend {
-            Backend::Sqlite => "SQLite",
-            Backend::Postgres => "PostgreSQL",
+        .map(|f| {
+            let db = match f.backend {
+                Backend::Sqlite => "SQLite",
+                Backend::Postgres => "PostgreSQL",
+            };
+            match f.think_ms {
+                0 => format!("{db}, closed loop"),
+                t => format!("{db}, {t} ms think time"),
+            }
         })
         .collect();
     println!(
@@ -227,6 +263,10 @@ pub fn print(rows: usize, figs: &[Figures]) {
             format!("{p50:.1} / {p99:.1} ms ({n})")
         });
     }
+    row("pages served per second".into(), &|f| {
+        let n: usize = f.pages.iter().map(|p| p.3).sum();
+        format!("{:.0}", n as f64 / f.secs as f64)
+    });
     row("errors (non-2xx)".into(), &|f| f.errors.to_string());
     row("ingest achieved meanwhile".into(), &|f| {
         format!("{:.0} msgs/s", f.ingest_rate)

@@ -80,6 +80,12 @@ pub(crate) trait Dialect: Database {
     /// hash-join a scan of the whole table against a small locking subquery.)
     const IDS_OF_OPEN: &'static str;
     const IDS_OF_CLOSE: &'static str;
+    /// Whether a table in `FROM` may be followed by `INDEXED BY name` (SQLite), for the few
+    /// reads whose planner choice is known wrong: SQLite plans `WHERE tier IS NULL ORDER BY
+    /// id LIMIT n` as a rowid scan that passes every sorted row before the first unsorted
+    /// one, not as the partial index over the unsorted ones (`tier_candidates.rs`).
+    /// PostgreSQL has no hints and picks the partial index itself.
+    const INDEXED_BY: bool;
 
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
@@ -122,6 +128,7 @@ pub(crate) trait Dialect: Database {
 
 impl Dialect for Sqlite {
     const ONE_WRITER: bool = true;
+    const INDEXED_BY: bool = true;
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
@@ -185,6 +192,7 @@ impl Dialect for Sqlite {
 
 impl Dialect for Postgres {
     const ONE_WRITER: bool = false;
+    const INDEXED_BY: bool = false;
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;

@@ -115,9 +115,47 @@ const CANDIDATE_SELECT: &str = "SELECT d.id, d.dlq_topic, d.source_topic, d.cons
      d.error_class, d.error_message, d.fingerprint, d.convention, d.headers, d.stack_trace, \
      d.dead_lettered_at_ms, d.tier, l.repeat_failures, \
      e.auto_attempts AS earlier_auto_attempts, e.loop_guarded AS earlier_loop_guarded \
-     FROM dead_letters d \
-     LEFT JOIN dead_letter_links l ON l.dead_letter_id = d.id \
+     FROM dead_letters d ";
+
+const CANDIDATE_JOINS: &str = "LEFT JOIN dead_letter_links l ON l.dead_letter_id = d.id \
      LEFT JOIN dead_letter_tiers e ON e.dead_letter_id = l.earlier_id ";
+
+/// The candidate page's statement, after `prefix` (`""`, or `EXPLAIN ...` in tests).
+fn candidate_query<'a, DB: Dialect>(
+    prefix: &str,
+    scan: &CandidateScan,
+    limit: i64,
+) -> QueryBuilder<'a, DB> {
+    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(format!("{prefix}{CANDIDATE_SELECT}"));
+    if scan.unsorted_only && DB::INDEXED_BY {
+        // The unsorted ones from the partial index (migration 0022), not a rowid scan past
+        // every sorted row (measured: 250 ms a page at 1M rows with the first 2.5 % sorted).
+        qb.push("INDEXED BY dead_letters_unsorted ");
+    }
+    qb.push(CANDIDATE_JOINS);
+    qb.push("WHERE 1 = 1");
+    if scan.unsorted_only {
+        qb.push(" AND d.tier IS NULL");
+    }
+    if scan.live_only {
+        qb.push(" AND d.status <> 'deleted'");
+    }
+    if let Some(from) = scan.from_id {
+        qb.push(if scan.newest_first {
+            " AND d.id < "
+        } else {
+            " AND d.id > "
+        });
+        DB::bind(&mut qb, Val::I64(Some(from)));
+    }
+    qb.push(if scan.newest_first {
+        " ORDER BY d.id DESC LIMIT "
+    } else {
+        " ORDER BY d.id LIMIT "
+    });
+    DB::bind(&mut qb, Val::I64(Some(limit)));
+    qb
+}
 
 impl Store {
     /// Dead letters as rules read them, as `scan` says: at most `scan.limit` (≤ 5,000),
@@ -132,28 +170,7 @@ impl Store {
     ) -> Result<Vec<TierCandidate>, StoreError> {
         let limit = i64::from(scan.limit.clamp(1, 5_000));
         let rows: Vec<CandidateRow> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(CANDIDATE_SELECT);
-            qb.push("WHERE 1 = 1");
-            if scan.unsorted_only {
-                qb.push(" AND d.tier IS NULL");
-            }
-            if scan.live_only {
-                qb.push(" AND d.status <> 'deleted'");
-            }
-            if let Some(from) = scan.from_id {
-                qb.push(if scan.newest_first {
-                    " AND d.id < "
-                } else {
-                    " AND d.id > "
-                });
-                DB::bind(&mut qb, Val::I64(Some(from)));
-            }
-            qb.push(if scan.newest_first {
-                " ORDER BY d.id DESC LIMIT "
-            } else {
-                " ORDER BY d.id LIMIT "
-            });
-            DB::bind(&mut qb, Val::I64(Some(limit)));
+            let mut qb = candidate_query::<DB>("", scan, limit);
             qb.build_query_as::<CandidateRow>()
                 .fetch_all(pool)
                 .await
@@ -244,5 +261,55 @@ impl Store {
             b.entry(f).or_default().push(l);
         }
         Ok((a, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Row;
+
+    use super::*;
+
+    /// SQLite reads the sorter's page from the partial index of unsorted dead letters: its
+    /// planner, left alone, scans the table in id order past every sorted row (on a 1M-row
+    /// store with its statistics, `SCAN d`), so each round got slower as sorting went on.
+    #[tokio::test]
+    async fn sqlite_reads_the_unsorted_from_their_index() {
+        let (store, _dir) = super::super::test_file::sqlite_store("plan.db").await;
+        let Pool::Sqlite(pool) = &store.pool else {
+            unreachable!("a sqlite: URL")
+        };
+        // The statistics of a store where every row is in the partial index (as after a
+        // backlog's ingest), under which the planner chose the rowid scan.
+        sqlx::query("ANALYZE").execute(pool).await.expect("analyze");
+        sqlx::query(
+            "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES \
+             ('dead_letters', 'dead_letters_unsorted', '1000000 1'), \
+             ('dead_letters', NULL, '1000000')",
+        )
+        .execute(pool)
+        .await
+        .expect("statistics");
+        sqlx::query("ANALYZE sqlite_schema")
+            .execute(pool)
+            .await
+            .expect("load statistics");
+        let plan: Vec<String> = candidate_query::<sqlx::Sqlite>(
+            "EXPLAIN QUERY PLAN ",
+            &CandidateScan::unsorted(500),
+            500,
+        )
+        .build()
+        .fetch_all(pool)
+        .await
+        .expect("plan")
+        .iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect();
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("USING INDEX dead_letters_unsorted")),
+            "plan: {plan:?}"
+        );
     }
 }
