@@ -146,8 +146,8 @@ pub async fn list_dead_letters(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupsView {
     pub groups: Vec<ErrorGroup>,
-    /// Same order as `groups`: `(hour start ms, dead letters)`, 24 hours, oldest first.
-    pub trends: Vec<Vec<(i64, i64)>>,
+    /// Same order as `groups`: dead letters per hour over the last 24 hours.
+    pub trends: Vec<HourlyTrend>,
     /// Same order as `groups`: first seen (ever, not only under this filter) in the last 24 h.
     pub new: Vec<bool>,
     /// `Some(n)`: the filter names something the maintained aggregate does not keep and more
@@ -155,6 +155,25 @@ pub struct GroupsView {
     /// "at least"); `None`: every match is counted (`Store::error_groups_counted`).
     #[serde(default)]
     pub counted_among_newest: Option<i64>,
+}
+
+/// Dead letters per hour: `counts[i]` arrived in the hour starting at `start_ms + i` hours
+/// (epoch ms, UTC), oldest first. One start and bare counts, not a time per hour: the page's
+/// hydration data carries it once per group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HourlyTrend {
+    pub start_ms: i64,
+    pub counts: Vec<i64>,
+}
+
+impl HourlyTrend {
+    /// From `(hour start ms, count)` pairs of consecutive hours, oldest first.
+    pub fn from_series(series: &[(i64, i64)]) -> Self {
+        HourlyTrend {
+            start_ms: series.first().map_or(0, |(t, _)| *t),
+            counts: series.iter().map(|(_, n)| *n).collect(),
+        }
+    }
 }
 
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
@@ -197,7 +216,7 @@ pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, Ser
     Ok(Listing::Found(GroupsView {
         trends: fingerprints
             .iter()
-            .map(|f| trends.remove(f).unwrap_or_default())
+            .map(|f| HourlyTrend::from_series(&trends.remove(f).unwrap_or_default()))
             .collect(),
         new: fingerprints
             .iter()

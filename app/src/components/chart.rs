@@ -122,23 +122,23 @@ pub fn RateChart(
     }
 }
 
-/// A small bar sparkline of `series` (`(bucket start ms, count)`), each bar with a `<title>`.
+/// A small bar sparkline of `counts` (one per bucket of `bucket_ms` from `start_ms`, oldest
+/// first), each bar with a `<title>`. A bucket with nothing has no bar (it would be 0 high)
+/// and no markup: a quiet group's sparkline is an empty box, not 24 invisible bars.
 #[component]
-pub fn Sparkline(series: Vec<(i64, i64)>) -> impl IntoView {
-    let max = series.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
-    let n = series.len().max(1) as f64;
+pub fn Sparkline(start_ms: i64, bucket_ms: i64, counts: Vec<i64>) -> impl IntoView {
+    let max = counts.iter().copied().max().unwrap_or(0).max(1);
+    let n = counts.len().max(1) as f64;
     let (w, h) = (96.0_f64, 20.0_f64);
     let bar_w = w / n;
-    let total: i64 = series.iter().map(|(_, c)| *c).sum();
-    let bars = series
+    let total: i64 = counts.iter().sum();
+    let bars = counts
         .into_iter()
         .enumerate()
-        .map(|(i, (t, c))| {
-            let bh = if c > 0 {
-                ((c as f64 / max as f64) * (h - 1.0)).max(1.0)
-            } else {
-                0.0
-            };
+        .filter(|(_, c)| *c > 0)
+        .map(|(i, c)| {
+            let t = start_ms + i as i64 * bucket_ms;
+            let bh = ((c as f64 / max as f64) * (h - 1.0)).max(1.0);
             view! {
                 <rect
                     class="bar"
@@ -161,6 +161,7 @@ pub fn Sparkline(series: Vec<(i64, i64)>) -> impl IntoView {
             role="img"
             aria-label=format!("{total} in the last 24 h, per hour")
         >
+            <title>{format!("{total} in the last 24 h")}</title>
             {bars}
         </svg>
     }

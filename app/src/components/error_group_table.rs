@@ -2,6 +2,7 @@ use leptos::prelude::*;
 use redrive_core::ErrorGroup;
 
 use super::LabelChips;
+use crate::api::HourlyTrend;
 use crate::components::Sparkline;
 use crate::display::{format_time, shorten};
 use crate::query;
@@ -15,7 +16,7 @@ const MESSAGE_CHARS: usize = 160;
 #[component]
 pub fn ErrorGroupTable(
     groups: Vec<ErrorGroup>,
-    #[prop(optional)] trends: Vec<Vec<(i64, i64)>>,
+    #[prop(optional)] trends: Vec<HourlyTrend>,
     #[prop(optional)] new: Vec<bool>,
     filter: Vec<(String, String)>,
 ) -> impl IntoView {
@@ -61,7 +62,7 @@ pub fn ErrorGroupTable(
                         <a class="small" href=triage_href>"labels and note"</a>
                     </td>
                     <td>
-                        <Sparkline series=trend />
+                        <Sparkline start_ms=trend.start_ms bucket_ms=3_600_000 counts=trend.counts />
                     </td>
                     <td class="mono nowrap">{format_time(g.first_seen_ms)}</td>
                     <td class="mono nowrap">{format_time(g.last_seen_ms)}</td>

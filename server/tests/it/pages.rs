@@ -295,3 +295,52 @@ async fn routers_built_while_pages_render_never_stall_a_render() {
         t.await.expect("render task");
     }
 }
+
+/// The groups page's sparkline draws a bar for each hour with arrivals and nothing for the
+/// quiet hours (no invisible zero-high bars: their markup was most of the page's 228 KB with
+/// 50 groups), with the 24 hours' total as its title.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_groups_sparkline_has_bars_for_the_busy_hours_only() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    const HOUR: i64 = 3_600_000;
+    // Three dead letters two hours ago, one five hours ago: two busy hours of 24.
+    let at = [
+        now - 2 * HOUR,
+        now - 2 * HOUR,
+        now - 2 * HOUR,
+        now - 5 * HOUR,
+    ];
+    let records: Vec<NewDeadLetter> = at
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut d = dead_letter(
+                i as i64,
+                Some(b"k".to_vec()),
+                Some(b"v".to_vec()),
+                vec![],
+                Normalized {
+                    error_class: Some("com.example.SparkException".into()),
+                    error_message: Some("spark".into()),
+                    ..Normalized::default()
+                },
+            );
+            d.dead_lettered_at_ms = *t;
+            d.ingested_at_ms = *t;
+            d
+        })
+        .collect();
+    let site = InProcessSite::start(&records).await;
+    let (status, html) = site.get("/groups").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let start = html.find("<svg").expect("a sparkline");
+    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    assert_eq!(svg.matches("<rect").count(), 2, "{svg}");
+    assert!(svg.contains("<title>4 in the last 24 h</title>"), "{svg}");
+    assert!(svg.contains(" UTC: 3</title>"), "{svg}");
+    assert!(svg.contains(" UTC: 1</title>"), "{svg}");
+    assert!(!svg.contains(" UTC: 0</title>"), "{svg}");
+}
