@@ -96,6 +96,7 @@ impl Store {
                 gate,
                 common_terms: Arc::default(),
                 scan_share: Arc::default(),
+                facet_cache: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
@@ -110,6 +111,7 @@ impl Store {
                 gate: None,
                 common_terms: Arc::default(),
                 scan_share: Arc::default(),
+                facet_cache: Arc::default(),
             })
         } else {
             Err(bad_url())
@@ -141,6 +143,7 @@ impl Store {
                     gate: self.gate.clone(),
                     common_terms: self.common_terms.clone(),
                     scan_share: self.scan_share.clone(),
+                    facet_cache: self.facet_cache.clone(),
                 })
             }
             Pool::Postgres(p) => {
@@ -156,6 +159,7 @@ impl Store {
                     gate: None,
                     common_terms: self.common_terms.clone(),
                     scan_share: self.scan_share.clone(),
+                    facet_cache: self.facet_cache.clone(),
                 })
             }
         }

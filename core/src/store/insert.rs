@@ -121,6 +121,18 @@ pub(crate) struct Row<'a> {
 }
 
 impl<'a> Row<'a> {
+    /// The values the filter bar offers (`Store::facets`) as stored: source topic, DLQ topic,
+    /// consumer group (those present).
+    fn facet_values(&self) -> impl Iterator<Item = &str> {
+        [
+            self.normalized.source_topic.as_deref(),
+            Some(self.d.record.dlq_topic.as_str()),
+            self.normalized.consumer_group.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     /// The normal form ([`Prepared::of`]), computed now.
     pub(crate) fn full(d: &'a NewDeadLetter) -> Row<'a> {
         let p = Prepared::of(d);
@@ -410,7 +422,7 @@ impl Store {
             return Ok(0);
         }
         let now = super::actions::now_ms();
-        on_pool!(self, |pool, DB| {
+        let inserted = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             // Replay outcome (`outcome.rs`): look for the earlier dead letters first (indexed
             // lookups, one statement per kind of evidence), write the links after the insert.
@@ -425,8 +437,14 @@ impl Store {
                 }
             }
             tx.commit().await.map_err(store_error)?;
-            Ok(inserted)
-        })
+            Ok::<u64, StoreError>(inserted)
+        })?;
+        if inserted > 0 {
+            // The filter bar's choices (`facet_cache.rs`) are dropped if a value is new.
+            self.facet_cache
+                .note_stored(rows.iter().flat_map(Row::facet_values));
+        }
+        Ok(inserted)
     }
 }
 

@@ -21,6 +21,7 @@ mod codec;
 mod column_order_tests;
 mod common_terms;
 mod dialect;
+mod facet_cache;
 mod gate;
 #[cfg(test)]
 mod gate_tests;
@@ -300,6 +301,9 @@ pub struct Store {
     /// Search scans a list announced, for its count to take (`scan_share.rs`); shared like
     /// `common_terms`.
     scan_share: Arc<scan_share::ScanShare>,
+    /// The filter bar's choices, kept for a few seconds (`facet_cache.rs`); shared like
+    /// `common_terms`.
+    facet_cache: Arc<facet_cache::FacetCache>,
 }
 
 impl Store {
@@ -436,13 +440,23 @@ impl Store {
     ///
     /// Each list is sorted ascending (byte order on SQLite, the column's collation on
     /// PostgreSQL), holds at most [`FACET_CAP`] values, and counts every stored dead letter
-    /// (deleted ones too). Errors: `Unavailable`, `Database`.
+    /// (deleted ones too). Read at most every few seconds (`facet_cache.rs`): a value this
+    /// handle stores is offered at once, another instance's or a purge's within
+    /// [`facet_cache::FRESH_FOR`].
+    ///
+    /// Errors: `Unavailable`, `Database`.
     pub async fn facets(&self) -> Result<Facets, StoreError> {
-        Ok(Facets {
+        if let Some(f) = self.facet_cache.get() {
+            return Ok(f);
+        }
+        let read_at = std::time::Instant::now();
+        let f = Facets {
             source_topics: self.facet(FacetColumn::SourceTopic).await?,
             dlq_topics: self.facet(FacetColumn::DlqTopic).await?,
             consumer_groups: self.facet(FacetColumn::ConsumerGroup).await?,
-        })
+        };
+        self.facet_cache.put(&f, read_at);
+        Ok(f)
     }
 
     async fn facet(&self, column: FacetColumn) -> Result<Vec<String>, StoreError> {
