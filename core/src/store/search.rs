@@ -160,16 +160,22 @@ pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, 
     qb.push(")");
 }
 
-/// Appends ` AND COALESCE((SELECT <match> FROM dead_letter_text t WHERE t.id =
-/// dead_letters.id), (SELECT <match> FROM search_backlog b WHERE ...))`: a check of each row
-/// the outer query reads, by primary key, in whichever table holds its text. Scalar
+/// Appends ` AND COALESCE((SELECT <match> IS TRUE FROM dead_letter_text t WHERE t.id =
+/// dead_letters.id), (SELECT <match> IS TRUE FROM search_backlog b WHERE ...))`: a check of
+/// each row the outer query reads, by primary key, in whichever table holds its text. Scalar
 /// subqueries, so neither planner turns them into a join that would read a whole table.
+///
+/// `IS TRUE`: a row of `dead_letter_text` answers true or false, never NULL. Without it a
+/// row that does not match and has no stack trace (or payload) gave `false OR NULL` = NULL,
+/// so `COALESCE` went on to probe the backlog for a text it never holds: 1,960 probes of
+/// 2,000 in a search page's scan of bulk-loaded rows on PostgreSQL (10.0 instead of 13.8 ms,
+/// `docs/bench.md`, "2026-12-04 (8)").
 fn push_row_check<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
     qb.push(" AND COALESCE((SELECT ");
     push_text_match(qb, "t", q);
-    qb.push(" FROM dead_letter_text t WHERE t.id = dead_letters.id), (SELECT ");
+    qb.push(" IS TRUE FROM dead_letter_text t WHERE t.id = dead_letters.id), (SELECT ");
     push_text_match(qb, "b", q);
-    qb.push(" FROM search_backlog_text b WHERE b.id = dead_letters.id))");
+    qb.push(" IS TRUE FROM search_backlog_text b WHERE b.id = dead_letters.id))");
 }
 
 /// Appends ` AND (t, id) >= (bound)` in list order: the scan's oldest row.
