@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use redrive_core::store::{MatchCount, Store};
+use redrive_core::store::{CandidateScan, MatchCount, Store};
 use redrive_core::Filter;
 use redrive_testkit::{self as kit, Backend, TestRecord};
 
@@ -137,7 +137,7 @@ pub async fn figures(
     };
     // A store that has been running has sorted its dead letters into tiers; a bulk-loaded
     // one has not, and the server's automation sorts them now. Time pages once it is done.
-    let sorted_in = until_sorted(&db_url, Duration::from_secs(3_600)).await?;
+    let sorted_in = until_sorted(&store, Duration::from_secs(3_600)).await?;
     eprintln!(
         "pages under load: the server sorted the {rows} rows into tiers in {:.1} s",
         sorted_in.as_secs_f64()
@@ -180,34 +180,24 @@ pub async fn figures(
     Ok(figs)
 }
 
-/// Waits until no dead letter of the store at `url` is unsorted (`tier IS NULL`: the
-/// server's automation sorts them, `docs/automation.md`), at most `within`; returns the time
-/// it took.
+/// Waits until no dead letter of `store` is unsorted (the server's automation sorts them,
+/// `docs/automation.md`; asked as the sorter asks, one row of its page), at most `within`;
+/// returns the time it took.
 ///
-/// Errors: the database's, or still unsorted after `within`.
-async fn until_sorted(url: &str, within: Duration) -> Result<Duration> {
+/// Errors: the store's, or still unsorted after `within`.
+async fn until_sorted(store: &Store, within: Duration) -> Result<Duration> {
     let started = Instant::now();
-    let any = "SELECT COUNT(*) FROM (SELECT 1 FROM dead_letters WHERE tier IS NULL LIMIT 1) AS t";
-    loop {
-        let left: i64 = if url.starts_with("postgres") {
-            let pool = sqlx::PgPool::connect(url).await?;
-            let n = sqlx::query_scalar(any).fetch_one(&pool).await?;
-            pool.close().await;
-            n
-        } else {
-            let pool = sqlx::SqlitePool::connect(url).await?;
-            let n = sqlx::query_scalar(any).fetch_one(&pool).await?;
-            pool.close().await;
-            n
-        };
-        if left == 0 {
-            return Ok(started.elapsed());
-        }
+    let one = CandidateScan {
+        with_labels: false,
+        ..CandidateScan::unsorted(1)
+    };
+    while !store.tier_candidates(&one).await?.is_empty() {
         if started.elapsed() > within {
             anyhow::bail!("dead letters still unsorted after {within:?}");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    Ok(started.elapsed())
 }
 
 /// One timed phase: `users` users each loop over [`KINDS`] for `secs` s, pausing `think_ms`

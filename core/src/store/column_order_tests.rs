@@ -4,17 +4,12 @@
 
 use sqlx::SqlitePool;
 
-use super::{Pool, Store};
+use super::Store;
 
 /// The columns that may be large, in the order they must close the row.
 const LARGE_LAST: [&str; 4] = ["headers", "stack_trace", "key", "value"];
 
-fn pool(store: &Store) -> &SqlitePool {
-    let Pool::Sqlite(pool) = &store.pool else {
-        unreachable!("a sqlite: URL")
-    };
-    pool
-}
+use super::test_file::sqlite_pool as pool;
 
 /// Every column of `dead_letters`, generated ones included, in stored order.
 async fn columns(pool: &SqlitePool) -> Vec<String> {

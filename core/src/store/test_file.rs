@@ -18,3 +18,11 @@ pub(crate) async fn sqlite_store(name: &str) -> (Store, tempfile::TempDir) {
     store.migrate().await.expect("migrate");
     (store, dir)
 }
+
+/// The SQLite pool of a store opened on a `sqlite:` URL, for tests that run SQL of their own.
+pub(crate) fn sqlite_pool(store: &Store) -> &sqlx::SqlitePool {
+    let super::Pool::Sqlite(pool) = &store.pool else {
+        unreachable!("a sqlite: URL")
+    };
+    pool
+}

@@ -276,9 +276,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_reads_the_unsorted_from_their_index() {
         let (store, _dir) = super::super::test_file::sqlite_store("plan.db").await;
-        let Pool::Sqlite(pool) = &store.pool else {
-            unreachable!("a sqlite: URL")
-        };
+        let pool = super::super::test_file::sqlite_pool(&store);
         // The statistics of a store where every row is in the partial index (as after a
         // backlog's ingest), under which the planner chose the rowid scan.
         sqlx::query("ANALYZE").execute(pool).await.expect("analyze");
