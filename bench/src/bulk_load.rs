@@ -19,11 +19,23 @@
 //!
 //! Each chunk also writes the chunk's searched text (`dead_letter_text`, migration 0024) as
 //! ingest would ([`SEARCH_TEXT_SQLITE`]); the test below compares it with ingest's.
+//!
+//! With [`Tiers::Sorted`] each chunk is also left as the server's tier sorter leaves it
+//! (`Store::sort_unsorted`, `docs/automation.md` "Sorting"): `dead_letters.tier` set, one
+//! `dead_letter_tiers` row and one `tier_assigned` history event per row. A store that has
+//! been running looks like that; a server over an unsorted 10M-row store would spend its
+//! first hour sorting (PostgreSQL sorts 3,000–6,000 rows/s, `docs/bench.md`). The sorter's
+//! decision for a synthetic row depends only on what repeats every [`PERIOD`] rows (error
+//! group, source topic, consumer group, headers) under the rule set a server without a stored
+//! one runs (`RuleSetSpec::default()`, no rules), so it is taken once per `i % PERIOD` with
+//! the real `decide`, and the test below compares the result with the sorter's own.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use redrive_core::model::Header;
+use redrive_core::automation::{RuleSet, RuleSetSpec};
+use redrive_core::model::{Convention, Header};
+use redrive_core::store::{decide, TierCandidate, SORTER_ACTOR};
 use sqlx::Connection;
 
 use crate::{synthetic, DAY_MS, GROUPS, SOURCE_TOPICS};
@@ -31,15 +43,34 @@ use crate::{synthetic, DAY_MS, GROUPS, SOURCE_TOPICS};
 /// Rows written per transaction.
 pub const CHUNK_ROWS: usize = 250_000;
 
+/// Rows after which everything the default rule set reads of a [`synthetic`] row repeats:
+/// the least common multiple of [`GROUPS`], [`SOURCE_TOPICS`] and the 5 consumer groups.
+const PERIOD: usize = 100;
+
+/// Whether [`bulk_load`] also sorts the rows into tiers (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tiers {
+    /// Every row unsorted (`tier` NULL), as ingest stores it.
+    Unsorted,
+    /// Every row as the sorter leaves it under the default rule set, sorted at `now`.
+    Sorted,
+}
+
 /// Writes `rows` synthetic dead letters (offsets `0..rows`) into the migrated, empty store at
-/// `url` (`sqlite:...` or `postgres://...`), `now` (epoch ms) as in [`synthetic`]. Returns the
-/// time it took.
+/// `url` (`sqlite:...` or `postgres://...`), `now` (epoch ms) as in [`synthetic`], sorted into
+/// tiers or not (`tiers`). Returns the time it took.
 ///
 /// Errors: the database's, e.g. a row that is already there (the store was not empty).
-pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
+pub async fn bulk_load(url: &str, rows: usize, now: i64, tiers: Tiers) -> Result<Duration> {
     let t = Instant::now();
     let postgres = url.starts_with("postgres");
-    let sql = insert_sql(postgres, now);
+    let sorted = (tiers == Tiers::Sorted)
+        .then(|| sorted_lookup(now))
+        .transpose()?;
+    let sql = insert_sql(postgres, now, sorted.as_deref());
+    let tier_sql = sorted
+        .as_deref()
+        .map(|lookup| tier_rows_sql(postgres, now, lookup));
     if postgres {
         let mut conn = sqlx::PgConnection::connect(url).await?;
         let indexes: Vec<(String, String)> = sqlx::query_as(
@@ -69,6 +100,9 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
                 .bind(before)
                 .execute(&mut *tx)
                 .await?;
+            for sql in tier_sql.iter().flatten() {
+                sqlx::query(sql).bind(before).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
         }
         for (_, def) in &indexes {
@@ -105,6 +139,9 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64) -> Result<Duration> {
                 .bind(before)
                 .execute(&mut *tx)
                 .await?;
+            for sql in tier_sql.iter().flatten() {
+                sqlx::query(sql).bind(before).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
         }
         for (_, def) in &indexes {
@@ -177,8 +214,80 @@ fn stored_headers(headers: &[Header]) -> String {
     serde_json::Value::Array(list).to_string()
 }
 
+/// The sorter's decision for each `i % PERIOD` as SQL `VALUES` rows `(n, tier, rule,
+/// reason, next_at, detail)`: what `Store::sort_unsorted` writes for [`synthetic`] row `n`
+/// under the default rule set (jitter 0.5; no default rule schedules anything).
+///
+/// Errors: the default rule set does not compile (a bug).
+fn sorted_lookup(now: i64) -> Result<String> {
+    let rules = RuleSet::compile(RuleSetSpec::default()).map_err(|e| anyhow::anyhow!(e.0))?;
+    let rows: Vec<String> = (0..PERIOD)
+        .map(|n| {
+            let d = decide(&rules, &candidate(n, now), now, 0.5);
+            let a = &d.assignment;
+            format!(
+                "({n}, {}, {}, {}, {}, {})",
+                lit(a.tier.as_str()),
+                a.rule.as_deref().map_or("NULL".into(), lit),
+                lit(&a.reason),
+                d.next_attempt_at_ms
+                    .map_or("NULL".into(), |t| t.to_string()),
+                lit(&format!("{}: {}", a.tier, a.reason)),
+            )
+        })
+        .collect();
+    Ok(rows.join(", "))
+}
+
+/// Synthetic row `i` as the sorter reads it before its first sort (no labels, not a
+/// returning dead letter).
+fn candidate(i: usize, now: i64) -> TierCandidate {
+    let d = synthetic(i, now);
+    TierCandidate {
+        id: i as i64,
+        dlq_topic: d.record.dlq_topic,
+        source_topic: d.normalized.source_topic,
+        consumer_group: d.normalized.consumer_group,
+        error_class: d.normalized.error_class,
+        error_message: d.normalized.error_message,
+        fingerprint: d.fingerprint,
+        convention: Convention::SpringDlt,
+        headers: d.record.headers,
+        labels: Vec::new(),
+        dead_lettered_at_ms: d.dead_lettered_at_ms,
+        tier: None,
+        repeat_failures: 0,
+        earlier_auto_attempts: 0,
+        earlier_loop_guarded: false,
+    }
+}
+
+/// The `dead_letter_tiers` rows and `tier_assigned` events of the rows after id `$1`, as
+/// `Store::sort_unsorted` writes them (rule version NULL: no rule set stored; sorted at
+/// `now`). `lookup`: [`sorted_lookup`]'s rows.
+fn tier_rows_sql(postgres: bool, now: i64, lookup: &str) -> [String; 2] {
+    let after = if postgres { "$1" } else { "?1" };
+    let from =
+        format!("FROM dead_letters d JOIN s ON s.n = d.dlq_offset % {PERIOD} WHERE d.id > {after}");
+    let with = format!("WITH s(n, tier, rule, reason, next_at, detail) AS (VALUES {lookup}) ");
+    [
+        format!(
+            "{with}INSERT INTO dead_letter_tiers (dead_letter_id, tier, rule_name, rule_version, \
+             reason, tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated) \
+             SELECT d.id, s.tier, s.rule, NULL, s.reason, {now}, 0, CAST(s.next_at AS BIGINT), \
+             0, 0 {from}"
+        ),
+        format!(
+            "{with}INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail) \
+             SELECT d.id, {now}, 'tier_assigned', {}, s.detail {from}",
+            lit(SORTER_ACTOR)
+        ),
+    ]
+}
+
 /// One chunk's `INSERT ... SELECT` over rows `$1..=$2`; the expressions mirror [`synthetic`].
-fn insert_sql(postgres: bool, now: i64) -> String {
+/// `sorted`: [`sorted_lookup`]'s rows, which set each row's tier (`None`: unsorted).
+fn insert_sql(postgres: bool, now: i64, sorted: Option<&str>) -> String {
     let (groups, topics) = lookups(now);
     let (seq, concat_num, blob, value) = if postgres {
         (
@@ -211,12 +320,20 @@ fn insert_sql(postgres: bool, now: i64) -> String {
              g(n, class, fp) AS (VALUES {groups}), t(n, topic, headers) AS (VALUES {topics}) "
         )
     };
+    let (with, tier, join_tier) = match sorted {
+        Some(lookup) => (
+            format!("{with}, srt(n, tier, rule, reason, next_at, detail) AS (VALUES {lookup}) "),
+            "srt.tier",
+            format!(" JOIN srt ON srt.n = i % {PERIOD}"),
+        ),
+        None => (with, "NULL", String::new()),
+    };
     let day30 = 30 * DAY_MS;
     format!(
         "INSERT INTO dead_letters (dlq_topic, dlq_partition, dlq_offset, dead_lettered_at_ms, \
          status, fingerprint, convention, source_topic, source_partition, source_offset, \
          consumer_group, error_class, error_message, retry_count, decode_warnings, \
-         record_timestamp_ms, ingested_at_ms, replay_count, headers, key, value) \
+         record_timestamp_ms, ingested_at_ms, replay_count, headers, key, value, tier) \
          {with}\
          SELECT t.topic || '.DLT', i % 4, i, {now} - (i * 2592) % {day30}, \
          'new', g.fp, 'spring_dlt', t.topic, i % 4, i, \
@@ -225,10 +342,10 @@ fn insert_sql(postgres: bool, now: i64) -> String {
               THEN 'Connection reset while calling payments for order ' || i{concat_num} \
               ELSE 'Failure ' || (i % {GROUPS}){concat_num} || ' while processing order ' \
                    || i{concat_num} || ' after ' || (i % 1000){concat_num} || ' ms' END, \
-         3, '[]', {now} - (i * 2592) % {day30}, {now}, 0, t.headers, {key}, {value} \
+         3, '[]', {now} - (i * 2592) % {day30}, {now}, 0, t.headers, {key}, {value}, {tier} \
          FROM {seq} \
          JOIN g ON g.n = i % {GROUPS} \
-         JOIN t ON t.n = i % {SOURCE_TOPICS}"
+         JOIN t ON t.n = i % {SOURCE_TOPICS}{join_tier}"
     )
 }
 
@@ -242,65 +359,122 @@ mod tests {
     use super::*;
 
     /// The bulk-loaded rows are exactly what `insert_batch` stores for [`synthetic`], on
-    /// both databases: every field of every row, read back through the store.
+    /// both databases: every field of every row, read back through the store; and sorted,
+    /// exactly what the server's sorter (`Store::sort_unsorted`, default rules) then writes.
     #[tokio::test]
     async fn bulk_load_equals_insert_batch() {
         let now = 1_750_000_000_000;
         let n = 600;
+        let rules = RuleSet::compile(RuleSetSpec::default()).expect("rules");
         for backend in Backend::ALL {
-            let (bulk_url, _d1) = fresh_database(backend).await.expect("db");
-            let (ref_url, _d2) = fresh_database(backend).await.expect("db");
-            let bulk = Store::connect(&bulk_url).await.expect("connect");
-            bulk.migrate().await.expect("migrate");
-            let reference = Store::connect(&ref_url).await.expect("connect");
-            reference.migrate().await.expect("migrate");
+            for tiers in [Tiers::Unsorted, Tiers::Sorted] {
+                let (bulk_url, _d1) = fresh_database(backend).await.expect("db");
+                let (ref_url, _d2) = fresh_database(backend).await.expect("db");
+                let bulk = Store::connect(&bulk_url).await.expect("connect");
+                bulk.migrate().await.expect("migrate");
+                let reference = Store::connect(&ref_url).await.expect("connect");
+                reference.migrate().await.expect("migrate");
 
-            bulk_load(&bulk_url, n, now).await.expect("bulk load");
-            let rows: Vec<_> = (0..n).map(|i| synthetic(i, now)).collect();
-            reference.insert_batch(&rows).await.expect("insert");
-            // Ingest leaves the searched text to the search indexer (migration 0028): index
-            // it, so that the comparison below checks what the indexer copies too.
-            while reference.index_search_backlog(1000).await.expect("index") > 0 {}
-
-            let all = |s: Store| async move {
-                let mut out = Vec::new();
-                let mut cursor = None;
-                loop {
-                    let page = s
-                        .list(&ListQuery {
-                            filter: Filter::default(),
-                            cursor,
-                            limit: 500,
-                        })
+                bulk_load(&bulk_url, n, now, tiers)
+                    .await
+                    .expect("bulk load");
+                let rows: Vec<_> = (0..n).map(|i| synthetic(i, now)).collect();
+                reference.insert_batch(&rows).await.expect("insert");
+                // Ingest leaves the searched text to the search indexer (migration 0028):
+                // index it, so that the comparison below checks what the indexer copies too.
+                while reference.index_search_backlog(1000).await.expect("index") > 0 {}
+                if tiers == Tiers::Sorted {
+                    while reference
+                        .sort_unsorted(&rules, None, 250)
                         .await
-                        .expect("list");
-                    for summary in &page.items {
-                        let mut d = s.get(summary.id).await.expect("get").expect("row");
-                        d.summary.id = 0;
-                        out.push(d);
-                    }
-                    match page.next_cursor {
-                        Some(c) => cursor = Some(Cursor::decode(&c).expect("cursor")),
-                        None => break,
-                    }
+                        .expect("sort")
+                        .sorted
+                        > 0
+                    {}
                 }
-                out.sort_by_key(|d| d.record.dlq_offset);
-                out
-            };
-            let (got, want) = (all(bulk).await, all(reference).await);
-            assert_eq!(got.len(), n, "{backend:?}");
-            for (g, w) in got.iter().zip(&want) {
-                assert_eq!(
-                    format!("{g:?}"),
-                    format!("{w:?}"),
-                    "{backend:?}: offset {}",
-                    w.record.dlq_offset
-                );
+                let what = format!("{backend:?} {tiers:?}");
+                let (got, want) = (all(&bulk).await, all(&reference).await);
+                assert_eq!(got.len(), n, "{what}");
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(
+                        format!("{g:?}"),
+                        format!("{w:?}"),
+                        "{what}: offset {}",
+                        w.record.dlq_offset
+                    );
+                }
+                // The searched text (migration 0024) too: the bulk load's against the
+                // indexer's.
+                let (got, want) = (texts(&bulk_url).await, texts(&ref_url).await);
+                assert_eq!(got.len(), n, "{what}");
+                assert_eq!(got, want, "{what}: dead_letter_text");
+                // And the sorter's rows: tiers and history (all but the times it wrote).
+                let (got, want) = (sorting(&bulk_url).await, sorting(&ref_url).await);
+                assert_eq!(got.len(), if tiers == Tiers::Sorted { 2 * n } else { 0 });
+                assert_eq!(got, want, "{what}: dead_letter_tiers and events");
+                bulk.close().await;
+                reference.close().await;
             }
-            // The searched text (migration 0024) too: the bulk load's against the indexer's.
-            let (got, want) = (texts(&bulk_url).await, texts(&ref_url).await);
-            assert_eq!(got.len(), n, "{backend:?}");
-            assert_eq!(got, want, "{backend:?}: dead_letter_text");
+        }
+    }
+
+    /// Every stored dead letter with its details, by DLQ offset, ids and sort times zeroed.
+    async fn all(s: &Store) -> Vec<redrive_core::model::DeadLetter> {
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = s
+                .list(&ListQuery {
+                    filter: Filter::default(),
+                    cursor,
+                    limit: 500,
+                })
+                .await
+                .expect("list");
+            for summary in &page.items {
+                let mut d = s.get(summary.id).await.expect("get").expect("row");
+                d.summary.id = 0;
+                // When it was sorted: the bulk load's `now`, the sorter's clock.
+                if let Some(t) = d.tiering.as_mut() {
+                    t.tier_at_ms = 0;
+                }
+                out.push(d);
+            }
+            match page.next_cursor {
+                Some(c) => cursor = Some(Cursor::decode(&c).expect("cursor")),
+                None => break,
+            }
+        }
+        out.sort_by_key(|d| d.record.dlq_offset);
+        out
+    }
+
+    /// The sorter's rows, by DLQ offset: each `dead_letter_tiers` row as text (without
+    /// `tier_at_ms`), then each history event's kind, actor and detail (without `at_ms`).
+    async fn sorting(url: &str) -> Vec<(i64, String)> {
+        let sql = "SELECT d.dlq_offset, t.tier || '|' || COALESCE(t.rule_name, '-') || '|' \
+             || COALESCE(CAST(t.rule_version AS TEXT), '-') || '|' || t.reason || '|' \
+             || CAST(t.auto_attempts AS TEXT) || '|' \
+             || COALESCE(CAST(t.next_attempt_at_ms AS TEXT), '-') || '|' \
+             || CAST(t.loop_guarded AS TEXT) || '|' || CAST(t.escalated AS TEXT) \
+             FROM dead_letter_tiers t JOIN dead_letters d ON d.id = t.dead_letter_id \
+             UNION ALL \
+             SELECT d.dlq_offset, e.kind || '|' || COALESCE(e.actor, '-') || '|' \
+             || COALESCE(e.detail, '-') \
+             FROM dead_letter_events e JOIN dead_letters d ON d.id = e.dead_letter_id \
+             ORDER BY 1, 2";
+        if url.starts_with("postgres") {
+            let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+            sqlx::query_as(sql)
+                .fetch_all(&mut c)
+                .await
+                .expect("sorting")
+        } else {
+            let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
+            sqlx::query_as(sql)
+                .fetch_all(&mut c)
+                .await
+                .expect("sorting")
         }
     }
 

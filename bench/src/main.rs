@@ -114,7 +114,8 @@ async fn main() -> Result<()> {
         let store = redrive_core::store::Store::connect(&url).await?;
         store.migrate().await?;
         store.close().await;
-        let took = bulk_load::bulk_load(&url, rows, 1_796_104_800_000).await?;
+        let took =
+            bulk_load::bulk_load(&url, rows, 1_796_104_800_000, bulk_load::Tiers::Sorted).await?;
         eprintln!(
             "filled {rows} rows into {url} in {:.1} s",
             took.as_secs_f64()

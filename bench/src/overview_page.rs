@@ -20,6 +20,7 @@ use anyhow::Result;
 use redrive_core::store::Store;
 use redrive_testkit::{self as kit, Backend};
 
+use crate::bulk_load::Tiers;
 use crate::release_server::{p50_p99, ReleaseServer};
 
 const OVERVIEW_RUNS: usize = 50;
@@ -47,7 +48,7 @@ pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures>
     let (db_url, _dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&db_url).await?;
     store.migrate().await?;
-    let fill = crate::bulk_load::bulk_load(&db_url, rows, now).await?;
+    let fill = crate::bulk_load::bulk_load(&db_url, rows, now, Tiers::Sorted).await?;
     eprintln!(
         "overview bench: filled {rows} rows on {backend:?} in {:.1} s",
         fill.as_secs_f64()

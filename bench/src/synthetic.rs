@@ -78,7 +78,7 @@ pub(crate) async fn filled_store_at(
 /// Fills the migrated, empty store at `url` with `rows` [`synthetic`] dead letters, generated
 /// by the database itself ([`bulk_load`]): 10M rows in minutes instead of an hour.
 pub(crate) async fn fill(url: &str, rows: usize, now: i64) -> Result<()> {
-    let took = bulk_load::bulk_load(url, rows, now).await?;
+    let took = bulk_load::bulk_load(url, rows, now, bulk_load::Tiers::Unsorted).await?;
     eprintln!(
         "filled {rows} rows in {:.1} s ({:.0} rows/s)",
         took.as_secs_f64(),
