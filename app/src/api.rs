@@ -262,7 +262,7 @@ pub async fn get_dead_letter(id: i64) -> Result<Option<DeadLetterDetail>, Server
     };
     let mut detail = crate::display::record::detail(&d);
     detail.chain = store
-        .replay_chain(id)
+        .replay_chain_from(id, d.link.as_ref().map(|l| l.earlier_id))
         .await
         .map_err(|e| seam::store_failed("read the replay chain", e))?;
     let now = std::time::SystemTime::now()

@@ -506,7 +506,7 @@ pub async fn get_dead_letter(
         .ok_or_else(|| not_found(id))?;
     let chain = state
         .store
-        .replay_chain(id)
+        .replay_chain_from(id, dl.link.as_ref().map(|l| l.earlier_id))
         .await
         .map_err(|e| state.store_failed("replay_chain", e))?;
     let now_ms = std::time::SystemTime::now()

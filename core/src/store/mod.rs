@@ -42,7 +42,7 @@ pub use self::connect::{sqlite_file, SqliteDurability};
 use self::dialect::store_error;
 use self::gate::WriteGate;
 pub use self::gate::WriteGateStats;
-use self::rows::{FullRow, SummaryRow};
+use self::rows::SummaryRow;
 use self::sql::FacetColumn;
 use crate::filter::{ListQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::model::{DeadLetter, DeadLetterSummary, ErrorGroup, Page};
@@ -404,23 +404,30 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt` (stored headers or status that do not parse).
     pub async fn get(&self, id: i64) -> Result<Option<DeadLetter>, StoreError> {
-        // Its tiering before the row (two reads, no snapshot between them): the sorter writes
-        // both in one transaction and never unsorts, so a dead letter is never shown with a
-        // tiering but without a tier (read the other way round, a sort committed between the
-        // reads showed exactly that).
-        let tiering = self.tier_info(id).await?;
-        let row: Option<FullRow> = on_pool!(self, |pool, DB| {
+        // The row, its tiering and its link in one statement: one snapshot, so a dead letter
+        // is never shown with a tiering but without its tier (the sorter writes both in one
+        // transaction), and one round trip instead of three.
+        let row: Option<rows::GetRow> = on_pool!(self, |pool, DB| {
             let mut qb = sql::get::<DB>(id);
             qb.build_query_as().fetch_optional(pool).await
         })
         .map_err(store_error)?;
-        let Some(mut d) = row.map(FullRow::into_dead_letter).transpose()? else {
+        let Some(rows::GetRow {
+            full,
+            tiering,
+            link,
+        }) = row
+        else {
             return Ok(None);
         };
+        let mut d = full.into_dead_letter()?;
         self.attach_labels(std::slice::from_mut(&mut d.summary))
             .await?;
-        d.link = self.replay_link(id).await?;
-        d.tiering = tiering;
+        d.link = link.into_link();
+        d.tiering = match tiering.into_row() {
+            Some(r) => Some(self.tiering(r).await?),
+            None => None,
+        };
         Ok(Some(d))
     }
 

@@ -520,6 +520,45 @@ struct LinkRow {
     job_id: Option<String>,
 }
 
+impl LinkRow {
+    fn into_link(self) -> ReplayLink {
+        // A link whose kind this version does not know is still a link.
+        ReplayLink {
+            earlier_id: self.earlier_id,
+            via: LinkVia::parse(&self.linked_via).unwrap_or(LinkVia::DeadLetterId),
+            job_id: self.job_id,
+        }
+    }
+}
+
+/// The `dead_letter_links` columns [`Store::get`] reads beside the row (the table joined as
+/// `k`), each named `link_...`: all NULL for a dead letter that did not come back from a
+/// replay ([`LinkColumns`]).
+pub(crate) const LINK_COLUMNS: &str = "k.earlier_id AS link_earlier_id, \
+     k.linked_via AS link_linked_via, k.job_id AS link_job_id";
+
+/// [`LINK_COLUMNS`] as read.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct LinkColumns {
+    link_earlier_id: Option<i64>,
+    link_linked_via: Option<String>,
+    link_job_id: Option<String>,
+}
+
+impl LinkColumns {
+    /// The link, `None` when there is none.
+    pub(crate) fn into_link(self) -> Option<ReplayLink> {
+        Some(
+            LinkRow {
+                earlier_id: self.link_earlier_id?,
+                linked_via: self.link_linked_via?,
+                job_id: self.link_job_id,
+            }
+            .into_link(),
+        )
+    }
+}
+
 #[derive(Debug, sqlx::FromRow)]
 struct PublishRow {
     published_at_ms: Option<i64>,
@@ -551,12 +590,41 @@ impl Store {
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn replay_chain(&self, id: i64) -> Result<ReplayChain, StoreError> {
-        let cap = CHAIN_LINKS_SHOWN as i64;
+        let earlier = self.replay_link(id).await?.map(|l| l.earlier_id);
+        self.replay_chain_from(id, earlier).await
+    }
+
+    /// [`Store::replay_chain`] of a dead letter whose link is known (`earlier`: its
+    /// [`crate::model::DeadLetter::link`]'s `earlier_id`, as [`Store::get`] read it): the
+    /// earlier dead letters, the later ones and the latest publish are read at once, on
+    /// three connections, so a detail page waits for the longest of them, not their sum.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn replay_chain_from(
+        &self,
+        id: i64,
+        earlier: Option<i64>,
+    ) -> Result<ReplayChain, StoreError> {
+        let (mut chain, (later, later_more), publish) = tokio::try_join!(
+            self.chain_earlier(earlier),
+            self.chain_later(id),
+            self.last_publish(id)
+        )?;
+        chain.later = later;
+        chain.later_more = later_more;
+        if let Some(p) = publish {
+            chain.last_published_at_ms = p.published_at_ms;
+            chain.last_published_job = Some(p.job_id);
+        }
+        Ok(chain)
+    }
+
+    /// The earlier part of a chain, walking `earlier_id` one row at a time from `next` (ids
+    /// only go down, so no cycle).
+    async fn chain_earlier(&self, mut next: Option<i64>) -> Result<ReplayChain, StoreError> {
         let mut chain = ReplayChain::default();
-        // Earlier: walk `earlier_id` one row at a time (ids only go down, so no cycle).
-        let mut next = self.earlier_of(id).await?;
         while let Some(named) = next {
-            if chain.earlier.len() as i64 >= cap {
+            if chain.earlier.len() >= CHAIN_LINKS_SHOWN {
                 chain.earlier_more = true;
                 break;
             }
@@ -583,6 +651,13 @@ impl Store {
                 }
             }
         }
+        Ok(chain)
+    }
+
+    /// Up to [`CHAIN_LINKS_SHOWN`] dead letters that came back from `id`, and whether there
+    /// are more.
+    async fn chain_later(&self, id: i64) -> Result<(Vec<ChainLink>, bool), StoreError> {
+        let cap = CHAIN_LINKS_SHOWN as i64;
         let later: Vec<ChainRow> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new("SELECT ");
             qb.push(CHAIN_COLUMNS).push(
@@ -595,13 +670,18 @@ impl Store {
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        chain.later_more = later.len() as i64 > cap;
-        chain.later = later
+        let more = later.len() as i64 > cap;
+        let shown = later
             .into_iter()
             .take(CHAIN_LINKS_SHOWN)
             .filter_map(ChainRow::into_link)
             .collect();
-        let publish: Option<PublishRow> = on_pool!(self, |pool, DB| {
+        Ok((shown, more))
+    }
+
+    /// The latest publish of dead letter `id`, if any.
+    async fn last_publish(&self, id: i64) -> Result<Option<PublishRow>, StoreError> {
+        on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT published_at_ms, job_id FROM outbox WHERE dead_letter_id = ",
             );
@@ -609,16 +689,7 @@ impl Store {
             qb.push(" AND status = 'published' ORDER BY id DESC LIMIT 1");
             qb.build_query_as().fetch_optional(pool).await
         })
-        .map_err(store_error)?;
-        if let Some(p) = publish {
-            chain.last_published_at_ms = p.published_at_ms;
-            chain.last_published_job = Some(p.job_id);
-        }
-        Ok(chain)
-    }
-
-    async fn earlier_of(&self, id: i64) -> Result<Option<i64>, StoreError> {
-        Ok(self.replay_link(id).await?.map(|l| l.earlier_id))
+        .map_err(store_error)
     }
 
     /// The link of dead letter `id` to the earlier one it came back from, if any.
@@ -634,12 +705,7 @@ impl Store {
             qb.build_query_as().fetch_optional(pool).await
         })
         .map_err(store_error)?;
-        // A link whose kind this version does not know is still a link.
-        Ok(row.map(|r| ReplayLink {
-            earlier_id: r.earlier_id,
-            via: LinkVia::parse(&r.linked_via).unwrap_or(LinkVia::DeadLetterId),
-            job_id: r.job_id,
-        }))
+        Ok(row.map(LinkRow::into_link))
     }
 }
 

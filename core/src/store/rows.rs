@@ -3,6 +3,8 @@
 //! does not parse becomes [`StoreError::Corrupt`], never a panic.
 
 use super::codec::{decode_headers, decode_warnings};
+use super::outcome::LinkColumns;
+use super::tiers::TieringColumns;
 use super::StoreError;
 use crate::model::{
     Convention, DeadLetter, DeadLetterSummary, ErrorGroup, Normalized, RawRecord, Status,
@@ -46,6 +48,18 @@ pub(crate) struct FullRow {
     headers: String,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
+}
+
+/// One row of [`super::sql::get`]: the dead letter, its `dead_letter_tiers` row and its
+/// `dead_letter_links` row (the last two all NULL when absent).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct GetRow {
+    #[sqlx(flatten)]
+    pub(crate) full: FullRow,
+    #[sqlx(flatten)]
+    pub(crate) tiering: TieringColumns,
+    #[sqlx(flatten)]
+    pub(crate) link: LinkColumns,
 }
 
 /// One row of [`super::sql::error_groups`].
@@ -131,7 +145,7 @@ impl FullRow {
             normalized,
             ingested_at_ms: self.ingested_at_ms,
             replay_count: self.replay_count,
-            // Read apart (`Store::get`): it lives in `dead_letter_links`.
+            // From their own tables (`GetRow`).
             link: None,
             tiering: None,
         })

@@ -5,6 +5,8 @@
 use sqlx::QueryBuilder;
 
 use super::dialect::{Dialect, Val};
+use super::outcome::LINK_COLUMNS;
+use super::tiers::TIERING_COLUMNS;
 use crate::filter::{Cursor, Filter};
 use crate::model::Status;
 
@@ -15,12 +17,14 @@ pub(crate) const SUMMARY_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offs
      COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
      WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, tier";
 
-/// Columns of a whole dead letter ([`super::rows::FullRow`]).
+/// Columns of a whole dead letter ([`super::rows::FullRow`]). `tier` is qualified: [`get`]
+/// joins `dead_letter_tiers`, which has one too.
 pub(crate) const FULL_COLUMNS: &str = "id, dlq_topic, dlq_partition, dlq_offset, \
      source_topic, source_partition, source_offset, consumer_group, error_class, error_message, \
      retry_count, status, convention, fingerprint, dead_lettered_at_ms, decode_warnings, \
      COALESCE((SELECT l.repeat_failures FROM dead_letter_links l \
-     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, tier, source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
+     WHERE l.dead_letter_id = dead_letters.id), 0) AS repeat_failures, dead_letters.tier, \
+     source_timestamp_ms, stack_trace, message_id, failed_at_ms, record_timestamp_ms, \
      ingested_at_ms, replay_count, headers, key, value";
 
 /// Appends ` WHERE ...` selecting the dead letters that match `f`. `status: None` means every
@@ -210,10 +214,14 @@ pub(crate) fn count<DB: Dialect>(filter: &Filter) -> QueryBuilder<'_, DB> {
     qb
 }
 
-/// One whole dead letter by id.
+/// One whole dead letter by id, with its tiering and its replay link
+/// ([`super::rows::GetRow`]): one statement, so one snapshot of the three.
 pub(crate) fn get<'a, DB: Dialect>(id: i64) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(format!(
-        "SELECT {FULL_COLUMNS} FROM dead_letters WHERE id = "
+        "SELECT {FULL_COLUMNS}, {TIERING_COLUMNS}, {LINK_COLUMNS} FROM dead_letters \
+         LEFT JOIN dead_letter_tiers t ON t.dead_letter_id = dead_letters.id \
+         LEFT JOIN dead_letter_links k ON k.dead_letter_id = dead_letters.id \
+         WHERE dead_letters.id = "
     ));
     DB::bind(&mut qb, Val::I64(Some(id)));
     qb

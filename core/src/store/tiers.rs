@@ -232,7 +232,7 @@ impl Store {
 }
 
 #[derive(Debug, sqlx::FromRow)]
-struct TierInfoRow {
+pub(crate) struct TierInfoRow {
     tier: String,
     rule_name: Option<String>,
     rule_version: Option<i64>,
@@ -242,6 +242,46 @@ struct TierInfoRow {
     next_attempt_at_ms: Option<i64>,
     loop_guarded: i32,
     escalated: i32,
+}
+
+/// The `dead_letter_tiers` columns [`Store::get`] reads beside the row (the table joined as
+/// `t`), each named `tiering_...`: all NULL for an unsorted dead letter ([`TieringColumns`]).
+pub(crate) const TIERING_COLUMNS: &str = "t.tier AS tiering_tier, \
+     t.rule_name AS tiering_rule_name, CAST(t.rule_version AS BIGINT) AS tiering_rule_version, \
+     t.reason AS tiering_reason, t.tier_at_ms AS tiering_tier_at_ms, \
+     t.auto_attempts AS tiering_auto_attempts, \
+     t.next_attempt_at_ms AS tiering_next_attempt_at_ms, \
+     t.loop_guarded AS tiering_loop_guarded, t.escalated AS tiering_escalated";
+
+/// [`TIERING_COLUMNS`] as read.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TieringColumns {
+    tiering_tier: Option<String>,
+    tiering_rule_name: Option<String>,
+    tiering_rule_version: Option<i64>,
+    tiering_reason: Option<String>,
+    tiering_tier_at_ms: Option<i64>,
+    tiering_auto_attempts: Option<i32>,
+    tiering_next_attempt_at_ms: Option<i64>,
+    tiering_loop_guarded: Option<i32>,
+    tiering_escalated: Option<i32>,
+}
+
+impl TieringColumns {
+    /// The `dead_letter_tiers` row, `None` when there is none (its NOT NULL columns NULL).
+    pub(crate) fn into_row(self) -> Option<TierInfoRow> {
+        Some(TierInfoRow {
+            tier: self.tiering_tier?,
+            rule_name: self.tiering_rule_name,
+            rule_version: self.tiering_rule_version,
+            reason: self.tiering_reason?,
+            tier_at_ms: self.tiering_tier_at_ms?,
+            auto_attempts: self.tiering_auto_attempts?,
+            next_attempt_at_ms: self.tiering_next_attempt_at_ms,
+            loop_guarded: self.tiering_loop_guarded?,
+            escalated: self.tiering_escalated?,
+        })
+    }
 }
 
 impl Store {
@@ -265,7 +305,20 @@ impl Store {
                 .await
                 .map_err(store_error)
         })?;
-        let Some(r) = row else { return Ok(None) };
+        match row {
+            Some(r) => self.tiering(r).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A `dead_letter_tiers` row as shown, with its rule's `max_attempts` read from the rule
+    /// set version it was sorted with.
+    ///
+    /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored tier).
+    pub(crate) async fn tiering(
+        &self,
+        r: TierInfoRow,
+    ) -> Result<crate::automation::TierInfo, StoreError> {
         let tier = Tier::parse(&r.tier)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown tier `{}`", r.tier)))?;
         let mut max_attempts = None;
@@ -281,7 +334,7 @@ impl Store {
                     .map(|s| s.max_attempts);
             }
         }
-        Ok(Some(crate::automation::TierInfo {
+        Ok(crate::automation::TierInfo {
             tier,
             rule: r.rule_name,
             rule_version: r.rule_version,
@@ -292,7 +345,7 @@ impl Store {
             next_attempt_at_ms: r.next_attempt_at_ms,
             loop_guarded: r.loop_guarded != 0,
             escalated: r.escalated != 0,
-        }))
+        })
     }
 
     /// How many dead letters of `selection` (not `deleted`) are loop-guarded
