@@ -180,6 +180,8 @@ pub async fn figures(
     if let Ok(server) = Arc::try_unwrap(server) {
         server.stop().await;
     }
+    store.close().await;
+    kit::drop_database(&db_url).await?;
     Ok(figs)
 }
 

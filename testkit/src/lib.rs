@@ -104,6 +104,23 @@ pub async fn fresh_postgres_url() -> Result<String> {
     Ok(format!("{base}/{name}"))
 }
 
+/// Drops the PostgreSQL database at `url` (one of [`fresh_postgres_url`]'s), closing its
+/// other sessions first; nothing for a SQLite URL (its file goes with its `TempDir`). For
+/// the bench's big stores: a 10M-row PostgreSQL store takes about 20 GB, and a test
+/// database otherwise stays until `scripts/postgres reset`.
+///
+/// Errors: the server's.
+pub async fn drop_database(url: &str) -> Result<()> {
+    let Some((_, name)) = url.rsplit_once('/').filter(|_| url.starts_with("postgres")) else {
+        return Ok(());
+    };
+    let mut conn = sqlx::PgConnection::connect(&postgres_admin_url()).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .execute(&mut conn)
+        .await?;
+    Ok(())
+}
+
 /// A fresh SQLite database file inside `dir`, as a URL.
 pub fn fresh_sqlite_url(dir: &tempfile::TempDir) -> String {
     format!(
