@@ -285,32 +285,6 @@ impl TieringColumns {
 }
 
 impl Store {
-    /// The `dead_letter_tiers` row of dead letter `id` (`None`: unsorted or no such id), with
-    /// its rule's `max_attempts` read from the rule set version it was sorted with.
-    ///
-    /// Errors: `Unavailable`, `Database`, `Corrupt` (an unknown stored tier).
-    pub async fn tier_info(
-        &self,
-        id: i64,
-    ) -> Result<Option<crate::automation::TierInfo>, StoreError> {
-        let row: Option<TierInfoRow> = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT tier, rule_name, CAST(rule_version AS BIGINT) AS rule_version, reason, \
-                 tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated \
-                 FROM dead_letter_tiers WHERE dead_letter_id = ",
-            );
-            DB::bind(&mut qb, Val::I64(Some(id)));
-            qb.build_query_as::<TierInfoRow>()
-                .fetch_optional(pool)
-                .await
-                .map_err(store_error)
-        })?;
-        match row {
-            Some(r) => self.tiering(r).await.map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// A `dead_letter_tiers` row as shown, with its rule's `max_attempts` read from the rule
     /// set version it was sorted with.
     ///
