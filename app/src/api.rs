@@ -202,14 +202,11 @@ pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, Ser
         .map_or(0, |d| d.as_millis() as i64);
     let day_ago = now - 24 * 3_600_000;
     let fingerprints: Vec<String> = groups.iter().map(|g| g.fingerprint.clone()).collect();
-    let mut trends = store
-        .error_group_trends(&fingerprints, day_ago + 3_600_000, now)
+    let (mut trends, stats) = store
+        .error_group_trends_and_stats(&fingerprints, day_ago + 3_600_000, now)
         .await
         .map_err(|e| seam::store_failed("read the error group trends", e))?;
-    let first_seen: std::collections::HashMap<String, i64> = store
-        .error_group_stats(&fingerprints)
-        .await
-        .map_err(|e| seam::store_failed("read the error group trends", e))?
+    let first_seen: std::collections::HashMap<String, i64> = stats
         .into_iter()
         .map(|g| (g.fingerprint, g.first_seen_ms))
         .collect();

@@ -7,6 +7,7 @@ use sqlx::QueryBuilder;
 
 use super::actions::ids_json;
 use super::dialect::{store_error, Dialect, Val};
+use super::stats::push_json_texts;
 use super::{Pool, Store, StoreError};
 use crate::model::{DeadLetterSummary, ErrorGroup};
 
@@ -145,7 +146,8 @@ impl Store {
         ))
     }
 
-    /// Fills `labels` and `note` of error groups (two indexed queries).
+    /// Fills `labels` (sorted) and `note` of error groups: one statement, keyed by a JSON
+    /// array of the fingerprints so its text is the same for every page (kept prepared).
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(crate) async fn attach_group_triage(
@@ -155,12 +157,36 @@ impl Store {
         if groups.is_empty() {
             return Ok(());
         }
-        let fps: Vec<String> = groups.iter().map(|g| g.fingerprint.clone()).collect();
-        let (_, labels) = self.labels_of(&[], &fps).await?;
-        let (_, notes) = self.notes_of(&[], &fps).await?;
+        let fps: Vec<&str> = groups.iter().map(|g| g.fingerprint.as_str()).collect();
+        let json = serde_json::to_string(&fps).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        // kind 0: a label, kind 1: the note.
+        let rows: Vec<(String, i32, String)> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT fingerprint, CAST(0 AS INTEGER), label FROM group_labels \
+                 WHERE fingerprint IN ",
+            );
+            push_json_texts::<DB>(&mut qb, json.clone());
+            qb.push(
+                " UNION ALL SELECT fingerprint, CAST(1 AS INTEGER), note FROM group_notes \
+                 WHERE fingerprint IN ",
+            );
+            push_json_texts::<DB>(&mut qb, json);
+            qb.push(" ORDER BY 1, 2, 3");
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        let mut labels: HashMap<String, Vec<String>> = HashMap::new();
+        let mut notes: HashMap<String, String> = HashMap::new();
+        for (fp, kind, text) in rows {
+            if kind == 0 {
+                labels.entry(fp).or_default().push(text);
+            } else {
+                notes.insert(fp, text);
+            }
+        }
         for g in groups.iter_mut() {
-            g.labels = labels.get(&g.fingerprint).cloned().unwrap_or_default();
-            g.note = notes.get(&g.fingerprint).cloned();
+            g.labels = labels.remove(&g.fingerprint).unwrap_or_default();
+            g.note = notes.remove(&g.fingerprint);
         }
         Ok(())
     }

@@ -405,6 +405,22 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Store::error_group_trends`] and [`Store::error_group_stats`] of the same groups, read
+    /// at once on two connections (the groups page needs both after its groups).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub async fn error_group_trends_and_stats(
+        &self,
+        fingerprints: &[String],
+        from_ms: i64,
+        now_ms: i64,
+    ) -> Result<(HashMap<String, Vec<(i64, i64)>>, Vec<GroupStats>), StoreError> {
+        tokio::try_join!(
+            self.error_group_trends(fingerprints, from_ms, now_ms),
+            self.error_group_stats(fingerprints)
+        )
+    }
+
     /// How many dead letters match `filter`, never more than `cap + 1` rows read: from the
     /// error-group aggregate (migration 0027) when the filter names only fingerprint, DLQ
     /// topic, source topic, status and tier (exact), otherwise a count of at most `cap + 1`
