@@ -158,9 +158,11 @@ pub async fn bulk_load(url: &str, rows: usize, now: i64, tiers: Tiers) -> Result
 const SEARCH_TEXT_SQLITE: &str =
     "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
      SELECT id, error_message, NULL, CAST(value AS TEXT) FROM dead_letters WHERE id > ?1";
+/// On PostgreSQL lowercased, as the indexer writes it (migration 0031).
 const SEARCH_TEXT_POSTGRES: &str =
-    "INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
-     SELECT id, error_message, NULL, convert_from(value, 'UTF8') FROM dead_letters WHERE id > $1";
+    "INSERT INTO dead_letter_text (id, message, stack_trace, payload, lowered) \
+     SELECT id, lower(error_message), NULL, lower(convert_from(value, 'UTF8')), true \
+     FROM dead_letters WHERE id > $1";
 
 fn chunks(rows: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..rows)

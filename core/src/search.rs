@@ -111,6 +111,20 @@ pub fn payload_text(value: Option<&[u8]>) -> Option<&str> {
     Some(prefix(text, INDEXED_BYTES))
 }
 
+/// [`payload_text`] of the first bytes of a value (at most [`INDEXED_BYTES`] of them, as an
+/// excerpt reads them): a character cut at the end is dropped. `None` for a prefix that is
+/// not text. A value that turns binary further on, and so was not searched, still gives its
+/// text here; an excerpt only looks in it when nothing searched before it holds the term.
+pub fn payload_prefix_text(prefix: Option<&[u8]>) -> Option<&str> {
+    let bytes = prefix?;
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
+    payload_text(Some(text.as_bytes()))
+}
+
 /// `q` as an SQLite FTS5 query: one phrase, the whole text in double quotes (a `"` doubled),
 /// which the trigram tokenizer turns into "this substring". `None` when `q` is shorter than
 /// [`MIN_INDEXED_CHARS`] characters (the trigram index cannot serve it).
@@ -236,6 +250,24 @@ mod tests {
         assert_eq!(rarest_word(""), None);
     }
     use super::*;
+
+    #[test]
+    fn a_payloads_first_bytes_give_its_searched_text() {
+        // "é" is 2 bytes: the first 8,193 bytes of 'a' + "é"… end inside a character.
+        let s = format!("a{}", "é".repeat(INDEXED_BYTES));
+        let cut = &s.as_bytes()[..INDEXED_BYTES];
+        assert_eq!(
+            payload_prefix_text(Some(cut)),
+            payload_text(Some(s.as_bytes())),
+            "the same text as the whole value gives"
+        );
+        assert_eq!(payload_prefix_text(Some(b"{\"a\": 1}")), Some("{\"a\": 1}"));
+        // Invalid inside, not only cut at the end: binary.
+        assert_eq!(payload_prefix_text(Some(&[b'a', 0xff, b'b'])), None);
+        assert_eq!(payload_prefix_text(Some(b"nul\0")), None);
+        assert_eq!(payload_prefix_text(Some(b"")), None);
+        assert_eq!(payload_prefix_text(None), None);
+    }
 
     #[test]
     fn payload_text_is_utf8_without_controls_and_capped() {

@@ -170,6 +170,31 @@ fn push_row_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, alias: &str, q
     qb.push(")");
 }
 
+/// Appends [`push_row_match`]'s test of `dead_letter_text t`'s row. On PostgreSQL a row the
+/// indexer wrote since migration 0031 holds its texts `lower()`ed (`t.lowered`), so `q` is
+/// looked for with `strpos(t.col, lower(q)) > 0`: the same answer as `strpos(lower(t.col),
+/// lower(q)) > 0` (`lower()` of a lowered text is that text) without lowering every text
+/// read, which was most of a search page's time (2,000 rows of Spring records, 4.6 MB: 24–26
+/// ms with `lower()`, 9–11 ms without, C locale; 37–52 ms with it under a UTF-8 locale;
+/// `docs/bench.md`, "2026-12-05 (2)"). Rows indexed before it are tested as before.
+fn push_indexed_row_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
+    if is_sqlite::<DB>() {
+        return push_text_match(qb, "t", q);
+    }
+    qb.push("(CASE WHEN t.lowered THEN (");
+    for (i, column) in TEXT_COLUMNS.iter().enumerate() {
+        if i > 0 {
+            qb.push(" OR ");
+        }
+        qb.push(format!("strpos(t.{column}, lower("));
+        DB::bind(qb, Val::OwnedText(Some(q.to_string())));
+        qb.push(")) > 0");
+    }
+    qb.push(") ELSE ");
+    push_row_match(qb, "t", q);
+    qb.push(" END)");
+}
+
 /// Appends a parenthesised subquery of the ids of every dead letter whose searched text
 /// matches `q` (for `id IN ...`: counts, bulk actions, exports, error groups). SQLite: the
 /// FTS5 index gives the candidates (3 characters or more), `LIKE` decides; PostgreSQL: `ILIKE`
@@ -204,7 +229,7 @@ pub(crate) fn push_matching_ids<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, 
 /// `docs/bench.md`, "2026-12-04 (8)").
 fn push_row_check<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, q: &str) {
     qb.push(" AND COALESCE((SELECT ");
-    push_row_match(qb, "t", q);
+    push_indexed_row_match(qb, q);
     qb.push(" IS TRUE FROM dead_letter_text t WHERE t.id = dead_letters.id), (SELECT ");
     push_row_match(qb, "b", q);
     qb.push(" IS TRUE FROM search_backlog_text b WHERE b.id = dead_letters.id))");
@@ -481,7 +506,7 @@ pub const WORD_CANDIDATES: i64 = 5_000;
 /// unchecked: the answer is not complete). Rows: `Option<i64>`.
 fn word_candidates<'a, DB: Dialect>(q: &'a str, word: &'a str) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new("WITH c AS MATERIALIZED (SELECT t.id, ");
-    push_text_match(&mut qb, "t", q);
+    push_indexed_row_match(&mut qb, q);
     qb.push(" AS ok FROM dead_letter_text t WHERE ");
     if is_sqlite::<DB>() {
         let phrase = search::fts_phrase(word).unwrap_or_default();
@@ -617,8 +642,13 @@ impl Store {
     }
 
     /// Sets each item's [`DeadLetterSummary::search_match`]: where `q` is in its searched
-    /// text, with an excerpt (one primary-key read of at most 32 KiB of text per item, in
-    /// `dead_letter_text` or `search_backlog`).
+    /// text, with an excerpt in the text's own case (one primary-key read of at most 40 KiB
+    /// an item). SQLite reads the searched text where it is (`dead_letter_text` or
+    /// `search_backlog_text`); PostgreSQL, whose indexed copy is lowercased (migration 0031),
+    /// reads `dead_letters`: the message, the stack trace's first [`search::INDEXED_BYTES`]
+    /// characters and the value's first [`search::INDEXED_BYTES`] bytes (a slice of a TOASTed
+    /// value reads only its first chunks), cut as ingest cuts them
+    /// ([`search::stack_trace_text`], [`search::payload_prefix_text`]).
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(super) async fn attach_search_matches(
@@ -631,16 +661,27 @@ impl Store {
         }
         let ids: Vec<i64> = items.iter().map(|d| d.id).collect();
         let json = serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
-        type Texts = (i64, Option<String>, Option<String>, Option<String>);
+        type Texts = (i64, Option<String>, Option<String>, Option<Vec<u8>>);
         let texts: Vec<Texts> = on_pool!(self, |pool, DB| {
-            let mut qb = QueryBuilder::<DB>::new(
-                "SELECT id, message, stack_trace, payload FROM dead_letter_text WHERE id IN ",
-            );
-            DB::push_json_ids(&mut qb, json.clone());
-            qb.push(
-                " UNION ALL SELECT id, message, stack_trace, payload FROM search_backlog_text \
-                 WHERE id IN ",
-            );
+            let mut qb = if is_sqlite::<DB>() {
+                // SQLite's substr() would read a large value whole; the copy is cut already.
+                let mut qb = QueryBuilder::<DB>::new(
+                    "SELECT id, message, stack_trace, CAST(payload AS BLOB) \
+                     FROM dead_letter_text WHERE id IN ",
+                );
+                DB::push_json_ids(&mut qb, json.clone());
+                qb.push(
+                    " UNION ALL SELECT id, message, stack_trace, CAST(payload AS BLOB) \
+                     FROM search_backlog_text WHERE id IN ",
+                );
+                qb
+            } else {
+                QueryBuilder::<DB>::new(format!(
+                    "SELECT id, error_message, substr(stack_trace, 1, {n}), \
+                     substr(value, 1, {n}) FROM dead_letters WHERE id IN ",
+                    n = search::INDEXED_BYTES
+                ))
+            };
             DB::push_json_ids(&mut qb, json);
             qb.build_query_as().persistent(false).fetch_all(pool).await
         })
@@ -648,9 +689,14 @@ impl Store {
         let by_id: std::collections::HashMap<i64, &Texts> =
             texts.iter().map(|t| (t.0, t)).collect();
         for item in items.iter_mut() {
-            item.search_match = by_id
-                .get(&item.id)
-                .and_then(|t| search::locate(q, t.1.as_deref(), t.2.as_deref(), t.3.as_deref()));
+            item.search_match = by_id.get(&item.id).and_then(|t| {
+                search::locate(
+                    q,
+                    t.1.as_deref(),
+                    t.2.as_deref().map(search::stack_trace_text),
+                    search::payload_prefix_text(t.3.as_deref()),
+                )
+            });
         }
         Ok(())
     }

@@ -22,7 +22,8 @@ impl Store {
     /// the planner hashed all of it each round; now each round reads its own rows by primary
     /// key only, whatever the backlog's size), the rows
     /// taken `FOR UPDATE SKIP LOCKED`, so the rounds of several instances never take the same
-    /// row and never wait for each other. A text row already indexed under that id (none is
+    /// row and never wait for each other. It writes each text `lower()`ed and `lowered = true`
+    /// (migration 0031: a search's row check then needs no `lower()` of the text). A text row already indexed under that id (none is
     /// expected) is kept and the backlog's copy dropped.
     ///
     /// Errors: `Unavailable` (retry later), `Database`. On error nothing moved.
@@ -67,12 +68,13 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(max_rows.max(1))));
                 qb.push(
                     " FOR UPDATE SKIP LOCKED) RETURNING id, stack_bytes, payload_bytes), \
-                     ins AS (INSERT INTO dead_letter_text (id, message, stack_trace, payload) \
-                     SELECT d.id, d.error_message, \
-                     convert_from(substring(convert_to(d.stack_trace, 'UTF8') \
-                     FROM 1 FOR m.stack_bytes), 'UTF8'), \
-                     convert_from(substring(d.value FROM 1 FOR m.payload_bytes), 'UTF8') \
-                     FROM moved m JOIN dead_letters d ON d.id = m.id \
+                     ins AS (INSERT INTO dead_letter_text \
+                     (id, message, stack_trace, payload, lowered) \
+                     SELECT d.id, lower(d.error_message), \
+                     lower(convert_from(substring(convert_to(d.stack_trace, 'UTF8') \
+                     FROM 1 FOR m.stack_bytes), 'UTF8')), \
+                     lower(convert_from(substring(d.value FROM 1 FOR m.payload_bytes), 'UTF8')), \
+                     true FROM moved m JOIN dead_letters d ON d.id = m.id \
                      ON CONFLICT (id) DO NOTHING) \
                      SELECT COUNT(*) FROM moved",
                 );

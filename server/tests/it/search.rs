@@ -764,6 +764,22 @@ async fn indexed_rows(backend: Backend, url: &str) -> i64 {
     }
 }
 
+/// Puts every indexed text of a PostgreSQL store back as the indexer wrote it before
+/// migration 0031: the dead letter's message as it is, `lowered` false.
+async fn unlower(url: &str) {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let n = sqlx::query(
+        "UPDATE dead_letter_text t SET message = d.error_message, lowered = false \
+         FROM dead_letters d WHERE d.id = t.id AND t.lowered",
+    )
+    .execute(&pool)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert!(n > 0, "indexed rows were lowered");
+    pool.close().await;
+}
+
 /// What the database's own `ILIKE` (PostgreSQL) or `LIKE` (SQLite) says of `q` over the
 /// messages of dead letters stored with [`dl`]: the ground truth the row checks
 /// (`push_row_match`: `strpos(lower(..), lower(q))` on PostgreSQL) must agree with. Offsets.
@@ -855,9 +871,14 @@ async fn the_row_check_finds_what_the_databases_own_match_finds() {
             .map(|(i, m)| dl("u.DLT", i as i64, 1_000_000 + i as i64, m))
             .collect();
         store.insert_batch(&rows).await.unwrap();
-        for indexed in [false, true] {
-            if indexed {
-                index_all(&store).await;
+        // In the backlog; indexed (PostgreSQL: lowercased, migration 0031); and, on
+        // PostgreSQL, indexed as before that migration (the text as it is, `lowered` false).
+        for indexed in ["no", "yes", "before 0031"] {
+            match indexed {
+                "yes" => index_all(&store).await,
+                "before 0031" if backend == Backend::Postgres => unlower(&url).await,
+                "before 0031" => continue,
+                _ => {}
             }
             for term in terms {
                 let want = database_matches(backend, &url, term).await;
@@ -876,6 +897,15 @@ async fn the_row_check_finds_what_the_databases_own_match_finds() {
                 let mut got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
                 got.sort_unstable();
                 let what = format!("{backend:?}, indexed {indexed}: {term:?}");
+                // The excerpt is the message's own text, in its own case.
+                for item in &page.items {
+                    let m = item.search_match.as_ref().expect("located");
+                    let message = messages[item.dlq_offset as usize];
+                    assert!(
+                        message.contains(&format!("{}{}{}", m.before, m.matched, m.after)),
+                        "{what}: {m:?} in {message:?}"
+                    );
+                }
                 assert_eq!(got, want, "{what}");
                 assert_eq!(page.next_cursor, None, "{what}");
                 assert_eq!(

@@ -1,0 +1,17 @@
+-- The searched text is kept lowercased (PostgreSQL only; issue 12 item 2; docs/triage.md,
+-- "Search"). A search matches `q` when one of a dead letter's texts contains it ignoring case
+-- (what `ILIKE '%q%'` computes: `lower()` of both sides, then byte containment). A row no index
+-- serves (the scan step's newest rows, counts) was tested with `strpos(lower(col), lower(q))`,
+-- and `lower()` of every text read was most of a search page's cost: 2,000 rows of Spring
+-- stack traces and payloads (4.6 MB) took 24-26 ms with it and 9-11 ms with `strpos(col, q)`
+-- on a C-locale database, 37-52 ms with it under a UTF-8 locale (libc or ICU), where `lower()`
+-- maps each character (docs/bench.md, "2026-12-05 (2)").
+--
+-- From now on the search indexer writes `lower()` of each text and `lowered = true`, so a check
+-- is `strpos(col, lower(q)) > 0`: the same answer, since `lower()` of a lowered text is that
+-- text. `ILIKE` over the trigram index is unchanged (pg_trgm lowercases its trigrams, and
+-- `ILIKE` lowercases both sides). Rows indexed before this migration keep their text as it was
+-- and `lowered = false` (no rewrite of a table that may hold millions of rows; adding a column
+-- with a constant default is a catalog change) and are checked with `lower()` as before. The
+-- excerpt shown beside a match is read from `dead_letters`, in its own case.
+ALTER TABLE dead_letter_text ADD COLUMN lowered BOOLEAN NOT NULL DEFAULT false;
