@@ -15,10 +15,23 @@
 //! return to the index step at most that much later (until then they are the scan's correct,
 //! continued answer). One memory per [`super::Store`] handle and its clones; each instance of
 //! `redrive serve` learns on its own.
+//!
+//! **One index step per term at a time** ([`CommonTerms::index_step_turn`]). Until a step
+//! has found a term too common, every search of it asks the index; when several users search
+//! the same new term at once (an incident: everyone pastes the same error), each built the
+//! same bitmap of every match side by side, each slower for the others: a closed loop of 20
+//! users on 10M rows had search p99s of 1.7–2.5 s on PostgreSQL (`docs/bench.md`,
+//! "2026-12-05"). And a search page's list and count each asked the index for the same term.
+//! Now a search whose term's step is already running in this process waits for it and takes
+//! its outcome (the step depends on the term alone, not on the other filters): its ids, or
+//! "skip" (too common, or the backlog too long). It is at most one step older than its own
+//! would have been. A step that failed or was cancelled hands the turn to a waiting search.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 /// How long a term found too common skips the index step.
 pub const REMEMBER_FOR: Duration = Duration::from_secs(10 * 60);
@@ -29,6 +42,54 @@ pub const MAX_TERMS: usize = 1_024;
 #[derive(Debug, Default)]
 pub(crate) struct CommonTerms {
     seen: Mutex<HashMap<String, Instant>>,
+    /// Terms whose index step is running, and how to learn that it ended (the sender is
+    /// dropped).
+    in_flight: Mutex<HashMap<String, watch::Receiver<Option<StepOutcome>>>>,
+}
+
+/// What a finished index step found, as the searches that waited for it take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StepOutcome {
+    /// Every dead letter whose text matches the term (ascending ids).
+    Ids(Arc<Vec<i64>>),
+    /// The page is the scan's: the term is too common, or the backlog too long to read.
+    Skip,
+}
+
+/// Whose turn the index step of a term is ([`CommonTerms::index_step_turn`]).
+pub(crate) enum Turn<'a> {
+    /// This search runs the step and then [`Leading::finish`]es it.
+    Lead(Leading<'a>),
+    /// Another search ran it meanwhile: its outcome.
+    Follow(StepOutcome),
+}
+
+/// The index step of a term, while it runs: [`Leading::finish`] gives its outcome to the
+/// searches waiting for it; dropped without it (the step failed or was cancelled), the first
+/// of them runs the step itself.
+pub(crate) struct Leading<'a> {
+    terms: &'a CommonTerms,
+    term: String,
+    done: watch::Sender<Option<StepOutcome>>,
+}
+
+impl Leading<'_> {
+    /// The step found `outcome`: the waiting searches take it.
+    pub(crate) fn finish(self, outcome: StepOutcome) {
+        // No one waiting is not an error.
+        let _ = self.done.send(Some(outcome));
+    }
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .terms
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        in_flight.remove(&self.term);
+    }
 }
 
 impl CommonTerms {
@@ -40,6 +101,42 @@ impl CommonTerms {
     /// Notes that the index step found `q` too common.
     pub(crate) fn remember(&self, q: &str) {
         self.remember_at(q, Instant::now());
+    }
+
+    /// Whose turn the index step for `q` is: this search's ([`Turn::Lead`]) when no other
+    /// in this process runs it, else (after waiting for that one) its outcome. Waiting costs
+    /// no more than running the same step beside it.
+    pub(crate) async fn index_step_turn(&self, q: &str) -> Turn<'_> {
+        loop {
+            let mut running = {
+                let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                match in_flight.get(q) {
+                    Some(rx) => rx.clone(),
+                    None => {
+                        let (done, rx) = watch::channel(None);
+                        in_flight.insert(q.to_owned(), rx);
+                        return Turn::Lead(Leading {
+                            terms: self,
+                            term: q.to_owned(),
+                            done,
+                        });
+                    }
+                }
+            };
+            loop {
+                if let Some(outcome) = running.borrow_and_update().clone() {
+                    return Turn::Follow(outcome);
+                }
+                if running.changed().await.is_err() {
+                    break;
+                }
+            }
+            // The step ended without an outcome; unless its term is known too common, the
+            // turn is free again.
+            if self.is_common(q) {
+                return Turn::Follow(StepOutcome::Skip);
+            }
+        }
     }
 
     fn is_common_at(&self, q: &str, now: Instant) -> bool {
@@ -70,6 +167,65 @@ impl CommonTerms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lead(turn: Turn<'_>) -> Leading<'_> {
+        match turn {
+            Turn::Lead(l) => l,
+            Turn::Follow(o) => panic!("expected to lead, followed {o:?}"),
+        }
+    }
+
+    fn follow(turn: Turn<'_>) -> StepOutcome {
+        match turn {
+            Turn::Follow(o) => o,
+            Turn::Lead(_) => panic!("expected to follow"),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_index_step_per_term_at_a_time() {
+        let terms = CommonTerms::default();
+        let first = lead(terms.index_step_turn("order 42").await);
+        // Another term is not held up.
+        drop(lead(terms.index_step_turn("reset").await));
+        // A second search of the term waits for the running step and takes its ids.
+        let waiting = terms.index_step_turn("order 42");
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut waiting)
+                .await
+                .is_err(),
+            "it waits while the step runs"
+        );
+        let ids = StepOutcome::Ids(Arc::new(vec![3, 7]));
+        first.finish(ids.clone());
+        assert_eq!(follow(waiting.await), ids);
+        // Finished, the turn is free: the next search runs its own step.
+        drop(lead(terms.index_step_turn("order 42").await));
+
+        // A step that failed or was cancelled hands the turn to the search waiting for it...
+        let first = lead(terms.index_step_turn("timeout").await);
+        let waiting = terms.index_step_turn("timeout");
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut waiting)
+                .await
+                .is_err()
+        );
+        drop(first);
+        let second = lead(waiting.await);
+        // ...unless the term is known too common meanwhile.
+        let waiting = terms.index_step_turn("timeout");
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut waiting)
+                .await
+                .is_err()
+        );
+        terms.remember("timeout");
+        drop(second);
+        assert_eq!(follow(waiting.await), StepOutcome::Skip);
+    }
 
     #[test]
     fn a_term_is_remembered_for_a_while_and_the_memory_is_bounded() {

@@ -55,6 +55,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::common_terms::{StepOutcome, Turn};
 use super::dialect::{store_error, Dialect, Val};
 use super::rows::SummaryRow;
 use super::sql::{self, like_pattern, LIKE_ESCAPE, SUMMARY_COLUMNS};
@@ -326,6 +327,34 @@ macro_rules! index_ids {
             IndexStep::TooCommon
         } else {
             IndexStep::Ids(ids)
+        }
+    }};
+}
+
+/// The index step for `$q` ([`index_ids!`]), once per term at a time in this process
+/// (`common_terms.rs`, `CommonTerms::index_step_turn`): a search whose term's step is
+/// running takes that step's outcome. A term found too common is remembered. Evaluates to
+/// `Option<Arc<Vec<i64>>>`: the ids of every match, or `None` when the page is the scan's.
+macro_rules! shared_index_step {
+    ($self:expr, $pool:expr, $db:ty, $q:expr, $phrase:expr) => {{
+        let outcome = match $self.common_terms.index_step_turn($q).await {
+            Turn::Follow(outcome) => outcome,
+            Turn::Lead(lead) => {
+                let outcome = match index_ids!($pool, $db, $q, $phrase) {
+                    IndexStep::Ids(ids) => StepOutcome::Ids(std::sync::Arc::new(ids)),
+                    IndexStep::TooCommon => {
+                        $self.common_terms.remember($q);
+                        StepOutcome::Skip
+                    }
+                    IndexStep::BacklogTooLong => StepOutcome::Skip,
+                };
+                lead.finish(outcome.clone());
+                outcome
+            }
+        };
+        match outcome {
+            StepOutcome::Ids(ids) => Some(ids),
+            StepOutcome::Skip => None,
         }
     }};
 }
@@ -609,16 +638,11 @@ impl Store {
             if !index_worth_asking!(self, pool, DB, &base, q, hits) {
                 return Ok((rows, Some(bound)));
             }
-            let ids = match index_ids!(pool, DB, q, phrase) {
-                IndexStep::Ids(ids) => ids,
-                IndexStep::TooCommon => {
-                    self.common_terms.remember(q);
-                    return Ok((rows, Some(bound)));
-                }
-                IndexStep::BacklogTooLong => return Ok((rows, Some(bound))),
+            let Some(ids) = shared_index_step!(self, pool, DB, q, phrase) else {
+                return Ok((rows, Some(bound)));
             };
             let json =
-                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+                serde_json::to_string(&*ids).map_err(|e| StoreError::Database(e.to_string()))?;
             let mut qb = sql::page_with::<DB>(
                 "",
                 SUMMARY_COLUMNS,
@@ -744,16 +768,11 @@ impl Store {
             if !index_worth_asking!(self, pool, DB, &base, q, hits) {
                 return Ok(MatchCount::AtLeast(scanned));
             }
-            let ids = match index_ids!(pool, DB, q, phrase) {
-                IndexStep::Ids(ids) => ids,
-                IndexStep::TooCommon => {
-                    self.common_terms.remember(q);
-                    return Ok(MatchCount::AtLeast(scanned));
-                }
-                IndexStep::BacklogTooLong => return Ok(MatchCount::AtLeast(scanned)),
+            let Some(ids) = shared_index_step!(self, pool, DB, q, phrase) else {
+                return Ok(MatchCount::AtLeast(scanned));
             };
             let json =
-                serde_json::to_string(&ids).map_err(|e| StoreError::Database(e.to_string()))?;
+                serde_json::to_string(&*ids).map_err(|e| StoreError::Database(e.to_string()))?;
             let mut qb = QueryBuilder::<DB>::new("SELECT CAST(COUNT(*) AS BIGINT) FROM ");
             push_from_ids(&mut qb, json);
             sql::push_filter(&mut qb, &base);

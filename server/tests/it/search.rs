@@ -584,6 +584,35 @@ async fn a_term_whose_rarest_word_is_common_is_still_found_exactly() {
         check_rarest_word(&store, backend, common).await;
         index_all(&store).await;
         check_rarest_word(&store, backend, common).await;
+        // Many searches of one new term at once (pages and counts): one index step runs at a
+        // time (`common_terms.rs`), the others take its outcome, and every answer is exact.
+        let searches = (0..8).map(|i| {
+            let store = store.clone();
+            async move {
+                let filter = Filter {
+                    q: Some("needle step".into()),
+                    dlq_topic: (i % 2 == 1).then(|| "w.DLT".to_string()),
+                    ..Filter::default()
+                };
+                let page = store
+                    .list(&ListQuery {
+                        filter: filter.clone(),
+                        limit: 50,
+                        cursor: None,
+                    })
+                    .await
+                    .unwrap();
+                let count = store.count_matching(&filter, 1000).await.unwrap();
+                (
+                    page.items.iter().map(|s| s.dlq_offset).collect::<Vec<_>>(),
+                    count,
+                )
+            }
+        });
+        for (got, count) in futures::future::join_all(searches).await {
+            assert_eq!(got, [common], "{backend:?}");
+            assert_eq!(count, MatchCount::Exact(1), "{backend:?}");
+        }
     }
 }
 
