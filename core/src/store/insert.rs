@@ -13,7 +13,7 @@ use super::codec::{
 };
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
-use super::search::BacklogRow;
+use super::search_sql::BacklogRow;
 use super::{Pool, Store, StoreError};
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -353,7 +353,7 @@ macro_rules! write_rows {
             new_rows.append(&mut got);
         }
         let backlog = $crate::store::insert::backlog_rows_of(rows, &new_rows);
-        for (n, mut qb) in $crate::store::search::backlog_rows::<$DB>(&backlog) {
+        for (n, mut qb) in $crate::store::search_sql::backlog_rows::<$DB>(&backlog) {
             qb.build()
                 .persistent($crate::store::insert::is_prepared_size(n))
                 .execute(&mut *$tx)

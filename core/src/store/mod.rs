@@ -221,6 +221,8 @@ mod rule_states;
 mod scope;
 // Free-text search (issue 12 item 2, migration 0024).
 mod search;
+// The SQL of a search: text checks per database, the index step's queries, backlog rows.
+mod search_sql;
 // The search indexer's rounds (issue 12 item 4, migration 0028).
 mod search_index;
 pub use self::search::{

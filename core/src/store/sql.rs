@@ -58,7 +58,7 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
     if let Some(q) = &f.q {
         // Migration 0024: the message, stack trace and text payload (`search.rs`).
         qb.push(" AND id IN ");
-        super::search::push_matching_ids(qb, q);
+        super::search_sql::push_matching_ids(qb, q);
     }
     if let Some(from) = f.from_ms {
         qb.push(" AND dead_lettered_at_ms >= ");
