@@ -101,12 +101,22 @@ pub(super) fn push_row_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ali
     if is_sqlite::<DB>() {
         return push_text_match(qb, alias, q);
     }
+    push_strpos_any(qb, q, |column| format!("lower({alias}.{column})"));
+}
+
+/// Appends `(strpos(<text>, lower(q)) > 0 OR ...)` over the three searched columns, each
+/// spelled by `text` (its column name in, the SQL expression of the text to search out).
+fn push_strpos_any<'a, DB: Dialect>(
+    qb: &mut QueryBuilder<'a, DB>,
+    q: &str,
+    text: impl Fn(&str) -> String,
+) {
     qb.push("(");
     for (i, column) in TEXT_COLUMNS.iter().enumerate() {
         if i > 0 {
             qb.push(" OR ");
         }
-        qb.push(format!("strpos(lower({alias}.{column}), lower("));
+        qb.push(format!("strpos({}, lower(", text(column)));
         DB::bind(qb, Val::OwnedText(Some(q.to_string())));
         qb.push(")) > 0");
     }
@@ -124,16 +134,9 @@ pub(super) fn push_indexed_row_match<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, 
     if is_sqlite::<DB>() {
         return push_text_match(qb, "t", q);
     }
-    qb.push("(CASE WHEN t.lowered THEN (");
-    for (i, column) in TEXT_COLUMNS.iter().enumerate() {
-        if i > 0 {
-            qb.push(" OR ");
-        }
-        qb.push(format!("strpos(t.{column}, lower("));
-        DB::bind(qb, Val::OwnedText(Some(q.to_string())));
-        qb.push(")) > 0");
-    }
-    qb.push(") ELSE ");
+    qb.push("(CASE WHEN t.lowered THEN ");
+    push_strpos_any(qb, q, |column| format!("t.{column}"));
+    qb.push(" ELSE ");
     push_row_match(qb, "t", q);
     qb.push(" END)");
 }

@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use redrive_core::model::{Convention, NewDeadLetter, Normalized, RawRecord};
+use redrive_core::model::{
+    Convention, DeadLetterSummary, NewDeadLetter, Normalized, Page, RawRecord,
+};
 use redrive_core::store::{
     MatchCount, Store, DEPENDENT_TABLES, SEARCH_BACKLOG_SCAN_ROWS, SEARCH_INDEX_ROWS,
     SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
@@ -594,14 +596,7 @@ async fn a_term_whose_rarest_word_is_common_is_still_found_exactly() {
                     dlq_topic: (i % 2 == 1).then(|| "w.DLT".to_string()),
                     ..Filter::default()
                 };
-                let page = store
-                    .list(&ListQuery {
-                        filter: filter.clone(),
-                        limit: 50,
-                        cursor: None,
-                    })
-                    .await
-                    .unwrap();
+                let page = first_page(&store, &filter).await;
                 let count = store.count_matching(&filter, 1000).await.unwrap();
                 (
                     page.items.iter().map(|s| s.dlq_offset).collect::<Vec<_>>(),
@@ -645,6 +640,18 @@ async fn check_rarest_word(store: &Store, backend: Backend, common: i64) {
             "{backend:?}: {term}"
         );
     }
+}
+
+/// The first list page (50 rows) of `filter`.
+async fn first_page(store: &Store, filter: &Filter) -> Page<DeadLetterSummary> {
+    store
+        .list(&ListQuery {
+            filter: filter.clone(),
+            limit: 50,
+            cursor: None,
+        })
+        .await
+        .unwrap()
 }
 
 /// Runs the search indexer's rounds until the backlog is empty.
@@ -915,14 +922,7 @@ async fn the_row_check_finds_what_the_databases_own_match_finds() {
                     q: Some(term.into()),
                     ..Filter::default()
                 };
-                let page = store
-                    .list(&ListQuery {
-                        filter: filter.clone(),
-                        limit: 50,
-                        cursor: None,
-                    })
-                    .await
-                    .unwrap();
+                let page = first_page(&store, &filter).await;
                 let mut got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
                 got.sort_unstable();
                 let what = format!("{backend:?}, indexed {indexed}: {term:?}");
