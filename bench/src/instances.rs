@@ -60,7 +60,7 @@ async fn assigned(i: &ReleaseServer) -> i64 {
         .unwrap_or(0)
 }
 
-async fn fresh_store() -> Result<(Store, String, tempfile::TempDir)> {
+async fn fresh_store() -> Result<(Store, String, kit::TestDatabase)> {
     let (url, dir) = kit::fresh_database(Backend::Postgres).await?;
     let store = Store::connect(&url).await?;
     store.migrate().await?;

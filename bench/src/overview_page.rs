@@ -84,7 +84,6 @@ pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures>
     }
     server.stop().await;
     store.close().await;
-    kit::drop_database(&db_url).await?;
     let mut s = stats_times;
     s.sort_by(f64::total_cmp);
     Ok(Figures {

@@ -181,7 +181,6 @@ pub async fn figures(
         server.stop().await;
     }
     store.close().await;
-    kit::drop_database(&db_url).await?;
     Ok(figs)
 }
 

@@ -146,7 +146,7 @@ async fn timestamp_span(topic: &str, n: usize) -> Result<(i64, i64)> {
 
 /// One run of [`replay_rate`]: (its rates, the fresh 4-partition target topic holding the `n`
 /// records, the store and the directory keeping it, for a check afterwards).
-type Ran = (Rates, String, Store, tempfile::TempDir);
+type Ran = (Rates, String, Store, kit::TestDatabase);
 
 async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     let n = case.n;

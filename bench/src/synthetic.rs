@@ -57,7 +57,7 @@ pub(crate) async fn filled_store(
     backend: Backend,
     rows: usize,
     now: i64,
-) -> Result<(Store, tempfile::TempDir)> {
+) -> Result<(Store, kit::TestDatabase)> {
     let (store, dir, _url) = filled_store_at(backend, rows, now).await?;
     Ok((store, dir))
 }
@@ -67,7 +67,7 @@ pub(crate) async fn filled_store_at(
     backend: Backend,
     rows: usize,
     now: i64,
-) -> Result<(Store, tempfile::TempDir, String)> {
+) -> Result<(Store, kit::TestDatabase, String)> {
     let (url, dir) = kit::fresh_database(backend).await?;
     let store = Store::connect(&url).await?;
     store.migrate().await?;

@@ -343,7 +343,7 @@ pub async fn ingest_all(
     backend: crate::Backend,
     dlq_topic: &str,
     n: i64,
-) -> Result<(Store, tempfile::TempDir, Vec<DeadLetter>)> {
+) -> Result<(Store, crate::TestDatabase, Vec<DeadLetter>)> {
     let (store, dir) = crate::fresh_store(backend).await?;
     let ingest = start_ingest(&store, ingest_config(&[dlq_topic], &crate::unique("group")));
     wait_for_count(&store, dlq_topic, n, Duration::from_secs(60)).await?;

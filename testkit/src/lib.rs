@@ -92,7 +92,8 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// Creates a fresh, empty PostgreSQL database and returns its URL.
+/// Creates a fresh, empty PostgreSQL database and returns its URL. Prefer
+/// [`fresh_database`], whose [`TestDatabase`] drops it when done.
 pub async fn fresh_postgres_url() -> Result<String> {
     let admin = postgres_admin_url();
     let name = unique("redrive_test");
@@ -105,9 +106,7 @@ pub async fn fresh_postgres_url() -> Result<String> {
 }
 
 /// Drops the PostgreSQL database at `url` (one of [`fresh_postgres_url`]'s), closing its
-/// other sessions first; nothing for a SQLite URL (its file goes with its `TempDir`). For
-/// the bench's big stores: a 10M-row PostgreSQL store takes about 20 GB, and a test
-/// database otherwise stays until `scripts/postgres reset`.
+/// other sessions first; nothing for a SQLite URL (its file goes with its directory).
 ///
 /// Errors: the server's.
 pub async fn drop_database(url: &str) -> Result<()> {
@@ -119,6 +118,68 @@ pub async fn drop_database(url: &str) -> Result<()> {
         .execute(&mut conn)
         .await?;
     Ok(())
+}
+
+/// A test's database, removed when this value is dropped: a SQLite file with its temporary
+/// directory, a PostgreSQL database (one of [`fresh_postgres_url`]'s) with `DROP DATABASE
+/// ... WITH (FORCE)`, which closes the sessions still open on it (a server the test
+/// started). Without it every run left its databases in the test cluster: about 150 of
+/// about 10 MB each per `make test`, and a bench's 10M-row store takes about 20 GB.
+///
+/// A test that panics keeps its PostgreSQL database to be inspected, and says which on
+/// stderr (`scripts/postgres reset` removes them all). Keep the value alive as long as the
+/// database is used: as a local, declare it before what connects to the database, so that
+/// it is dropped after.
+#[derive(Debug)]
+pub struct TestDatabase {
+    dir: tempfile::TempDir,
+    /// The PostgreSQL database's URL, if it is one.
+    postgres: Option<String>,
+}
+
+impl TestDatabase {
+    /// The temporary directory (a SQLite database's file is inside it); also a place for
+    /// the test's other files.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// A directory that holds no PostgreSQL database (a server restarted over a database another
+/// value owns, a SQLite file in it).
+impl From<tempfile::TempDir> for TestDatabase {
+    fn from(dir: tempfile::TempDir) -> Self {
+        TestDatabase {
+            dir,
+            postgres: None,
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some(url) = self.postgres.take() else {
+            return;
+        };
+        if std::thread::panicking() {
+            eprintln!("kept the failed test's database for inspection: {url}");
+            return;
+        }
+        // `drop` cannot await, and may run inside a runtime that cannot block: the drop
+        // runs on a thread of its own with its own runtime, and this one waits for it.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(drop_database(&url))
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("dropping a test database: {e:#}"),
+            Err(_) => eprintln!("dropping a test database panicked"),
+        }
+    }
 }
 
 /// A fresh SQLite database file inside `dir`, as a URL.
@@ -142,21 +203,22 @@ impl Backend {
     pub const ALL: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
 }
 
-/// A fresh, empty database of the given kind. Keep the returned `TempDir` alive as long as
-/// the database is used (it holds the SQLite file).
-pub async fn fresh_database(backend: Backend) -> Result<(String, tempfile::TempDir)> {
+/// A fresh, empty database of the given kind: its URL, and the [`TestDatabase`] that removes
+/// it when dropped (keep it alive as long as the database is used).
+pub async fn fresh_database(backend: Backend) -> Result<(String, TestDatabase)> {
     let dir = tempfile::tempdir()?;
-    let url = match backend {
-        Backend::Sqlite => fresh_sqlite_url(&dir),
-        Backend::Postgres => fresh_postgres_url().await?,
+    let (url, postgres) = match backend {
+        Backend::Sqlite => (fresh_sqlite_url(&dir), None),
+        Backend::Postgres => {
+            let url = fresh_postgres_url().await?;
+            (url.clone(), Some(url))
+        }
     };
-    Ok((url, dir))
+    Ok((url, TestDatabase { dir, postgres }))
 }
 
 /// A fresh, migrated store of the given kind.
-pub async fn fresh_store(
-    backend: Backend,
-) -> Result<(redrive_core::store::Store, tempfile::TempDir)> {
+pub async fn fresh_store(backend: Backend) -> Result<(redrive_core::store::Store, TestDatabase)> {
     let (url, dir) = fresh_database(backend).await?;
     let store = redrive_core::store::Store::connect(&url).await?;
     store.migrate().await?;

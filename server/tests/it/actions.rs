@@ -17,7 +17,7 @@ use redrive_testkit::{create_topic, fresh_database, kafka_brokers, unique, wait_
 use tokio_util::sync::CancellationToken;
 
 /// A fresh migrated store plus its URL (for the direct SQL the tests need) and its temp dir.
-async fn store_with_url(backend: Backend) -> (Store, String, tempfile::TempDir) {
+async fn store_with_url(backend: Backend) -> (Store, String, redrive_testkit::TestDatabase) {
     let (url, dir) = fresh_database(backend).await.expect("a fresh database");
     let store = Store::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");
@@ -119,7 +119,7 @@ async fn audit_rows(store: &Store, action: &str) -> Vec<redrive_core::actions::A
 }
 
 /// 6 × A (2 without a source topic), 4 × B.
-async fn seeded(backend: Backend) -> (Store, String, tempfile::TempDir) {
+async fn seeded(backend: Backend) -> (Store, String, redrive_testkit::TestDatabase) {
     let (store, url, dir) = store_with_url(backend).await;
     let mut batch = Vec::new();
     for i in 0..6 {

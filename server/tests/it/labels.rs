@@ -69,7 +69,7 @@ fn records(topic: &str, n: i64) -> Vec<NewDeadLetter> {
         .collect()
 }
 
-async fn store_with(backend: Backend, n: i64) -> (Store, tempfile::TempDir) {
+async fn store_with(backend: Backend, n: i64) -> (Store, redrive_testkit::TestDatabase) {
     let (url, dir) = fresh_database(backend).await.expect("a fresh database");
     let store = Store::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");

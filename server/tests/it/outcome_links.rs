@@ -60,7 +60,7 @@ struct Db {
     backend: Backend,
     url: String,
     store: Store,
-    _dir: tempfile::TempDir,
+    _dir: redrive_testkit::TestDatabase,
 }
 
 impl Db {
@@ -474,7 +474,7 @@ async fn the_json_api_carries_the_link_and_the_chain(backend: Backend) {
     let app = crate::support::TestApp::serve(
         db.url.clone(),
         db.store.clone(),
-        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir").into(),
         &[],
     )
     .await;

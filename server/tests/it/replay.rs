@@ -163,7 +163,7 @@ pub(crate) async fn store_with_throttled_job(
     n: i64,
     value_len: usize,
     rate: u32,
-) -> (Store, tempfile::TempDir, String, ReplayJob) {
+) -> (Store, redrive_testkit::TestDatabase, String, ReplayJob) {
     let (store, dir) = redrive_testkit::fresh_store(backend)
         .await
         .expect("fresh store");

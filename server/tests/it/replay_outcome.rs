@@ -117,7 +117,7 @@ pub(crate) struct Redrive {
     ingest: Option<RunningIngest>,
     relay_stop: CancellationToken,
     relay: JoinHandle<Result<(), redrive_core::replay::RelayError>>,
-    _dir: tempfile::TempDir,
+    _dir: redrive_testkit::TestDatabase,
 }
 
 impl Redrive {

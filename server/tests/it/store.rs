@@ -10,7 +10,7 @@ use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{fresh_database, Backend};
 
 /// A fresh migrated store plus its URL (for the few direct SQL writes) and its temp dir.
-async fn store_with_url(backend: Backend) -> (Store, String, tempfile::TempDir) {
+async fn store_with_url(backend: Backend) -> (Store, String, redrive_testkit::TestDatabase) {
     let (url, dir) = fresh_database(backend).await.expect("a fresh database");
     let store = Store::connect(&url).await.expect("connect");
     store.migrate().await.expect("migrate");

@@ -25,7 +25,7 @@ pub fn site_router_as_admin(
 /// The site router over a fresh store holding the given records.
 pub struct InProcessSite {
     router: Router,
-    _db: tempfile::TempDir,
+    _db: redrive_testkit::TestDatabase,
     _site_root: tempfile::TempDir,
 }
 
@@ -55,7 +55,7 @@ impl InProcessSite {
         );
         InProcessSite {
             router: site_router_as_admin(store, options),
-            _db: tempfile::tempdir().expect("tempdir"),
+            _db: tempfile::tempdir().expect("tempdir").into(),
             _site_root: site_root,
         }
     }

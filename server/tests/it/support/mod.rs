@@ -33,7 +33,7 @@ pub struct TestApp {
     child: Child,
     stderr: Arc<Mutex<String>>,
     client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    _dir: redrive_testkit::TestDatabase,
     _site: tempfile::TempDir,
 }
 
@@ -132,7 +132,7 @@ impl TestApp {
     pub async fn serve(
         db_url: String,
         store: Store,
-        dir: tempfile::TempDir,
+        dir: redrive_testkit::TestDatabase,
         env: &[(&str, &str)],
     ) -> TestApp {
         let site = tempfile::tempdir().expect("tempdir");
@@ -231,7 +231,7 @@ impl TestApp {
     /// A second `redrive serve` over this app's database, with its own `env` (for tests of
     /// several instances sharing one PostgreSQL).
     pub async fn another_instance(&self, env: &[(&str, &str)]) -> TestApp {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = tempfile::tempdir().expect("tempdir").into();
         TestApp::serve(self.db_url.clone(), self.store.clone(), dir, env).await
     }
 
