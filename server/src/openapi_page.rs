@@ -1,4 +1,4 @@
-//! `GET /api/docs`: the OpenAPI document (`openapi.rs`) rendered on the server as one HTML
+//! `GET /api/docs`: the OpenAPI document (`openapi/`) rendered on the server as one HTML
 //! page — operations by tag with their parameters, body and answers, then every schema with
 //! its properties. No script and nothing from another site (the page uses the app's own
 //! stylesheet, as the Content-Security-Policy requires), so it works on an air-gapped site.

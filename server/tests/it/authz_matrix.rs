@@ -14,7 +14,7 @@
 //!   wrote nothing.
 //!
 //! Adding a route is one line in [`routes`]. [`the_matrix_covers_every_state_changing_api_operation`]
-//! holds the matrix to the OpenAPI document (`server/src/openapi.rs`): every `/api/v1`
+//! holds the matrix to the OpenAPI document (`server/src/openapi/`): every `/api/v1`
 //! operation other than a GET is in the matrix with the permission the document names, or in
 //! [`NOT_IN_MATRIX`] with the reason and the test that covers it.
 
