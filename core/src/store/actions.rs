@@ -4,7 +4,7 @@
 //!
 //! An action on explicit ids is ONE transaction: the state change, the history events, the
 //! audit row and (for a replay) the job and its outbox rows (`docs/invariants.md`, invariants
-//! 3–5). An action over a filter runs in chunks of short transactions (`bulk.rs`: the audit
+//! 3–5). An action over a filter runs in chunks of short transactions (`bulk/`: the audit
 //! row with the final count comes with the last chunk, a replay job stays `preparing` until
 //! then, an interrupted action is resumed).
 //!
@@ -333,7 +333,7 @@ impl Store {
         let now = now_ms();
         let user = clean_text(&actor.user);
         if let Selection::Filter(filter) = selection {
-            // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
+            // Over a filter: in chunks (`bulk/`), the audit row with the last one.
             let kind = match action {
                 StatusAction::Delete => BulkKind::Delete,
                 StatusAction::Restore => BulkKind::Restore,

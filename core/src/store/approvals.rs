@@ -5,7 +5,7 @@
 //!   needs approval; if so it stores the whole request in `approval_requests` with ONE audit
 //!   row (`approval_request`) and nothing else: no outbox row, no state change.
 //! - [`Store::approve_request`] carries it out through the very functions a direct action
-//!   uses (`actions.rs`, `bulk.rs`), as its requester, with an [`ApprovalLink`]: the action's
+//!   uses (`actions.rs`, `bulk/`), as its requester, with an [`ApprovalLink`]: the action's
 //!   first transaction also claims the request (`pending` -> `approved`, only while not
 //!   expired) and writes the approver's audit row (`approval_approve`), and the action's own
 //!   audit row names the approver in its `detail` (`{"approval": {"request_id",

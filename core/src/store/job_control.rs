@@ -199,7 +199,7 @@ impl Store {
     /// its `cancelled` count, and one audit row (`cancel_job`) is written. Rows a relay is
     /// publishing at this moment finish normally and count as published (or failed). A job
     /// still `preparing` (its bulk action queueing rows over a filter) gets no more rows: the
-    /// action's next chunk sees the cancel and ends with the action's audit row (`bulk.rs`).
+    /// action's next chunk sees the cancel and ends with the action's audit row (`bulk/`).
     ///
     /// Errors: `NotFound` (no such job), `Conflict` (already finished or cancelled),
     /// `Unavailable`, `Database`.

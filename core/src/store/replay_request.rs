@@ -2,7 +2,7 @@
 //! (a fresh UUID v4 idempotency key each, the per-key order place of `order.rs`), and the
 //! transaction that writes them with the `replay_pending` status, the history events and the
 //! audit row ([`replay_ids_in_tx`]), used by [`Store::request_replay`], the bulk action over a
-//! filter (`bulk.rs`), an approved request (`approvals.rs`) and the scheduler's rounds
+//! filter (`bulk/`), an approved request (`approvals.rs`) and the scheduler's rounds
 //! (`rounds.rs`). What a replay of a selection would do is [`Store::dry_run`].
 
 use sqlx::QueryBuilder;
@@ -398,7 +398,7 @@ impl Store {
             selection_json,
         );
         if let Selection::Filter(filter) = &req.selection {
-            // Over a filter: in chunks (`bulk.rs`), the audit row with the last one.
+            // Over a filter: in chunks (`bulk/`), the audit row with the last one.
             let max_id = match approval.and_then(|a| a.max_id) {
                 Some(m) => m,
                 None => self.max_dead_letter_id().await?,

@@ -1,10 +1,12 @@
 //! A replay job over a filter paused or cancelled while it is still `preparing` (its bulk
-//! action queueing outbox rows chunk by chunk): see `bulk.rs` and `job_control.rs`.
+//! action queueing outbox rows chunk by chunk): see `bulk/mod.rs` and `job_control.rs`.
 
 use super::tests::{eve, store_with};
 use super::*;
-use crate::actions::{AuditQuery, Selection};
+use crate::actions::{AuditQuery, JobStatus, ReplayJob, Selection};
+use crate::filter::Filter;
 use crate::model::Status;
+use crate::store::Store;
 
 /// A job as `request_replay` makes one for a filter, before its first chunk.
 fn preparing_job() -> ReplayJob {

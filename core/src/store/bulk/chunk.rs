@@ -1,0 +1,433 @@
+//! One chunk's write transaction ([`Store::commit_chunk`]): a cancelled replay job seen, an
+//! approval claimed, the per-action statements (replay, label, delete / restore) on the
+//! chunk's ids, the action's row and a replay job's totals, and with the last chunk the
+//! audit row.
+
+use std::sync::atomic::Ordering;
+
+use sqlx::QueryBuilder;
+
+use super::{Bulk, BulkKind, LONGEST_CHUNK_US};
+use crate::actions::{JobStatus, NewAuditEntry, ReplayJob};
+use crate::store::actions::{
+    action_audit, clean_text, dry_run_from, ids_json, insert_events_for_ids, now_ms,
+    push_deletable, push_replayable, push_restorable, reason_suffix, DryRow, NOT_ACTIONABLE,
+};
+use crate::store::dialect::{store_error, Dialect, Val};
+use crate::store::label_bulk::{label_change_query, label_matched_query};
+use crate::store::replay_request::{insert_job, insert_outbox};
+use crate::store::{Pool, Store, StoreError};
+
+/// Appends ` AND id IN (<ids>)`.
+fn push_ids<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, ids: &[i64]) {
+    qb.push(" AND id IN ");
+    DB::push_json_ids(qb, ids_json(ids));
+}
+
+impl Store {
+    /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
+    /// chunk — the audit row (and a replay job's "go").
+    pub(super) async fn commit_chunk(
+        &self,
+        bulk: &mut Bulk,
+        ids: &[i64],
+        last: bool,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let selection = bulk.selection();
+        let user = clean_text(&bulk.actor.user);
+        let mut next = bulk.clone();
+        let target = bulk.job.as_ref().and_then(|j| j.target_topic.clone());
+        let target = target.as_deref();
+        on_pool!(self, |pool, DB| {
+            let mut tx = self.begin_write(pool).await?;
+            let locked_at = std::time::Instant::now();
+            // A replay whose job was cancelled while preparing queues nothing more: this
+            // chunk ends the action (its audit row says so). The job's row is locked first, so
+            // a cancel committing meanwhile is seen (PostgreSQL re-reads the row after the
+            // cancel's lock) and never leaves rows queued under a cancelled job.
+            let cancelled = match &next.job {
+                Some(job) if next.chunks > 0 || next.resumed => {
+                    let mut qb: QueryBuilder<'_, DB> =
+                        QueryBuilder::new("UPDATE replay_jobs SET status = status WHERE id = ");
+                    DB::bind(&mut qb, Val::Text(Some(&job.id)));
+                    qb.push(" RETURNING status");
+                    let status: Option<String> = qb
+                        .build_query_scalar()
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    status.as_deref() == Some("cancelled")
+                }
+                _ => false,
+            };
+            next.cancelled = cancelled;
+            // An approved request: claimed in the first chunk's transaction (rolled back,
+            // nothing done, when it was decided or expired meanwhile).
+            if let (Some(link), 0, false) = (&next.approval, next.chunks, next.resumed) {
+                let job_id = next.job.as_ref().map(|j| j.id.as_str());
+                let claimed: Option<i64> =
+                    crate::store::approvals::claim_query::<DB>(link, job_id, now)
+                        .build_query_scalar()
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                if claimed.is_none() {
+                    return Err(link.lost());
+                }
+                crate::store::audit::insert_audit::<DB>(&link.audit(job_id), now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            let (ids, last): (&[i64], bool) = if cancelled { (&[], true) } else { (ids, last) };
+            // The replay job exists from the first chunk on, `preparing`.
+            if let (Some(job), 0, false) = (&next.job, next.chunks, next.resumed) {
+                let job = ReplayJob {
+                    status: JobStatus::Preparing,
+                    ..job.clone()
+                };
+                insert_job::<DB>(&job)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            let changed: Vec<i64> = if ids.is_empty() {
+                Vec::new()
+            } else {
+                match next.kind {
+                    BulkKind::Replay => {
+                        let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new("SELECT COALESCE(");
+                        DB::bind(&mut qb, Val::Text(target));
+                        qb.push(", source_topic) AS target, CASE WHEN status IN ")
+                            .push(NOT_ACTIONABLE)
+                            .push(" THEN 1 ELSE 0 END AS skip, COUNT(*) AS n FROM dead_letters");
+                        crate::store::actions::push_selection(&mut qb, &selection);
+                        push_ids(&mut qb, ids);
+                        qb.push(" GROUP BY 1, 2");
+                        let dry: Vec<DryRow> = qb
+                            .build_query_as()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        let dry = dry_run_from(dry);
+                        let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                            "UPDATE dead_letters SET status_before = status, \
+                             status = 'replay_pending'",
+                        );
+                        crate::store::actions::push_selection(&mut qb, &selection);
+                        push_replayable(&mut qb, target);
+                        push_ids(&mut qb, ids);
+                        qb.push(" RETURNING id");
+                        let mut queued: Vec<i64> = qb
+                            .build_query_scalar()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        queued.sort_unstable();
+                        let skipped = (dry.total - queued.len() as i64).max(0);
+                        next.skipped += skipped;
+                        next.skipped_without_target += dry.without_target.min(skipped);
+                        if let (Some(job), false) = (&next.job, queued.is_empty()) {
+                            // Per-key order (`order.rs`): each row's key group and place,
+                            // written with it; heads unheld.
+                            let places = if job.options.unordered {
+                                crate::store::order::Places::default()
+                            } else {
+                                let keys: Vec<crate::store::order::KeyRow> =
+                                    crate::store::order::read_keys::<DB>(&queued)
+                                        .build_query_as()
+                                        .persistent(false)
+                                        .fetch_all(&mut *tx)
+                                        .await
+                                        .map_err(store_error)?;
+                                crate::store::order::places(target, &keys)
+                            };
+                            insert_outbox::<DB>(&job.id, &queued, target, now, &places.rows)
+                                .build()
+                                .persistent(false)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(store_error)?;
+                            if let Some(mut qb) =
+                                crate::store::order::hold_later::<DB>(&job.id, &places)
+                            {
+                                qb.build()
+                                    .persistent(false)
+                                    .execute(&mut *tx)
+                                    .await
+                                    .map_err(store_error)?;
+                            }
+                            insert_events_for_ids::<DB>(
+                                &queued,
+                                now,
+                                "replay_requested",
+                                &job.created_by,
+                                |qb| {
+                                    qb.push("'to ' || COALESCE(");
+                                    DB::bind(qb, Val::Text(target));
+                                    qb.push(", source_topic)");
+                                },
+                                reason_suffix(next.reason.as_deref()),
+                                Some(&job.id),
+                            )
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        }
+                        queued
+                    }
+                    BulkKind::Label(op) => {
+                        let label = next.label.clone().ok_or_else(|| {
+                            StoreError::Corrupt("a label bulk action without a label".into())
+                        })?;
+                        let ids_text = ids_json(ids);
+                        let matched: i64 = label_matched_query::<DB>(&selection, ids_text.clone())
+                            .build_query_scalar()
+                            .persistent(false)
+                            .fetch_one(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        let mut changed: Vec<i64> =
+                            label_change_query::<DB>(&selection, ids_text, &label, op, now, &user)
+                                .build_query_scalar()
+                                .persistent(false)
+                                .fetch_all(&mut *tx)
+                                .await
+                                .map_err(store_error)?;
+                        changed.sort_unstable();
+                        if !changed.is_empty() {
+                            insert_events_for_ids::<DB>(
+                                &changed,
+                                now,
+                                op.event_kind(),
+                                &user,
+                                |qb| {
+                                    DB::bind(qb, Val::OwnedText(Some(label.clone())));
+                                },
+                                String::new(),
+                                None,
+                            )
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        }
+                        next.skipped += (matched - changed.len() as i64).max(0);
+                        changed
+                    }
+                    BulkKind::Delete | BulkKind::Restore => {
+                        let (set, kind, detail_sql) = if next.kind == BulkKind::Delete {
+                            (
+                                "status_before = status, status = 'deleted'",
+                                "deleted",
+                                "'was ' || COALESCE(status_before, 'new')",
+                            )
+                        } else {
+                            (
+                                "status = COALESCE(status_before, 'new'), status_before = NULL",
+                                "restored",
+                                "'back to ' || status",
+                            )
+                        };
+                        let mut qb: QueryBuilder<'_, DB> =
+                            QueryBuilder::new(format!("UPDATE dead_letters SET {set}"));
+                        crate::store::actions::push_selection(&mut qb, &selection);
+                        if next.kind == BulkKind::Delete {
+                            push_deletable(&mut qb);
+                        } else {
+                            push_restorable(&mut qb);
+                        }
+                        push_ids(&mut qb, ids);
+                        qb.push(" RETURNING id");
+                        let mut changed: Vec<i64> = qb
+                            .build_query_scalar()
+                            .persistent(false)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        changed.sort_unstable();
+                        if !changed.is_empty() {
+                            insert_events_for_ids::<DB>(
+                                &changed,
+                                now,
+                                kind,
+                                &user,
+                                |qb| {
+                                    qb.push(detail_sql);
+                                },
+                                reason_suffix(next.reason.as_deref()),
+                                None,
+                            )
+                            .build()
+                            .persistent(false)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(store_error)?;
+                        }
+                        changed
+                    }
+                }
+            };
+            next.done += changed.len() as i64;
+            next.cursor = if last {
+                next.max_id
+            } else {
+                ids.last().copied().unwrap_or(next.cursor)
+            };
+
+            // The action's own row: written with the first chunk that is not the last.
+            match next.id {
+                None if !last => {
+                    let actor_json = serde_json::to_string(&next.actor)
+                        .map_err(|e| StoreError::Invalid(format!("actor: {e}")))?;
+                    let filter_json = serde_json::to_string(&next.filter)
+                        .map_err(|e| StoreError::Invalid(format!("filter: {e}")))?;
+                    let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                        "INSERT INTO bulk_actions (kind, status, actor, actor_json, filter, \
+                         reason, job_id, label, max_id, cursor_id, done, skipped, \
+                         skipped_without_target, chunks, created_at_ms, updated_at_ms) VALUES (",
+                    );
+                    let job_id = next.job.as_ref().map(|j| j.id.clone());
+                    let values = [
+                        Val::Text(Some(next.kind.name())),
+                        Val::Text(Some("running")),
+                        Val::OwnedText(Some(user.clone())),
+                        Val::OwnedText(Some(clean_text(&actor_json))),
+                        Val::OwnedText(Some(clean_text(&filter_json))),
+                        Val::OwnedText(next.reason.clone()),
+                        Val::OwnedText(job_id),
+                        Val::OwnedText(next.label.clone()),
+                        Val::I64(Some(next.max_id)),
+                        Val::I64(Some(next.cursor)),
+                        Val::I64(Some(next.done)),
+                        Val::I64(Some(next.skipped)),
+                        Val::I64(Some(next.skipped_without_target)),
+                        Val::I64(Some(next.chunks + 1)),
+                        Val::I64(Some(now)),
+                        Val::I64(Some(now)),
+                    ];
+                    for (i, v) in values.into_iter().enumerate() {
+                        if i > 0 {
+                            qb.push(", ");
+                        }
+                        DB::bind(&mut qb, v);
+                    }
+                    qb.push(") RETURNING id");
+                    let id: i64 = qb
+                        .build_query_scalar()
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    next.id = Some(id);
+                }
+                None => {}
+                Some(id) => {
+                    let mut qb: QueryBuilder<'_, DB> =
+                        QueryBuilder::new("UPDATE bulk_actions SET cursor_id = ");
+                    DB::bind(&mut qb, Val::I64(Some(next.cursor)));
+                    qb.push(", done = ");
+                    DB::bind(&mut qb, Val::I64(Some(next.done)));
+                    qb.push(", skipped = ");
+                    DB::bind(&mut qb, Val::I64(Some(next.skipped)));
+                    qb.push(", skipped_without_target = ");
+                    DB::bind(&mut qb, Val::I64(Some(next.skipped_without_target)));
+                    qb.push(", chunks = chunks + 1, updated_at_ms = ");
+                    DB::bind(&mut qb, Val::I64(Some(now)));
+                    if last {
+                        qb.push(", status = 'done', finished_at_ms = ");
+                        DB::bind(&mut qb, Val::I64(Some(now)));
+                    }
+                    qb.push(" WHERE id = ");
+                    DB::bind(&mut qb, Val::I64(Some(id)));
+                    qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                }
+            }
+
+            if let Some(job) = &mut next.job {
+                job.total = next.done;
+                job.skipped = next.skipped;
+                job.skipped_without_target = next.skipped_without_target;
+                if last && cancelled {
+                    job.status = JobStatus::Cancelled;
+                } else if last {
+                    job.status = if job.total == 0 {
+                        job.finished_at_ms = Some(now);
+                        JobStatus::Finished
+                    } else {
+                        JobStatus::Running
+                    };
+                } else {
+                    // Still queueing: the relay must not publish (nor mark) any of its rows
+                    // before the last chunk (`request_replay` hands over a `running` job).
+                    job.status = JobStatus::Preparing;
+                }
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("UPDATE replay_jobs SET total = ");
+                DB::bind(&mut qb, Val::I64(Some(job.total)));
+                qb.push(", skipped = ");
+                DB::bind(&mut qb, Val::I64(Some(job.skipped)));
+                qb.push(", skipped_without_target = ");
+                DB::bind(&mut qb, Val::I64(Some(job.skipped_without_target)));
+                // A pause (or a cancel) while preparing is a person's: kept as it is.
+                qb.push(", status = CASE WHEN status IN ('paused', 'cancelled') THEN status ELSE ");
+                DB::bind(&mut qb, Val::Text(Some(job.status.as_str())));
+                qb.push(" END, finished_at_ms = CASE WHEN status IN ('paused', 'cancelled') THEN finished_at_ms ELSE ");
+                DB::bind(&mut qb, Val::I64(job.finished_at_ms));
+                qb.push(" END WHERE id = ");
+                DB::bind(&mut qb, Val::Text(Some(&job.id)));
+                qb.build().execute(&mut *tx).await.map_err(store_error)?;
+            }
+
+            if last {
+                // A label change names its label and what it left alone (`docs/triage.md`).
+                // An "all" action says so (`confirm_all.rs`), beside the label.
+                let detail = next.label.as_ref().map(|label| {
+                    let mut d = serde_json::json!({ "label": label, "skipped": next.skipped });
+                    if selection.is_all() {
+                        d["all"] = serde_json::Value::Bool(true);
+                    }
+                    d.to_string()
+                });
+                let base = action_audit(
+                    &next.actor,
+                    next.kind.name(),
+                    &selection,
+                    next.done,
+                    next.reason.as_deref(),
+                    next.outcome(),
+                );
+                let audit = NewAuditEntry {
+                    job_id: next.job.as_ref().map(|j| j.id.clone()),
+                    detail: crate::store::approvals::approval_detail(
+                        crate::store::replay_request::replay_detail(
+                            detail.or(base.detail.clone()),
+                            next.job.as_ref().map(|j| &j.options),
+                        ),
+                        next.approval.as_ref(),
+                    ),
+                    ..base
+                };
+                crate::store::audit::insert_audit::<DB>(&audit, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            tx.commit().await.map_err(store_error)?;
+            let held = u64::try_from(locked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+            LONGEST_CHUNK_US.fetch_max(held, Ordering::Relaxed);
+            Ok::<(), StoreError>(())
+        })?;
+        next.chunks += 1;
+        *bulk = next;
+        Ok(())
+    }
+}
