@@ -1,5 +1,5 @@
 //! What redrive's Kafka clients share: a client left with no broker at all and how it gets its
-//! bootstrap servers back, and librdkafka's log forwarded to `tracing` ([`forward_log`]).
+//! bootstrap servers back, and librdkafka's log forwarded to `tracing` (`forward_log`).
 //!
 //! Since librdkafka 2.10 a client removes every broker a Metadata response does not list
 //! ("Remove unavailable brokers and their thread", with KIP-899). A KRaft broker in

@@ -5,7 +5,7 @@
 //! `recv` → [`RawRecord`](crate::model::RawRecord) (bytes exactly as received) →
 //! [`conventions::decode`](crate::conventions::decode) → [`fingerprint`](crate::fingerprint) →
 //! batch (up to `batch_size` records or `linger_ms`) → [`Store::insert_batch`] (one
-//! transaction) → **then** commit the offsets ([`IngestLoop::commit_stored`], the safety point).
+//! transaction) → **then** commit the offsets (`IngestLoop::commit_stored`, the safety point).
 //!
 //! # Failure behaviour
 //! - **Store down** (a transient [`StoreError`](crate::store::StoreError): connection, pool,

@@ -188,7 +188,7 @@ impl RelayConfig {
 }
 
 /// Errors that stop the relay at start-up (bad configuration). Outages of Kafka or the
-/// store do not: the relay waits them out and reports them in [`RelayStatus`].
+/// store do not: the relay waits them out and reports them in [`RelayStatus`](super::RelayStatus).
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     #[error("Kafka producer error: {0}")]

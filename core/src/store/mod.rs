@@ -451,7 +451,7 @@ impl Store {
     /// PostgreSQL), holds at most [`FACET_CAP`] values, and counts every stored dead letter
     /// (deleted ones too). Read at most every few seconds (`facet_cache.rs`): a value this
     /// handle stores is offered at once, another instance's or a purge's within
-    /// [`facet_cache::FRESH_FOR`].
+    /// `facet_cache::FRESH_FOR`.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn facets(&self) -> Result<Facets, StoreError> {

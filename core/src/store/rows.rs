@@ -1,5 +1,5 @@
 //! Rows as the database returns them, and their conversion to the model. The structs only use
-//! types both drivers decode (i32, i64, String, Vec<u8>, Option of those); anything stored that
+//! types both drivers decode (`i32`, `i64`, `String`, `Vec<u8>`, `Option` of those); anything stored that
 //! does not parse becomes [`StoreError::Corrupt`], never a panic.
 
 use super::codec::{decode_headers, decode_warnings};

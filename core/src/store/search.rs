@@ -301,7 +301,7 @@ macro_rules! index_worth_asking {
 pub const COMMON_HITS: i64 = SCAN_ROWS / 100;
 
 /// Most dead letters the scan step reads in all when it goes on past its first
-/// [`SCAN_ROWS`] ([`scan_more`]).
+/// [`SCAN_ROWS`] (`scan_more`).
 pub const EXTENDED_SCAN_ROWS: i64 = 8_000;
 
 /// How many more rows the scan step reads after its first [`SCAN_ROWS`] found `found`

@@ -8,7 +8,7 @@ use crate::model::Status;
 pub const MINUTE_MS: i64 = 60_000;
 /// One hour, in ms (the hour buckets' width).
 pub const HOUR_MS: i64 = 3_600_000;
-/// Minute buckets older than this (ms) are dropped by [`Store::compact_stats`]: 25 h, so
+/// Minute buckets older than this (ms) are dropped by [`Store::compact_stats`](crate::store::Store::compact_stats): 25 h, so
 /// "new in the last 24 h" is always answered to the minute.
 pub const MINUTES_KEPT_MS: i64 = 25 * HOUR_MS;
 /// Hour buckets per (DLQ topic, source topic) are kept 35 days.
@@ -18,7 +18,7 @@ pub const GROUP_HOURS_KEPT_MS: i64 = 8 * 24 * HOUR_MS;
 /// Most (DLQ topic, source topic, status) rows one [`StatsSnapshot`] reads, largest first;
 /// beyond it the snapshot says `truncated`. Bounds a snapshot's cost whatever the topics.
 pub const STATS_ROW_CAP: i64 = 5_000;
-/// Most buckets [`Store::arrivals`] returns (a 6 h minute chart of 100 topic pairs is
+/// Most buckets [`Store::arrivals`](crate::store::Store::arrivals) returns (a 6 h minute chart of 100 topic pairs is
 /// 36,000); beyond it the oldest are cut.
 pub const ARRIVALS_CAP: i64 = 50_000;
 
@@ -165,7 +165,7 @@ impl JobCounts {
 }
 
 /// A consistent-enough picture of the store from the aggregates, taken at `at_ms`
-/// ([`Store::stats`]). Each table is read by one statement; between statements ingest may
+/// ([`Store::stats`](crate::store::Store::stats)). Each table is read by one statement; between statements ingest may
 /// add rows, so sums across parts can differ by what arrived meanwhile.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatsSnapshot {
@@ -268,7 +268,7 @@ impl Resolution {
     }
 }
 
-/// Which arrivals [`Store::arrivals`] returns; `None` = every topic.
+/// Which arrivals [`Store::arrivals`](crate::store::Store::arrivals) returns; `None` = every topic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ArrivalScope {
     pub dlq_topic: Option<String>,
@@ -306,7 +306,7 @@ pub struct GroupStats {
     pub error_class: Option<String>,
 }
 
-/// How many dead letters match a filter ([`Store::count_matching`]).
+/// How many dead letters match a filter ([`Store::count_matching`](crate::store::Store::count_matching)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MatchCount {
     /// Exactly this many (from the aggregates, or a count below the cap).
