@@ -16,7 +16,7 @@ use redrive_core::actions::JobStatus;
 use redrive_core::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
 use redrive_testkit::unique;
 
-/// The UI's server-function URLs (app/src/actions_api.rs).
+/// The UI's server-function URLs (app/src/actions_api/forms.rs).
 pub(crate) const ACT: &str = "/api/ui/act";
 pub(crate) const ACT_ON_FILTER: &str = "/api/ui/act-on-filter";
 const CANCEL: &str = "/api/ui/cancel-job";
