@@ -301,7 +301,7 @@ impl Store {
     }
 
     /// [`Store::delete`] (`delete` true) or [`Store::restore`] carrying out an approved
-    /// request (`approvals.rs`; see [`Store::replay_as`]).
+    /// request (`approvals/approve.rs`; see [`Store::replay_as`]).
     pub(super) async fn change_status_as(
         &self,
         actor: &Actor,

@@ -2,7 +2,7 @@
 //! (a fresh UUID v4 idempotency key each, the per-key order place of `order.rs`), and the
 //! transaction that writes them with the `replay_pending` status, the history events and the
 //! audit row ([`replay_ids_in_tx`]), used by [`Store::request_replay`], the bulk action over a
-//! filter (`bulk/`), an approved request (`approvals.rs`) and the scheduler's rounds
+//! filter (`bulk/`), an approved request (`approvals/approve.rs`) and the scheduler's rounds
 //! (`rounds.rs`). What a replay of a selection would do is [`Store::dry_run`].
 
 use sqlx::QueryBuilder;
@@ -366,8 +366,8 @@ impl Store {
     }
 
     /// [`Store::request_replay`], carrying out an approved request when `approval` is given
-    /// (`approvals.rs`): its first transaction claims the request, a filter is bounded by the
-    /// request's `max_id`, and the audit row names the approver.
+    /// (`approvals/approve.rs`): its first transaction claims the request, a filter is
+    /// bounded by the request's `max_id`, and the audit row names the approver.
     pub(super) async fn replay_as(
         &self,
         actor: &Actor,

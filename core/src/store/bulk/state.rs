@@ -63,7 +63,7 @@ pub(crate) struct Bulk {
     /// Replay only: its job was cancelled while it was `preparing`; the chunk that saw it
     /// queued nothing and ended the action.
     pub(crate) cancelled: bool,
-    /// Carrying out an approved request (`approvals.rs`): the first chunk claims it, the
+    /// Carrying out an approved request (`approvals/approve.rs`): the first chunk claims it, the
     /// audit row names the approver. `None` for a direct action and after a resume (the
     /// claim committed with the first chunk; the approver's own audit row is there too).
     pub(crate) approval: Option<crate::store::approvals::ApprovalLink>,
