@@ -18,7 +18,7 @@
 //!
 //! Bodies select dead letters with exactly one of `"ids": [1, 2]` or `"filter": {...}`, whose
 //! names and values are those of the list's query string (`GET /api/v1/dead-letters`), parsed
-//! by the same [`ListQuery::from_pairs`].
+//! by the same [`ListQuery::from_pairs`](redrive_core::ListQuery::from_pairs).
 //!
 //! **An empty filter** (`"filter": {}`, no field set) means every dead letter that is not
 //! deleted. A replay, delete, restore (or bulk label, `api_labels`) over it needs
@@ -32,7 +32,7 @@
 //! are the public contract, mapped from the core types.
 //!
 //! The handlers live in submodules named for what they do: [`replay`] (queue and dry run),
-//! [`jobs`] (list, read, cancel, pause, resume), [`delete_restore`], [`audit`] (the trail and a
+//! [`jobs`] (list, read, cancel, pause, resume), [`delete_restore`], [`audit`](mod@audit) (the trail and a
 //! dead letter's history), [`request`] (body, selection and query parsing shared with the
 //! other API modules); this file holds the routes and what every handler's answer shares.
 

@@ -12,7 +12,7 @@
 //! - Permissions are checked where the action is ([`require_permission`]: the actor's role
 //!   must grant the route's one [`Permission`], `docs/access.md`); a refusal of an action is
 //!   audited with outcome `denied`. A role's DLQ-topic scope limits what it reads and acts on
-//!   ([`scope`]).
+//!   (`redrive_core::store::scope`).
 
 pub mod cli;
 pub mod csrf;

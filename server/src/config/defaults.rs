@@ -85,7 +85,7 @@ pub(super) fn default_sign_in_per_ip_per_min() -> u32 {
     20
 }
 
-/// Default [`Config::replay_outcome_window_ms`]: 1 h.
+/// Default [`Config::replay_outcome_window_ms`](super::Config::replay_outcome_window_ms): 1 h.
 pub(super) fn default_replay_outcome_window_ms() -> u64 {
     redrive_core::outcome::DEFAULT_WINDOW_MS
 }
