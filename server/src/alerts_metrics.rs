@@ -1,6 +1,7 @@
 //! The alert series of `/metrics` (`docs/metrics.md`), read from
-//! [`AlertStatus`](redrive_core::alerts::status::AlertStatus) at each scrape. Bounded: one `redrive_alerts` series per configured rule and state (3 per rule),
-//! three counters per configured notifier.
+//! [`AlertStatus`](redrive_core::alerts::status::AlertStatus) at each scrape. Bounded: one
+//! `redrive_alerts` series per configured rule and state (3 per rule), three counters per
+//! configured notifier.
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
