@@ -116,7 +116,7 @@ async fn an_interrupted_bulk_label_is_finished_by_the_next_start_once() {
             let app = TestApp::serve(
                 url.clone(),
                 store.clone(),
-                tempfile::tempdir().expect("dir").into(),
+                redrive_testkit::TestDatabase::from(tempfile::tempdir().expect("dir")),
                 &[],
             )
             .await;

@@ -474,7 +474,7 @@ async fn the_json_api_carries_the_link_and_the_chain(backend: Backend) {
     let app = crate::support::TestApp::serve(
         db.url.clone(),
         db.store.clone(),
-        tempfile::tempdir().expect("tempdir").into(),
+        redrive_testkit::TestDatabase::from(tempfile::tempdir().expect("tempdir")),
         &[],
     )
     .await;

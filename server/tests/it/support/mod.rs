@@ -33,7 +33,9 @@ pub struct TestApp {
     child: Child,
     stderr: Arc<Mutex<String>>,
     client: reqwest::Client,
-    _dir: redrive_testkit::TestDatabase,
+    /// Shared by [`TestApp::another_instance`]s: the database is dropped with the last of
+    /// them, not when one instance of several is killed and dropped.
+    db: Arc<redrive_testkit::TestDatabase>,
     _site: tempfile::TempDir,
 }
 
@@ -128,11 +130,12 @@ impl TestApp {
     }
 
     /// Starts `redrive serve` over an existing database. The site root is an empty directory
-    /// (pages render without hydration) unless `env` sets `REDRIVE_SITE_ROOT`.
+    /// (pages render without hydration) unless `env` sets `REDRIVE_SITE_ROOT`. `db` is kept
+    /// alive as long as this app (and removes the database when the last holder is dropped).
     pub async fn serve(
         db_url: String,
         store: Store,
-        dir: redrive_testkit::TestDatabase,
+        db: impl Into<Arc<redrive_testkit::TestDatabase>>,
         env: &[(&str, &str)],
     ) -> TestApp {
         let site = tempfile::tempdir().expect("tempdir");
@@ -157,7 +160,7 @@ impl TestApp {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("client"),
-            _dir: dir,
+            db: db.into(),
             _site: site,
         }
     }
@@ -231,8 +234,13 @@ impl TestApp {
     /// A second `redrive serve` over this app's database, with its own `env` (for tests of
     /// several instances sharing one PostgreSQL).
     pub async fn another_instance(&self, env: &[(&str, &str)]) -> TestApp {
-        let dir = tempfile::tempdir().expect("tempdir").into();
-        TestApp::serve(self.db_url.clone(), self.store.clone(), dir, env).await
+        TestApp::serve(
+            self.db_url.clone(),
+            self.store.clone(),
+            self.db.clone(),
+            env,
+        )
+        .await
     }
 
     /// Stops the binary (SIGTERM) and starts it again over the same database with `env`.
@@ -249,12 +257,9 @@ impl TestApp {
             .unwrap_or_else(|_| panic!("redrive did not stop on SIGTERM\n{}", self.log()))
             .expect("wait");
         let TestApp {
-            db_url,
-            store,
-            _dir,
-            ..
+            db_url, store, db, ..
         } = self;
-        TestApp::serve(db_url, store, _dir, env).await
+        TestApp::serve(db_url, store, db, env).await
     }
 
     /// Whether `/readyz` says retention backpressure holds a DLQ topic (`paused_topics`).
