@@ -92,9 +92,9 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-/// Creates a fresh, empty PostgreSQL database and returns its URL. Prefer
-/// [`fresh_database`], whose [`TestDatabase`] drops it when done.
-pub async fn fresh_postgres_url() -> Result<String> {
+/// Creates a fresh, empty PostgreSQL database and returns its URL. Private: a caller gets it
+/// through [`fresh_database`], whose [`TestDatabase`] drops it when done.
+async fn fresh_postgres_url() -> Result<String> {
     let admin = postgres_admin_url();
     let name = unique("redrive_test");
     let mut conn = sqlx::PgConnection::connect(&admin).await?;
@@ -105,7 +105,7 @@ pub async fn fresh_postgres_url() -> Result<String> {
     Ok(format!("{base}/{name}"))
 }
 
-/// Drops the PostgreSQL database at `url` (one of [`fresh_postgres_url`]'s), closing its
+/// Drops the PostgreSQL database at `url` (one of `fresh_database`'s), closing its
 /// other sessions first; nothing for a SQLite URL (its file goes with its directory).
 ///
 /// Errors: the server's.
@@ -121,7 +121,7 @@ pub async fn drop_database(url: &str) -> Result<()> {
 }
 
 /// A test's database, removed when this value is dropped: a SQLite file with its temporary
-/// directory, a PostgreSQL database (one of [`fresh_postgres_url`]'s) with `DROP DATABASE
+/// directory, a PostgreSQL database (one of `fresh_database`'s) with `DROP DATABASE
 /// ... WITH (FORCE)`, which closes the sessions still open on it (a server the test
 /// started). Without it every run left its databases in the test cluster: about 150 of
 /// about 10 MB each per `make test`, and a bench's 10M-row store takes about 20 GB.
