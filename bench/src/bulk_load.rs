@@ -20,11 +20,12 @@
 //! Each chunk also writes the chunk's searched text (`dead_letter_text`, migration 0024) as
 //! ingest would ([`SEARCH_TEXT_SQLITE`]); the test below compares it with ingest's.
 //!
-//! With [`Tiers::Sorted`] each chunk is also left as the server's tier sorter leaves it
-//! (`Store::sort_unsorted`, `docs/automation.md` "Sorting"): `dead_letters.tier` set, one
-//! `dead_letter_tiers` row and one `tier_assigned` history event per row. A store that has
-//! been running looks like that; a server over an unsorted 10M-row store would spend its
-//! first hour sorting (PostgreSQL sorts 3,000–6,000 rows/s, `docs/bench.md`). The sorter's
+//! With [`Tiers::Sorted`] each chunk is also left as ingest (which sorts what it stores) and
+//! the server's tier sorter (`Store::sort_unsorted`) leave it (`docs/automation.md`
+//! "Sorting"): `dead_letters.tier` set, one `dead_letter_tiers` row and one `tier_assigned`
+//! history event per row. A store that has been running looks like that; a server over an
+//! unsorted 10M-row store (one stored before migration 0022) would spend its first hour
+//! sorting (`docs/bench.md`). The sorter's
 //! decision for a synthetic row depends only on what repeats every [`PERIOD`] rows (error
 //! group, source topic, consumer group, headers) under the rule set a server without a stored
 //! one runs (`RuleSetSpec::default()`, no rules), so it is taken once per `i % PERIOD` with

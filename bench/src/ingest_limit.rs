@@ -10,23 +10,30 @@
 //! 2. **search indexer**: the search indexer's rounds (`Store::index_search_backlog`, 1,000
 //!    rows each, back to back as when ingest is quiet) move every text ingest wrote to
 //!    `search_backlog` into the search index: how soon after a burst everything is indexed.
-//! 3. **store limit, redrive's schema**: the rows ingest just stored are read back (every
+//! 3. **tier sorter**: the sorter's batches (`Store::sort_unsorted`, `SORT_BATCH` rows each,
+//!    back to back, the rule set a server without a stored one runs) sort what ingest left
+//!    unsorted (ingest sorts each new dead letter as it stores it, `docs/automation.md`,
+//!    "Sorting"; a run of this bench before that sorted all of them here). The time of its
+//!    candidate reads and of its write transactions is reported apart.
+//! 4. **store limit, redrive's schema**: the rows ingest just stored are read back (every
 //!    column ingest writes to `dead_letters`, and the row's searched text, exactly as
 //!    stored), then written into a fresh database migrated with redrive's schema by plain
 //!    prepared multi-row `INSERT`s (sqlx, no redrive store code), one transaction per batch
 //!    of the same size, with the same durability (SQLite WAL, `synchronous=FULL`): `INSERT
-//!    INTO dead_letters ... RETURNING id`, then the `search_backlog` rows under those ids
-//!    (the searched lengths, no text), as ingest writes them (migration 0028). This is the rate the database
+//!    INTO dead_letters ... RETURNING id` (the tier in the row), then under those ids the
+//!    `search_backlog` rows (the searched lengths, no text), as ingest writes them
+//!    (migration 0028), and the `dead_letter_tiers` rows and `tier_assigned` events as
+//!    ingest wrote them. Beside it, the same without the tier rows and events. This is the rate the database
 //!    itself gives for redrive's rows: ingest cannot beat it.
-//! 4. **the same with the text indexed in the transaction**: the text rows into
+//! 5. **the same with the text indexed in the transaction**: the text rows into
 //!    `dead_letter_text` instead, as ingest wrote them before migration 0028 (migration 0024):
 //!    what writing the search index inside ingest's transaction would cost.
-//! 5. **the same without the searched text**: `dead_letters` only (its indexes and aggregate
+//! 6. **the same without the searched text**: `dead_letters` only (its indexes and aggregate
 //!    triggers), no text rows.
-//! 6. **the same with `RETURNING`**: each statement returns the new rows' ids, as ingest's
+//! 7. **the same with `RETURNING`**: each statement returns the new rows' ids, as ingest's
 //!    statements do (to name the backlog rows), nothing written with them: what `RETURNING`
 //!    alone costs, beside what the backlog rows cost.
-//! 7. **store limit, bare table**: the `dead_letters` rows into a table with the same
+//! 8. **store limit, bare table**: the `dead_letters` rows into a table with the same
 //!    columns and nothing else (no index, constraint or trigger): what the schema costs.
 //!
 //! `BENCH_BACKENDS=sqlite` or `=postgres` measures one database; `BENCH_INGEST_LIMITS=0` runs
@@ -50,8 +57,8 @@ use sqlx::{Connection, QueryBuilder};
 const COLUMNS: &str = "dlq_topic, dlq_partition, dlq_offset, dead_lettered_at_ms, fingerprint, \
      convention, source_topic, source_partition, source_offset, source_timestamp_ms, \
      consumer_group, error_class, error_message, retry_count, message_id, failed_at_ms, \
-     decode_warnings, record_timestamp_ms, ingested_at_ms, headers, stack_trace, key, value";
-const NCOLS: usize = 23;
+     decode_warnings, record_timestamp_ms, ingested_at_ms, headers, stack_trace, key, value, tier";
+const NCOLS: usize = 24;
 
 /// One stored dead letter, as the database holds it.
 #[derive(sqlx::FromRow, Clone)]
@@ -79,6 +86,15 @@ struct StoredRow {
     stack_trace: Option<String>,
     key: Option<Vec<u8>>,
     value: Option<Vec<u8>>,
+    /// The tier ingest sorted it into (`None`: left to the sorter).
+    tier: Option<String>,
+    /// Its `dead_letter_tiers` row as ingest wrote it (`tier_reason` `None`: none).
+    tier_rule: Option<String>,
+    tier_rule_version: Option<i64>,
+    tier_reason: Option<String>,
+    tier_at_ms: Option<i64>,
+    tier_auto_attempts: Option<i32>,
+    tier_next_attempt_at_ms: Option<i64>,
     /// Its `dead_letter_text` row (`has_text` false: none, as for a record with no text).
     has_text: bool,
     text_message: Option<String>,
@@ -108,8 +124,19 @@ pub struct IngestFigures {
     pub ingest_peak_mib: f64,
     /// The search indexer moving every text ingest wrote into the index, msgs/s.
     pub indexer: f64,
-    /// Store limit into redrive's schema, `search_backlog` rows included, msgs/s.
+    /// The tier sorter sorting every dead letter ingest stored, msgs/s.
+    pub sorter: f64,
+    /// Of the sorter's time, reading its candidates, s.
+    pub sorter_read_s: f64,
+    /// Of the sorter's time, the rest: deciding and writing its batches, s.
+    pub sorter_write_s: f64,
+    /// Store limit into redrive's schema, `search_backlog`, tier rows and events included,
+    /// msgs/s.
     pub limit_schema: f64,
+    /// The same without the tier rows and events, msgs/s.
+    pub limit_untiered: f64,
+    /// Dead letters ingest left unsorted, for the sorter.
+    pub left_unsorted: u64,
     /// The same with the text written to the indexed table in the transaction, msgs/s.
     pub limit_indexed_text: f64,
     /// Store limit into redrive's schema without the searched text, msgs/s.
@@ -173,16 +200,21 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         }
         let indexer = indexed as f64 / t.elapsed().as_secs_f64().max(1e-9);
         eprintln!("search indexer {backend:?}: {indexed} texts at {indexer:.0} msgs/s");
+        let (left_unsorted, sorter, sorter_read_s, sorter_write_s) = sort_all(&store).await?;
+        eprintln!(
+            "tier sorter {backend:?}: {left_unsorted} left by ingest, {sorter:.0} msgs/s (candidates read {sorter_read_s:.1} s, written {sorter_write_s:.1} s)"
+        );
         let rows = read_rows(&url, backend).await?;
         store.close().await;
         let row_bytes = rows.iter().map(StoredRow::bytes).sum::<usize>() as f64 / rows.len() as f64;
         let limit_schema = limit(backend, &rows, batch, Target::Schema).await?;
+        let limit_untiered = limit(backend, &rows, batch, Target::SchemaWithoutTiers).await?;
         let limit_indexed_text = limit(backend, &rows, batch, Target::SchemaIndexedText).await?;
         let limit_no_text = limit(backend, &rows, batch, Target::SchemaWithoutText).await?;
         let limit_returning = limit(backend, &rows, batch, Target::SchemaReturning).await?;
         let limit_bare = limit(backend, &rows, batch, Target::Bare).await?;
         eprintln!(
-            "store limit {backend:?}: schema {limit_schema:.0} msgs/s, text indexed in the transaction {limit_indexed_text:.0} msgs/s, without the searched text {limit_no_text:.0} msgs/s (with RETURNING {limit_returning:.0}), bare table {limit_bare:.0} msgs/s, {row_bytes:.0} bytes/row"
+            "store limit {backend:?}: schema {limit_schema:.0} msgs/s, without tier rows {limit_untiered:.0} msgs/s, text indexed in the transaction {limit_indexed_text:.0} msgs/s, without the searched text {limit_no_text:.0} msgs/s (with RETURNING {limit_returning:.0}), bare table {limit_bare:.0} msgs/s, {row_bytes:.0} bytes/row"
         );
         drop(rows);
         if backend == Backend::Postgres {
@@ -193,7 +225,12 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
             ingest,
             ingest_peak_mib,
             indexer,
+            sorter,
+            sorter_read_s,
+            sorter_write_s,
             limit_schema,
+            limit_untiered,
+            left_unsorted,
             limit_indexed_text,
             limit_no_text,
             limit_returning,
@@ -232,10 +269,14 @@ async fn read_rows(url: &str, backend: Backend) -> Result<Arc<Vec<StoredRow>>> {
         .collect();
     let sql = format!(
         "SELECT {}, t.id IS NOT NULL AS has_text, t.message AS text_message, \
-         t.stack_trace AS text_stack_trace, t.payload AS text_payload \
+         t.stack_trace AS text_stack_trace, t.payload AS text_payload, \
+         tt.rule_name AS tier_rule, CAST(tt.rule_version AS BIGINT) AS tier_rule_version, \
+         tt.reason AS tier_reason, tt.tier_at_ms, tt.auto_attempts AS tier_auto_attempts, \
+         tt.next_attempt_at_ms AS tier_next_attempt_at_ms \
          FROM dead_letters d LEFT JOIN (SELECT id, message, stack_trace, payload \
          FROM dead_letter_text UNION ALL SELECT id, message, stack_trace, payload \
-         FROM search_backlog_text) t ON t.id = d.id ORDER BY d.id",
+         FROM search_backlog_text) t ON t.id = d.id \
+         LEFT JOIN dead_letter_tiers tt ON tt.dead_letter_id = d.id ORDER BY d.id",
         columns.join(", ")
     );
     let rows = match backend {
@@ -282,7 +323,8 @@ macro_rules! push_row {
             .push_bind(r.headers.clone())
             .push_bind(r.stack_trace.clone())
             .push_bind(r.key.clone())
-            .push_bind(r.value.clone());
+            .push_bind(r.value.clone())
+            .push_bind(r.tier.clone());
         $qb.push(")");
     }};
 }
@@ -294,11 +336,13 @@ macro_rules! push_row {
 /// `returning`, each statement returns the new ids; with `Some(table)` too, the rows' text
 /// rows follow under them (`TEXT_ROWS` rows
 /// per `INSERT INTO table`, as ingest writes them: `search_backlog` the searched lengths,
-/// `dead_letter_text` the text itself). A macro because the two databases'
+/// `dead_letter_text` the text itself). With `tiers` (third), the rows' `dead_letter_tiers`
+/// rows and `tier_assigned` events follow under the new ids too, 250 per statement, as
+/// ingest writes them when it sorts. A macro because the two databases'
 /// connections and query builders are different types.
 macro_rules! time_inserts {
     ($c:expr, $db:ty, $max_params:expr, $head:expr, $rows:expr, $batch:expr, $text:expr) => {{
-        let (returning, text_table): (bool, Option<&str>) = $text;
+        let (returning, text_table, tiers): (bool, Option<&str>, bool) = $text;
         let t = Instant::now();
         for chunk in $rows.chunks($batch.max(1)) {
             let mut tx = $c.begin().await?;
@@ -317,13 +361,59 @@ macro_rules! time_inserts {
                 qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
                 let ids: Vec<(i64, String, i32, i64)> =
                     qb.build_query_as().fetch_all(&mut *tx).await?;
-                let Some(table) = text_table else {
-                    continue;
-                };
                 let by_coords: std::collections::HashMap<(&str, i32, i64), &StoredRow> = part
                     .iter()
                     .map(|r| ((r.dlq_topic.as_str(), r.dlq_partition, r.dlq_offset), r))
                     .collect();
+                if tiers {
+                    let sorted: Vec<(i64, &StoredRow)> = ids
+                        .iter()
+                        .filter_map(|(id, topic, p, o)| {
+                            by_coords
+                                .get(&(topic.as_str(), *p, *o))
+                                .filter(|r| r.tier.is_some() && r.tier_reason.is_some())
+                                .map(|r| (*id, *r))
+                        })
+                        .collect();
+                    for rows in sorted.chunks(250) {
+                        let mut qb = QueryBuilder::<$db>::new(
+                            "INSERT INTO dead_letter_tiers (dead_letter_id, tier, rule_name, \
+                             rule_version, reason, tier_at_ms, auto_attempts, \
+                             next_attempt_at_ms, loop_guarded, escalated) ",
+                        );
+                        qb.push_values(rows.iter(), |mut b, (id, r)| {
+                            b.push_bind(*id)
+                                .push_bind(r.tier.clone())
+                                .push_bind(r.tier_rule.clone())
+                                .push_bind(r.tier_rule_version)
+                                .push_bind(r.tier_reason.clone())
+                                .push_bind(r.tier_at_ms)
+                                .push_bind(r.tier_auto_attempts)
+                                .push_bind(r.tier_next_attempt_at_ms)
+                                .push_bind(0i32)
+                                .push_bind(0i32);
+                        });
+                        qb.build().execute(&mut *tx).await?;
+                        let mut qb = QueryBuilder::<$db>::new(
+                            "INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail) ",
+                        );
+                        qb.push_values(rows.iter(), |mut b, (id, r)| {
+                            b.push_bind(*id)
+                                .push_bind(r.tier_at_ms)
+                                .push_bind("tier_assigned")
+                                .push_bind("(rules)")
+                                .push_bind(format!(
+                                    "{}: {}",
+                                    r.tier.as_deref().unwrap_or_default(),
+                                    r.tier_reason.as_deref().unwrap_or_default()
+                                ));
+                        });
+                        qb.build().execute(&mut *tx).await?;
+                    }
+                }
+                let Some(table) = text_table else {
+                    continue;
+                };
                 let texts: Vec<(i64, &StoredRow)> = ids
                     .iter()
                     .filter_map(|(id, topic, p, o)| {
@@ -370,8 +460,11 @@ const TEXT_ROWS: usize = 500;
 /// What a store limit writes into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
-    /// redrive's schema, `dead_letters` and `search_backlog` (what ingest writes).
+    /// redrive's schema, `dead_letters`, `search_backlog`, `dead_letter_tiers` and
+    /// `dead_letter_events` (what ingest writes).
     Schema,
+    /// The same without the tier rows and events (what ingest wrote before it sorted).
+    SchemaWithoutTiers,
     /// redrive's schema, `dead_letters` and `dead_letter_text` (the index written in the
     /// transaction, as before migration 0028).
     SchemaIndexedText,
@@ -389,10 +482,11 @@ enum Target {
 async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, target: Target) -> Result<f64> {
     let schema = target != Target::Bare;
     let text = match target {
-        Target::Schema => (true, Some("search_backlog")),
-        Target::SchemaIndexedText => (true, Some("dead_letter_text")),
-        Target::SchemaReturning => (true, None),
-        Target::SchemaWithoutText | Target::Bare => (false, None),
+        Target::Schema => (true, Some("search_backlog"), true),
+        Target::SchemaWithoutTiers => (true, Some("search_backlog"), false),
+        Target::SchemaIndexedText => (true, Some("dead_letter_text"), false),
+        Target::SchemaReturning => (true, None, false),
+        Target::SchemaWithoutText | Target::Bare => (false, None, false),
     };
     let (url, _dir) = kit::fresh_database(backend).await?;
     let bare = format!(
@@ -446,7 +540,7 @@ fn bare_columns(backend: Backend) -> String {
     };
     let types = [
         text, int, big, big, text, text, text, int, big, big, text, text, text, int, text, big,
-        text, big, big, text, text, blob, blob,
+        text, big, big, text, text, blob, blob, text,
     ];
     COLUMNS
         .split(',')
@@ -476,9 +570,19 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
     println!("| raw consume rate (count only), {n} records | {raw:.0} msgs/s | {raw:.0} msgs/s |");
     row(
         &format!(
-            "store limit, redrive's schema: plain multi-row INSERTs of redrive's rows and their `search_backlog` rows, {n} rows"
+            "store limit, redrive's schema: plain multi-row INSERTs of redrive's rows, their `search_backlog` rows, and their `dead_letter_tiers` rows and `tier_assigned` events, {n} rows"
         ),
         &|x| format!("{:.0} msgs/s", x.limit_schema),
+    );
+    row(
+        "the same without the tier rows and events (what ingest wrote before it sorted)",
+        &|x| {
+            format!(
+                "{:.0} msgs/s (the tier rows cost {:.0} %)",
+                x.limit_untiered,
+                (1.0 - x.limit_schema / x.limit_untiered) * 100.0
+            )
+        },
     );
     row(
         "the same with the searched text indexed in the transaction (`dead_letter_text`, as before migration 0028)",
@@ -535,12 +639,61 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
         &|x| format!("{:.0} msgs/s", x.indexer),
     );
     row(
+        "tier sorter after that ingest: the dead letters ingest left unsorted (`SORT_BATCH` per batch, back to back, default rule set)",
+        &|x| {
+            if x.left_unsorted == 0 {
+                return "none left (ingest sorted every one)".to_string();
+            }
+            format!(
+                "{} at {:.0} msgs/s (candidates read {:.1} s, batches written {:.1} s)",
+                x.left_unsorted, x.sorter, x.sorter_read_s, x.sorter_write_s
+            )
+        },
+    );
+    row(
         "peak RSS during that ingest (the whole bench process, pages read every 100 ms; it keeps the heap of the earlier figures: the server's own peak is `BENCH_RSS`)",
         &|x| format!("{:.0} MiB", x.ingest_peak_mib),
     );
     row("stored row, variable-length columns", &|x| {
         format!("{:.0} bytes", x.row_bytes)
     });
+}
+
+/// Sorts every dead letter of `store` that ingest left unsorted as the server's sorter does
+/// with no stored rule set (`RuleSetSpec::default()`), batch after batch: (how many, msgs/s,
+/// s reading candidates, s writing). The read is timed on its own ([`Store::tier_candidates`], the sorter's page)
+/// and subtracted from the batch's time ([`Store::sort_unsorted`] reads it again, warm).
+async fn sort_all(store: &Store) -> Result<(u64, f64, f64, f64)> {
+    use redrive_core::automation::{RuleSet, RuleSetSpec};
+    use redrive_core::store::{CandidateScan, SORT_BATCH};
+    let rules = RuleSet::compile(RuleSetSpec::default()).map_err(|e| anyhow::anyhow!(e.0))?;
+    let (mut read, mut total, mut sorted) = (Duration::ZERO, Duration::ZERO, 0u64);
+    loop {
+        let t = Instant::now();
+        let page = store
+            .tier_candidates(&CandidateScan::unsorted(SORT_BATCH))
+            .await?;
+        read += t.elapsed();
+        if page.is_empty() {
+            break;
+        }
+        drop(page);
+        let t = Instant::now();
+        let report = store.sort_unsorted(&rules, None, SORT_BATCH).await?;
+        total += t.elapsed();
+        sorted += report.sorted;
+        if report.read == 0 {
+            break;
+        }
+    }
+    // `sort_unsorted` read each page again: its write is its time less one read.
+    let write = total.saturating_sub(read);
+    Ok((
+        sorted,
+        sorted as f64 / total.as_secs_f64().max(1e-9),
+        read.as_secs_f64(),
+        write.as_secs_f64(),
+    ))
 }
 
 /// Drops the bench's PostgreSQL database at `url` (its stores are large); errors are ignored.

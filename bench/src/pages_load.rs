@@ -5,7 +5,7 @@
 //! the real broker at `BENCH_LOAD_INGEST` (default 1,000) msgs/s.
 //!
 //! How it is measured: the store is filled by the database itself, already sorted into tiers
-//! as the server's sorter would have left it (`bulk_load`, `Tiers::Sorted`), the release
+//! as ingest and the server's sorter would have left it (`bulk_load`, `Tiers::Sorted`), the release
 //! server ([`ReleaseServer`]) consumes a fresh 4-partition DLQ topic that a producer task
 //! feeds in 100 ms ticks, and each user loops over the five page kinds in turn (each user
 //! starting at a different kind), timing each GET from request to last byte. Latencies are

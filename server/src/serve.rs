@@ -287,9 +287,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         },
         shutdown.child_token(),
     ));
-    // Automatic reprocessing (docs/automation.md): the leader sorts new dead letters into
-    // tiers with the active rule set version.
-    let sorter_status = Arc::new(redrive_core::automation::sort_loop::SorterStatus::default());
+    // Automatic reprocessing (docs/automation.md): ingest sorts new dead letters into tiers
+    // with the active rule set version as it stores them, the leader's sorter the rest. Both
+    // count into the store's one status.
+    let sorter_status = store.sorter_status();
     telemetry.set_sorter(sorter_status.clone());
     tokio::spawn(redrive_core::automation::sort_loop::run(
         store.clone(),

@@ -1,6 +1,6 @@
-//! The `redrive_tier_*` series (`docs/metrics.md`, "Automation tiers"): what the leader's
-//! sorter did on this instance since start — dead letters sorted per tier, moved by age, and
-//! the passes that failed. Cardinality: four tiers.
+//! The `redrive_tier_*` series (`docs/metrics.md`, "Automation tiers"): what ingest and the
+//! leader's sorter did on this instance since start — dead letters sorted per tier, moved by
+//! age, and the passes that failed. Cardinality: four tiers.
 
 use std::sync::atomic::Ordering;
 
@@ -22,7 +22,8 @@ pub fn encode(enc: &mut DescriptorEncoder, sorter: Option<&SorterStatus>) -> std
         let c = ConstCounter::new(0u64);
         let mut m = enc.encode_descriptor(
             "redrive_tier_sorted",
-            "Dead letters the leader's sorter sorted into each automation tier on this instance.",
+            "Dead letters sorted into each automation tier on this instance, by ingest as it \
+             stored them or by the leader's sorter.",
             None,
             c.metric_type(),
         )?;

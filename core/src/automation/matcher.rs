@@ -62,6 +62,11 @@ pub(super) fn header_text<'a>(headers: &'a [Header], name: &str) -> Option<&'a s
 }
 
 impl Matcher {
+    /// Whether a condition reads the dead letter's labels (own or its error group's).
+    pub(super) fn reads_labels(&self) -> bool {
+        !self.labels.is_empty()
+    }
+
     /// `Some(why)` when every condition holds: the conditions that narrowed it, joined
     /// (`"any dead letter"` when the rule has none).
     pub(super) fn explain(&self, d: &MatchInput<'_>) -> Option<String> {

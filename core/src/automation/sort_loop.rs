@@ -55,7 +55,8 @@ impl SorterStatus {
         self.sorted_by_tier[i].load(Ordering::Relaxed)
     }
 
-    fn count(&self, report: &SortReport) {
+    /// Adds a batch's sorted dead letters (the sorter's, or ingest's: `store/ingest_tiers.rs`).
+    pub(crate) fn count(&self, report: &SortReport) {
         self.sorted_total
             .fetch_add(report.sorted, Ordering::Relaxed);
         for (tier, n) in &report.per_tier {

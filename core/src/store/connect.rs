@@ -97,6 +97,7 @@ impl Store {
                 common_terms: Arc::default(),
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
+                ingest_tiers: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
@@ -112,6 +113,7 @@ impl Store {
                 common_terms: Arc::default(),
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
+                ingest_tiers: Arc::default(),
             })
         } else {
             Err(bad_url())
@@ -144,6 +146,7 @@ impl Store {
                     common_terms: self.common_terms.clone(),
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
+                    ingest_tiers: self.ingest_tiers.clone(),
                 })
             }
             Pool::Postgres(p) => {
@@ -160,6 +163,7 @@ impl Store {
                     common_terms: self.common_terms.clone(),
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
+                    ingest_tiers: self.ingest_tiers.clone(),
                 })
             }
         }

@@ -5,6 +5,7 @@
 //! than its documented cap (PostgreSQL's btree refuses entries over 2,704 bytes).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use sqlx::QueryBuilder;
 
@@ -14,12 +15,14 @@ use super::codec::{
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
 use super::search_sql::BacklogRow;
-use super::{Pool, Store, StoreError};
+use super::tiers::{decide, unit_random, write_tier_rows, Decision};
+use super::{Pool, Store, StoreError, TierCandidate};
+use crate::automation::Tier;
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
 
 /// Columns written by ingest, in the order [`insert_values`] binds them.
-const INSERT_COLUMNS: [&str; 23] = [
+const INSERT_COLUMNS: [&str; 24] = [
     "dlq_topic",
     "dlq_partition",
     "dlq_offset",
@@ -43,6 +46,7 @@ const INSERT_COLUMNS: [&str; 23] = [
     "stack_trace",
     "key",
     "value",
+    "tier",
 ];
 
 /// Soft cap on the bytes of key, value, headers and stack traces in one INSERT statement,
@@ -118,6 +122,10 @@ pub(crate) struct Row<'a> {
     normalized: Cow<'a, Normalized>,
     headers: Cow<'a, str>,
     searched: Searched,
+    /// The tier ingest sorted it into (`ingest_tiers.rs`), written by the `INSERT`; `None`:
+    /// unsorted, for the sorter. Set once, inside the transaction, after the replay-outcome
+    /// lookups, which borrow the rows.
+    tier: OnceLock<Tier>,
 }
 
 impl<'a> Row<'a> {
@@ -141,6 +149,7 @@ impl<'a> Row<'a> {
             normalized: p.fitted.map_or(Cow::Borrowed(&d.normalized), Cow::Owned),
             headers: Cow::Owned(p.headers),
             searched: p.searched,
+            tier: OnceLock::new(),
         }
     }
 
@@ -151,6 +160,7 @@ impl<'a> Row<'a> {
             normalized: Cow::Borrowed(p.fitted.as_ref().unwrap_or(&d.normalized)),
             headers: Cow::Borrowed(&p.headers),
             searched: p.searched,
+            tier: OnceLock::new(),
         }
     }
 
@@ -164,6 +174,7 @@ impl<'a> Row<'a> {
             normalized: Cow::Owned(normalized),
             headers: Cow::Owned(ascii_json(&encode_headers(&d.record.headers))),
             searched,
+            tier: OnceLock::new(),
         }
     }
 
@@ -180,6 +191,31 @@ impl<'a> Row<'a> {
             has_message: self.searched.has_message,
             stack_bytes: self.searched.stack_bytes,
             payload_bytes: self.searched.payload_bytes,
+        }
+    }
+
+    /// It as the sorter reads it once stored ([`Store::tier_candidates`]): its fields as
+    /// stored (capped, U+0000 as U+FFFD), its raw headers, no labels, not linked to an
+    /// earlier self, id 0.
+    fn tier_candidate(&self) -> TierCandidate {
+        let n: &Normalized = &self.normalized;
+        let text = |s: &Option<String>| text_field(s).map(Cow::into_owned);
+        TierCandidate {
+            id: 0,
+            dlq_topic: self.d.record.dlq_topic.clone(),
+            source_topic: text(&n.source_topic),
+            consumer_group: text(&n.consumer_group),
+            error_class: text(&n.error_class),
+            error_message: text(&n.error_message),
+            fingerprint: self.d.fingerprint.clone(),
+            convention: self.d.convention,
+            headers: self.d.record.headers.clone(),
+            labels: Vec::new(),
+            dead_lettered_at_ms: self.d.dead_lettered_at_ms,
+            tier: None,
+            repeat_failures: 0,
+            earlier_auto_attempts: 0,
+            earlier_loop_guarded: false,
         }
     }
 
@@ -265,6 +301,32 @@ pub(crate) fn backlog_rows_of(rows: &[Row<'_>], inserted: &[Inserted]) -> Vec<Ba
         .collect()
 }
 
+/// The decisions of the new dead letters `inserted` that ingest sorted (`decisions[i]` is
+/// `rows[i]`'s), each with its new id.
+fn decisions_of(
+    rows: &[Row<'_>],
+    mut decisions: Vec<Option<Decision>>,
+    inserted: &[Inserted],
+) -> Vec<Decision> {
+    if decisions.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    let by_coords: std::collections::HashMap<(&str, i32, i64), usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.coordinates(), i))
+        .collect();
+    inserted
+        .iter()
+        .filter_map(|n| {
+            let i = *by_coords.get(&(n.dlq_topic.as_str(), n.dlq_partition, n.dlq_offset))?;
+            let mut d = decisions[i].take()?;
+            d.id = n.id;
+            Some(d)
+        })
+        .collect()
+}
+
 /// `INSERT ... VALUES (...), (...) ON CONFLICT (dlq_topic, dlq_partition, dlq_offset) DO
 /// NOTHING` for one chunk: a DLQ offset already stored (redelivery after a crash, or twice in
 /// one batch) is skipped, so `rows_affected` is the number of new dead letters.
@@ -317,6 +379,7 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
             text(&n.stack_trace),
             Val::Bytes(r.key.as_deref()),
             Val::Bytes(r.value.as_deref()),
+            Val::Text(row.tier.get().map(|t| t.as_str())),
         ];
         qb.push("(");
         for (j, v) in values.into_iter().enumerate() {
@@ -421,15 +484,34 @@ impl Store {
         if rows.is_empty() {
             return Ok(0);
         }
+        // The rule set this batch is sorted with (`ingest_tiers.rs`), read before the
+        // transaction; `None` leaves the batch to the sorter.
+        let rules = self.ingest_rules().await;
         let now = super::actions::now_ms();
-        let inserted = on_pool!(self, |pool, DB| {
+        let (inserted, sorted) = on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             // Replay outcome (`outcome.rs`): look for the earlier dead letters first (indexed
             // lookups, one statement per kind of evidence), write the links after the insert.
             let mut linker = outcome::Linker::new(rows.iter().map(Row::evidence).collect());
             find_links!(linker, tx, DB);
+            // Each row's tier, unless it came back after a replay (the sorter reads its link).
+            let decisions: Vec<Option<Decision>> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, row)| {
+                    let rules = rules.as_ref().filter(|_| !linker.found(i))?;
+                    let d = decide(&rules.set, &row.tier_candidate(), now, unit_random());
+                    let _ = row.tier.set(d.assignment.tier);
+                    Some(d)
+                })
+                .collect();
             let new_rows = write_rows!(tx, DB, rows);
             let inserted = new_rows.len() as u64;
+            let sorted = decisions_of(rows, decisions, &new_rows);
+            if !sorted.is_empty() {
+                let refs: Vec<&Decision> = sorted.iter().collect();
+                write_tier_rows!(tx, DB, &refs, rules.as_ref().and_then(|r| r.version), now);
+            }
             if linker.any() {
                 let linked = write_links!(linker, tx, DB, now);
                 if linked > 0 {
@@ -437,8 +519,9 @@ impl Store {
                 }
             }
             tx.commit().await.map_err(store_error)?;
-            Ok::<u64, StoreError>(inserted)
+            Ok::<_, StoreError>((inserted, sorted))
         })?;
+        self.count_sorted_at_ingest(&sorted.iter().collect::<Vec<_>>());
         if inserted > 0 {
             // The filter bar's choices (`facet_cache.rs`) are dropped if a value is new.
             self.facet_cache

@@ -232,6 +232,7 @@ pub use self::search::{
 };
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).
+mod ingest_tiers;
 mod tier_candidates;
 mod tier_moves;
 mod tiers;
@@ -306,6 +307,9 @@ pub struct Store {
     /// The filter bar's choices, kept for a few seconds (`facet_cache.rs`); shared like
     /// `common_terms`.
     facet_cache: Arc<facet_cache::FacetCache>,
+    /// The rule set ingest sorts new dead letters with, and what it and the sorter sorted
+    /// (`ingest_tiers.rs`); shared like `common_terms`.
+    ingest_tiers: Arc<ingest_tiers::IngestTiers>,
 }
 
 impl Store {

@@ -125,6 +125,12 @@ impl<'a> Linker<'a> {
         }
     }
 
+    /// Whether record `i` of the batch was found to have come back after a replay (it will
+    /// be linked to its earlier dead letter).
+    pub(crate) fn found(&self, i: usize) -> bool {
+        self.found.get(i).is_some_and(Option::is_some)
+    }
+
     /// True when some record was linked.
     pub(crate) fn any(&self) -> bool {
         self.found.iter().any(Option::is_some)

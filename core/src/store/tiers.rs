@@ -62,7 +62,7 @@ pub struct SortReport {
 }
 
 /// A number in `[0, 1)` from the OS's randomness (jitter); 0.5 if none is available.
-fn unit_random() -> f64 {
+pub(crate) fn unit_random() -> f64 {
     let mut b = [0u8; 8];
     match getrandom::fill(&mut b) {
         Ok(()) => (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64,
@@ -123,6 +123,60 @@ pub fn decide(rules: &RuleSet, c: &TierCandidate, now_ms: i64, unit_random: f64)
     d
 }
 
+/// Writes, in transaction `$tx` of database `$DB`, the `dead_letter_tiers` row and the
+/// `tier_assigned` history event (actor [`SORTER_ACTOR`]) of each of `$rows`
+/// (`&[&Decision]`, sorted with rule set version `$version`, `Option<i64>`, at `$now`, epoch
+/// ms), 250 per statement. A database error returns `Err(StoreError)` from the enclosing
+/// function. Used by the sorter ([`Store::sort_unsorted`]) and by ingest, which sorts a new
+/// dead letter as it stores it (`ingest_tiers.rs`). A macro because the two databases'
+/// transactions are different types (used inside `on_pool!`).
+macro_rules! write_tier_rows {
+    ($tx:expr, $DB:ty, $rows:expr, $version:expr, $now:expr) => {{
+        let rows: &[&$crate::store::Decision] = $rows;
+        let version: Option<i64> = $version;
+        let now: i64 = $now;
+        for chunk in rows.chunks(250) {
+            let mut qb: sqlx::QueryBuilder<'_, $DB> = sqlx::QueryBuilder::new(
+                "INSERT INTO dead_letter_tiers (dead_letter_id, tier, rule_name, rule_version, \
+                 reason, tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated) ",
+            );
+            qb.push_values(chunk.iter(), |mut b, d| {
+                b.push_bind(d.id)
+                    .push_bind(d.assignment.tier.as_str())
+                    .push_bind(d.assignment.rule.clone())
+                    .push_bind(version)
+                    .push_bind(d.assignment.reason.clone())
+                    .push_bind(now)
+                    .push_bind(d.auto_attempts)
+                    .push_bind(d.next_attempt_at_ms)
+                    .push_bind(i32::from(d.loop_guarded))
+                    .push_bind(i32::from(d.escalated));
+            });
+            qb.push(
+                " ON CONFLICT (dead_letter_id) DO UPDATE SET tier = excluded.tier, \
+                 rule_name = excluded.rule_name, rule_version = excluded.rule_version, \
+                 reason = excluded.reason, tier_at_ms = excluded.tier_at_ms, \
+                 auto_attempts = excluded.auto_attempts, \
+                 next_attempt_at_ms = excluded.next_attempt_at_ms, \
+                 loop_guarded = excluded.loop_guarded, escalated = excluded.escalated",
+            );
+            qb.build().execute(&mut *$tx).await.map_err(store_error)?;
+            let mut qb: sqlx::QueryBuilder<'_, $DB> = sqlx::QueryBuilder::new(
+                "INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail) ",
+            );
+            qb.push_values(chunk.iter(), |mut b, d| {
+                b.push_bind(d.id)
+                    .push_bind(now)
+                    .push_bind("tier_assigned")
+                    .push_bind($crate::store::SORTER_ACTOR)
+                    .push_bind(format!("{}: {}", d.assignment.tier, d.assignment.reason));
+            });
+            qb.build().execute(&mut *$tx).await.map_err(store_error)?;
+        }
+    }};
+}
+pub(crate) use write_tier_rows;
+
 impl Store {
     /// Sorts up to `limit` unsorted dead letters with `rules` (active version `version`,
     /// `None` when no version is stored yet) in ONE write transaction (module docs).
@@ -172,44 +226,7 @@ impl Store {
             }
             let keep: std::collections::HashSet<i64> = written.iter().copied().collect();
             let rows: Vec<&Decision> = decisions.iter().filter(|d| keep.contains(&d.id)).collect();
-            for chunk in rows.chunks(250) {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "INSERT INTO dead_letter_tiers (dead_letter_id, tier, rule_name, rule_version, \
-                     reason, tier_at_ms, auto_attempts, next_attempt_at_ms, loop_guarded, escalated) ",
-                );
-                qb.push_values(chunk.iter(), |mut b, d| {
-                    b.push_bind(d.id)
-                        .push_bind(d.assignment.tier.as_str())
-                        .push_bind(d.assignment.rule.clone())
-                        .push_bind(version)
-                        .push_bind(d.assignment.reason.clone())
-                        .push_bind(now)
-                        .push_bind(d.auto_attempts)
-                        .push_bind(d.next_attempt_at_ms)
-                        .push_bind(i32::from(d.loop_guarded))
-                        .push_bind(i32::from(d.escalated));
-                });
-                qb.push(
-                    " ON CONFLICT (dead_letter_id) DO UPDATE SET tier = excluded.tier, \
-                     rule_name = excluded.rule_name, rule_version = excluded.rule_version, \
-                     reason = excluded.reason, tier_at_ms = excluded.tier_at_ms, \
-                     auto_attempts = excluded.auto_attempts, \
-                     next_attempt_at_ms = excluded.next_attempt_at_ms, \
-                     loop_guarded = excluded.loop_guarded, escalated = excluded.escalated",
-                );
-                qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "INSERT INTO dead_letter_events (dead_letter_id, at_ms, kind, actor, detail) ",
-                );
-                qb.push_values(chunk.iter(), |mut b, d| {
-                    b.push_bind(d.id)
-                        .push_bind(now)
-                        .push_bind("tier_assigned")
-                        .push_bind(SORTER_ACTOR)
-                        .push_bind(format!("{}: {}", d.assignment.tier, d.assignment.reason));
-                });
-                qb.build().execute(&mut *tx).await.map_err(store_error)?;
-            }
+            write_tier_rows!(tx, DB, &rows, version, now);
             tx.commit().await.map_err(store_error)?;
             Ok::<_, StoreError>(written)
         })?;

@@ -331,14 +331,14 @@ async fn delete_hides_and_restore_brings_back_the_previous_status() {
 
         let h = store.history(b_ids[0]).await.expect("history");
         let kinds: Vec<&str> = h.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["ingested", "deleted", "restored"]);
-        assert_eq!(h[1].actor.as_deref(), Some("cat"));
+        assert_eq!(kinds, ["ingested", "tier_assigned", "deleted", "restored"]);
+        assert_eq!(h[2].actor.as_deref(), Some("cat"));
         assert_eq!(
-            h[1].detail.as_deref(),
+            h[2].detail.as_deref(),
             Some("was replay_failed; reason: known bad batch")
         );
         assert_eq!(
-            h[2].detail.as_deref(),
+            h[3].detail.as_deref(),
             Some("back to replay_failed; reason: false alarm")
         );
         assert!(matches!(
@@ -531,10 +531,18 @@ async fn cancel_releases_pending_rows() {
         }
         let h = store.history(b_ids[0]).await.expect("history");
         let kinds: Vec<&str> = h.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["ingested", "replay_requested", "replay_cancelled"]);
-        assert_eq!(h[1].detail.as_deref(), Some("to elsewhere"));
-        assert_eq!(h[1].job_id.as_deref(), Some(job.id.as_str()));
-        assert_eq!(h[2].detail.as_deref(), Some("back to replayed"));
+        assert_eq!(
+            kinds,
+            [
+                "ingested",
+                "tier_assigned",
+                "replay_requested",
+                "replay_cancelled"
+            ]
+        );
+        assert_eq!(h[2].detail.as_deref(), Some("to elsewhere"));
+        assert_eq!(h[2].job_id.as_deref(), Some(job.id.as_str()));
+        assert_eq!(h[3].detail.as_deref(), Some("back to replayed"));
 
         assert!(matches!(
             store.cancel_job(&actor, &job.id).await,
@@ -600,7 +608,7 @@ async fn audit_rows_cannot_be_updated_or_deleted() {
 }
 
 #[tokio::test]
-async fn history_lists_ingested_then_replay_requested_then_published() {
+async fn history_lists_ingested_sorted_replay_requested_then_published() {
     for backend in Backend::ALL {
         let (store, _url, _dir) = store_with_url(backend).await;
         let topic = unique("history_target");
@@ -651,23 +659,29 @@ async fn history_lists_ingested_then_replay_requested_then_published() {
         let kinds: Vec<&str> = h.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(
             kinds,
-            ["ingested", "replay_requested", "published"],
+            ["ingested", "tier_assigned", "replay_requested", "published"],
             "{backend:?}"
         );
         assert_eq!(
             h[0].detail.as_deref(),
             Some("from orders.DLT partition 0 offset 1")
         );
+        // Sorted as ingest stored it, with the built-in rule set (no version stored).
         assert_eq!(
             h[1].detail.as_deref(),
-            Some(format!("to {topic}; reason: retry after fix").as_str())
+            Some("manual: no rule matched: default tier manual")
         );
-        assert_eq!(h[1].actor.as_deref(), Some("gus"));
+        assert_eq!(h[1].actor.as_deref(), Some("(rules)"));
         assert_eq!(
             h[2].detail.as_deref(),
+            Some(format!("to {topic}; reason: retry after fix").as_str())
+        );
+        assert_eq!(h[2].actor.as_deref(), Some("gus"));
+        assert_eq!(
+            h[3].detail.as_deref(),
             Some(format!("to {topic} partition 0 offset 0").as_str())
         );
-        assert_eq!(h[2].job_id.as_deref(), Some(job.id.as_str()));
+        assert_eq!(h[3].job_id.as_deref(), Some(job.id.as_str()));
         assert!(h.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
         let d = store.get(id).await.expect("get").expect("exists");
         assert_eq!(d.summary.status, Status::Replayed);

@@ -43,6 +43,15 @@ impl RuleSet {
         self.rules.iter().find(|r| r.name == name)
     }
 
+    /// Whether an enabled rule matches on labels. Ingest sorts a new dead letter only under a
+    /// rule set that does not ([`crate::store`]'s `ingest_tiers.rs`): labels are read by the
+    /// sorter, which leaves such a set's dead letters to it.
+    pub fn reads_labels(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| !r.disabled && r.matcher.reads_labels())
+    }
+
     /// The tier of one dead letter: the first enabled rule that matches (transient rules
     /// skipped for a record with a poison signal), else `poison` for a poison signal, else
     /// the default tier.
