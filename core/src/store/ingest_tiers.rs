@@ -6,10 +6,10 @@
 //! entry in each of the table's indexes, and on PostgreSQL the aggregate triggers' transition
 //! tables. That update was 5.7 s of the sorter's 10.2 s for 100,000 dead letters on
 //! PostgreSQL (`docs/bench.md`, "2026-12-05 (4)"), and the sorter trailed ingest after a
-//! burst. Ingest now decides each new dead letter's tier with the same [`decide`], from the
-//! same fields as stored, under the active rule set version; the tier is written by the
-//! `INSERT` itself, and the `dead_letter_tiers` row and the `tier_assigned` event in the
-//! same transaction ([`write_tier_rows`](super::tiers::write_tier_rows)).
+//! burst. Ingest now decides each new dead letter's tier with the same [`super::decide`],
+//! from the same fields as stored, under the active rule set version; the tier is written by
+//! the `INSERT` itself, and the `dead_letter_tiers` row and the `tier_assigned` event in the
+//! same transaction (`write_tier_rows!` in `tiers.rs`).
 //!
 //! Ingest leaves a dead letter unsorted (`tier` NULL), for the sorter, when the sorter reads
 //! more than the record to sort it:

@@ -1,7 +1,8 @@
 //! Sorting dead letters into tiers (issue 13, migration 0022; `docs/automation.md`, "Sorting").
 //!
-//! Ingest stores every dead letter unsorted (`dead_letters.tier` NULL). The leader's sorter
-//! ([`crate::automation::sort_loop`]) calls [`Store::sort_unsorted`] with the active rule set:
+//! Ingest sorts each new dead letter as it stores it (`ingest_tiers.rs`), with [`decide`] and
+//! `write_tier_rows!`; what it leaves unsorted (`dead_letters.tier` NULL) the leader's sorter
+//! ([`crate::automation::sort_loop`]) sorts with [`Store::sort_unsorted`] and the active rule set:
 //! one write transaction per batch, oldest id first, that sets `dead_letters.tier`, writes
 //! the `dead_letter_tiers` row (rule, version, reason, automation state) and a
 //! `tier_assigned` history event for each. The `tier IS NULL` guard on the update makes a
