@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Counts what ingest sorted, as the sorter counts its batches.
-    pub(crate) fn count_sorted_at_ingest(&self, decisions: &[&Decision]) {
+    pub(crate) fn count_sorted_at_ingest(&self, decisions: &[Decision]) {
         if decisions.is_empty() {
             return;
         }

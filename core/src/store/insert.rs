@@ -15,8 +15,8 @@ use super::codec::{
 use super::dialect::{store_error, Dialect, Val};
 use super::outcome::{self, find_links, write_links};
 use super::search_sql::BacklogRow;
-use super::tiers::{decide, unit_random, write_tier_rows, Decision};
-use super::{Pool, Store, StoreError, TierCandidate};
+use super::tiers::{decide_input, unit_random, write_tier_rows, Decision, Earlier};
+use super::{Pool, Store, StoreError};
 use crate::automation::Tier;
 use crate::limits;
 use crate::model::{NewDeadLetter, Normalized};
@@ -194,29 +194,30 @@ impl<'a> Row<'a> {
         }
     }
 
-    /// It as the sorter reads it once stored ([`Store::tier_candidates`]): its fields as
-    /// stored (capped, U+0000 as U+FFFD), its raw headers, no labels, not linked to an
-    /// earlier self, id 0.
-    fn tier_candidate(&self) -> TierCandidate {
+    /// The sorter's decision for it (id 0 until stored), from it as the sorter reads it once
+    /// stored ([`Store::tier_candidates`]): its fields as stored (capped, U+0000 as U+FFFD),
+    /// its raw headers (borrowed, not copied), no labels, not linked to an earlier self.
+    fn tier_decision(&self, rules: &crate::automation::RuleSet, now_ms: i64) -> Decision {
         let n: &Normalized = &self.normalized;
-        let text = |s: &Option<String>| text_field(s).map(Cow::into_owned);
-        TierCandidate {
-            id: 0,
-            dlq_topic: self.d.record.dlq_topic.clone(),
-            source_topic: text(&n.source_topic),
-            consumer_group: text(&n.consumer_group),
-            error_class: text(&n.error_class),
-            error_message: text(&n.error_message),
-            fingerprint: self.d.fingerprint.clone(),
+        let (source_topic, consumer_group, error_class, error_message) = (
+            text_field(&n.source_topic),
+            text_field(&n.consumer_group),
+            text_field(&n.error_class),
+            text_field(&n.error_message),
+        );
+        let input = crate::automation::MatchInput {
+            dlq_topic: &self.d.record.dlq_topic,
+            source_topic: source_topic.as_deref(),
+            consumer_group: consumer_group.as_deref(),
+            error_class: error_class.as_deref(),
+            error_message: error_message.as_deref(),
+            fingerprint: &self.d.fingerprint,
             convention: self.d.convention,
-            headers: self.d.record.headers.clone(),
-            labels: Vec::new(),
-            dead_lettered_at_ms: self.d.dead_lettered_at_ms,
-            tier: None,
-            repeat_failures: 0,
-            earlier_auto_attempts: 0,
-            earlier_loop_guarded: false,
-        }
+            headers: &self.d.record.headers,
+            labels: &[],
+            age_ms: now_ms.saturating_sub(self.d.dead_lettered_at_ms),
+        };
+        decide_input(rules, &input, 0, Earlier::default(), now_ms, unit_random())
     }
 
     /// (DLQ topic, partition, offset): what a `RETURNING` row is matched back by.
@@ -500,7 +501,7 @@ impl Store {
                 .enumerate()
                 .map(|(i, row)| {
                     let rules = rules.as_ref().filter(|_| !linker.found(i))?;
-                    let d = decide(&rules.set, &row.tier_candidate(), now, unit_random());
+                    let d = row.tier_decision(&rules.set, now);
                     let _ = row.tier.set(d.assignment.tier);
                     Some(d)
                 })
@@ -521,7 +522,7 @@ impl Store {
             tx.commit().await.map_err(store_error)?;
             Ok::<_, StoreError>((inserted, sorted))
         })?;
-        self.count_sorted_at_ingest(&sorted.iter().collect::<Vec<_>>());
+        self.count_sorted_at_ingest(&sorted);
         if inserted > 0 {
             // The filter bar's choices (`facet_cache.rs`) are dropped if a value is new.
             self.facet_cache

@@ -71,21 +71,51 @@ pub(crate) fn unit_random() -> f64 {
     }
 }
 
+/// What a dead letter's earlier self left, as [`decide`] reads it: all zero / false for one
+/// that did not come back after a replay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Earlier {
+    /// How many times it has come back after replays.
+    pub repeat_failures: i32,
+    /// Its earlier self's automatic attempts.
+    pub auto_attempts: i32,
+    /// Whether its earlier self was loop-guarded.
+    pub loop_guarded: bool,
+}
+
 /// Decides the tier and automation state of one candidate (the module docs' order).
 /// `unit_random` in `[0, 1)` spreads the first due time.
 pub fn decide(rules: &RuleSet, c: &TierCandidate, now_ms: i64, unit_random: f64) -> Decision {
-    let mut a = rules.assign(&c.input(now_ms));
+    let earlier = Earlier {
+        repeat_failures: c.repeat_failures,
+        auto_attempts: c.earlier_auto_attempts,
+        loop_guarded: c.earlier_loop_guarded,
+    };
+    decide_input(rules, &c.input(now_ms), c.id, earlier, now_ms, unit_random)
+}
+
+/// [`decide`] for a dead letter given as its rule-matching view `input` (borrowed, as ingest
+/// has it before storing it: `store/ingest_tiers.rs`), its id and what its earlier self left.
+pub(crate) fn decide_input(
+    rules: &RuleSet,
+    input: &crate::automation::MatchInput<'_>,
+    id: i64,
+    c: Earlier,
+    now_ms: i64,
+    unit_random: f64,
+) -> Decision {
+    let mut a = rules.assign(input);
     let guard = rules.spec.loop_guard_returns;
-    let attempts = c.earlier_auto_attempts.max(0);
+    let attempts = c.auto_attempts.max(0);
     let mut d = Decision {
-        id: c.id,
+        id,
         assignment: a.clone(),
         auto_attempts: attempts,
         next_attempt_at_ms: None,
         loop_guarded: false,
         escalated: false,
     };
-    if c.earlier_loop_guarded || (guard > 0 && c.repeat_failures >= guard as i32) {
+    if c.loop_guarded || (guard > 0 && c.repeat_failures >= guard as i32) {
         if a.tier == Tier::Transient {
             a.tier = Tier::Manual;
         }
