@@ -192,17 +192,40 @@ fn count_query<'a, DB: Dialect>(
     qb
 }
 
-/// `UPDATE dead_letters SET <set>` over the selection under `condition`, `RETURNING id`.
+/// `UPDATE dead_letters SET <set>` (the SQL text `set` that gives `status` the SQL expression
+/// `to`, then [`push_status_changed_at`] at `now`, epoch ms) over the selection under
+/// `condition`, `RETURNING id`.
 pub(super) fn update_returning_ids<'a, DB: Dialect>(
     set: &str,
+    to: &str,
+    now: i64,
     sel: &'a Selection,
     condition: impl FnOnce(&mut QueryBuilder<'a, DB>),
 ) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(format!("UPDATE dead_letters SET {set}"));
+    push_status_changed_at(&mut qb, to, now);
     push_selection(&mut qb, sel);
     condition(&mut qb);
     qb.push(" RETURNING id");
     qb
+}
+
+/// Appends `, status_changed_at_ms = CASE WHEN status = <to> THEN status_changed_at_ms ELSE
+/// <now> END` to an `UPDATE dead_letters SET` that gives `status` the SQL expression `to`
+/// (`'replayed'`, or over the row's columns as they were): the time of a status change,
+/// written by the statement itself. On SQLite the trigger `dead_letters_status_changed`
+/// (migration 0032) then leaves the row alone, where it would write it a second time; on
+/// PostgreSQL its BEFORE trigger sets the same column in the same write.
+pub(super) fn push_status_changed_at<DB: Dialect>(
+    qb: &mut QueryBuilder<'_, DB>,
+    to: &str,
+    now: i64,
+) {
+    qb.push(format!(
+        ", status_changed_at_ms = CASE WHEN status = {to} THEN status_changed_at_ms ELSE "
+    ));
+    DB::bind(qb, Val::I64(Some(now)));
+    qb.push(" END");
 }
 
 /// One history event per dead letter of `ids`; `detail` pushes an SQL text expression over
@@ -355,14 +378,16 @@ impl Store {
             return Ok(u64::try_from(bulk.done).unwrap_or(0));
         }
         let suffix = reason_suffix(reason.as_deref());
-        let (set, kind, detail_sql) = match action {
+        let (set, to, kind, detail_sql) = match action {
             StatusAction::Delete => (
                 "status_before = status, status = 'deleted'",
+                "'deleted'",
                 "deleted",
                 "'was ' || COALESCE(status_before, 'new')",
             ),
             StatusAction::Restore => (
                 "status = COALESCE(status_before, 'new'), status_before = NULL",
+                "COALESCE(status_before, 'new')",
                 "restored",
                 "'back to ' || status",
             ),
@@ -384,14 +409,15 @@ impl Store {
                     .await
                     .map_err(store_error)?;
             }
-            let mut ids: Vec<i64> = update_returning_ids::<DB>(set, selection, |qb| match action {
-                StatusAction::Delete => push_deletable(qb),
-                StatusAction::Restore => push_restorable(qb),
-            })
-            .build_query_scalar()
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(store_error)?;
+            let mut ids: Vec<i64> =
+                update_returning_ids::<DB>(set, to, now, selection, |qb| match action {
+                    StatusAction::Delete => push_deletable(qb),
+                    StatusAction::Restore => push_restorable(qb),
+                })
+                .build_query_scalar()
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
             ids.sort_unstable();
             if !ids.is_empty() {
                 insert_events_for_ids::<DB>(

@@ -24,6 +24,8 @@ pub(crate) enum Val<'a> {
 pub(crate) enum Column<'a> {
     I32(Vec<i32>),
     I64(Vec<i64>),
+    /// BIGINT with NULLs (PostgreSQL: a `bigint[]` holding NULL elements).
+    OptI64(Vec<Option<i64>>),
     Text(Vec<&'a str>),
 }
 
@@ -32,6 +34,7 @@ impl<'a> Column<'a> {
         match self {
             Column::I32(v) => v.len(),
             Column::I64(v) => v.len(),
+            Column::OptI64(v) => v.len(),
             Column::Text(v) => v.len(),
         }
     }
@@ -41,6 +44,7 @@ impl<'a> Column<'a> {
         match self {
             Column::I32(v) => Val::I32(Some(v[i])),
             Column::I64(v) => Val::I64(Some(v[i])),
+            Column::OptI64(v) => Val::I64(v[i]),
             Column::Text(v) => Val::Text(Some(v[i])),
         }
     }
@@ -243,6 +247,7 @@ impl Dialect for Postgres {
             match column {
                 Column::I32(v) => qb.push_bind(v).push("::integer[]"),
                 Column::I64(v) => qb.push_bind(v).push("::bigint[]"),
+                Column::OptI64(v) => qb.push_bind(v).push("::bigint[]"),
                 Column::Text(v) => qb.push_bind(v).push("::text[]"),
             };
         }

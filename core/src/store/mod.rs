@@ -30,6 +30,8 @@ mod rows;
 mod scan_share;
 mod sql;
 #[cfg(test)]
+mod status_time_tests;
+#[cfg(test)]
 pub(crate) mod test_file;
 
 use std::sync::Arc;

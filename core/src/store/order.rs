@@ -54,7 +54,7 @@ pub(super) fn read_keys<'a, DB: Dialect>(ids: &[i64]) -> QueryBuilder<'a, DB> {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Places {
     /// (dead letter id, `order_key`, `order_pos`) of each dead letter with a key and a
-    /// topic; the others get neither (no order constraint).
+    /// topic, ascending by id; the others get neither (no order constraint).
     pub(super) rows: Vec<(i64, i64, i64)>,
     /// The distinct `order_key`s of `rows`, ascending.
     groups: Vec<i64>,
@@ -77,6 +77,7 @@ pub(super) fn places(target: Option<&str>, rows: &[KeyRow]) -> Places {
         places.rows.push((r.id, group, place));
         places.groups.push(group);
     }
+    places.rows.sort_unstable();
     places.groups.sort_unstable();
     places.groups.dedup();
     places
@@ -284,5 +285,80 @@ mod tests {
         }
         let done = store.job(&job.id).await.unwrap().unwrap();
         assert_eq!(done.status, crate::actions::JobStatus::Finished);
+    }
+
+    /// A replay by ids of more dead letters than one SQLite statement can bind three values
+    /// for (32,766 / 3): every one queued, the outbox in id order, a place for each keyed one
+    /// and none for the keyless ones.
+    #[tokio::test]
+    async fn a_replay_by_ids_beyond_one_statements_binds_queues_every_one_in_order() {
+        const N: i64 = 11_000;
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        store.migrate().await.unwrap();
+        let batch: Vec<NewDeadLetter> = (0..N)
+            .map(|i| NewDeadLetter {
+                record: RawRecord {
+                    dlq_topic: "orders.DLT".into(),
+                    dlq_partition: 0,
+                    dlq_offset: i,
+                    timestamp_ms: Some(1_000),
+                    // Every third one without a key: no order constraint.
+                    key: (i % 3 != 0).then(|| format!("key-{}", i % 7).into_bytes()),
+                    value: Some(b"v".to_vec()),
+                    headers: vec![],
+                },
+                convention: Convention::Unknown,
+                fingerprint: "f".into(),
+                normalized: Normalized {
+                    source_topic: Some("orders".into()),
+                    source_offset: Some(i),
+                    ..Normalized::default()
+                },
+                dead_lettered_at_ms: 1_000,
+                ingested_at_ms: 1_000,
+            })
+            .collect();
+        for chunk in batch.chunks(2_000) {
+            store.insert_batch(chunk).await.unwrap();
+        }
+        let pool = crate::store::test_file::sqlite_pool(&store);
+        let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM dead_letters ORDER BY id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        let job = store
+            .request_replay(
+                &Actor::operator("eve"),
+                &ReplayRequest {
+                    selection: crate::request::ids(ids.clone()).unwrap(),
+                    target_topic: None,
+                    rate_per_sec: None,
+                    reason: None,
+                    options: ReplayOptions::default(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(job.total, N);
+        let rows: Vec<(i64, Option<i64>, Option<i64>, Option<Vec<u8>>)> = sqlx::query_as(
+            "SELECT o.dead_letter_id, o.order_key, o.order_pos, d.key FROM outbox o \
+             JOIN dead_letters d ON d.id = o.dead_letter_id ORDER BY o.id",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(rows.iter().map(|r| r.0).collect::<Vec<_>>(), ids);
+        for (id, key, pos, dl_key) in &rows {
+            assert_eq!(
+                key.is_some(),
+                dl_key.is_some(),
+                "dead letter {id}: its group"
+            );
+            assert_eq!(
+                pos.is_some(),
+                dl_key.is_some(),
+                "dead letter {id}: its place"
+            );
+        }
     }
 }

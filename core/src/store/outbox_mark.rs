@@ -270,8 +270,10 @@ impl Store {
                     let dl_ids: Vec<i64> = marked.iter().map(|m| m.dead_letter_id).collect();
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                         "UPDATE dead_letters SET status = 'replayed', status_before = NULL, \
-                         replay_count = replay_count + 1 WHERE id IN ",
+                         replay_count = replay_count + 1",
                     );
+                    super::actions::push_status_changed_at(&mut qb, "'replayed'", now);
+                    qb.push(" WHERE id IN ");
                     DB::push_json_ids(&mut qb, ids_json(&dl_ids));
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
                     // Replay outcome: a record that already came back ends `re_failed`.

@@ -16,6 +16,10 @@ use super::dialect::{store_error, Column, Dialect, Val};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, DryRun, ReplayJob, ReplayOptions, ReplayRequest, Selection};
 
+/// Most outbox rows one `INSERT` writes ([`insert_outbox`]): on SQLite its row source binds
+/// three values a row, and a statement takes at most 32,766 (`Dialect::MAX_BINDS`).
+pub(super) const OUTBOX_ROWS_PER_STATEMENT: usize = 2_000;
+
 /// The replay job row, as first written.
 pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new(
@@ -50,10 +54,11 @@ pub(super) fn insert_job<'a, DB: Dialect>(job: &'a ReplayJob) -> QueryBuilder<'a
     qb
 }
 
-/// One outbox row per dead letter of `ids`, each with a fresh UUID v4 idempotency key, in id
-/// order (so a replay publishes in ingest order), pinned to the dead letter's latest edited
-/// version (`versions.rs`; none = the original), with its per-key order group and place
-/// from `places` (`order.rs`; empty: none, a job without per-key order).
+/// One outbox row per dead letter of `ids` (ascending, at most [`OUTBOX_ROWS_PER_STATEMENT`]),
+/// each with a fresh UUID v4 idempotency key, in id order (so a replay publishes in ingest
+/// order), pinned to the dead letter's latest edited version (`versions.rs`; none = the
+/// original), with its per-key order group and place from `places` (`order.rs`, ascending by
+/// id, may hold more ids than `ids`; empty: none, a job without per-key order).
 pub(super) fn insert_outbox<'a, DB: Dialect>(
     job_id: &'a str,
     ids: &[i64],
@@ -78,21 +83,27 @@ pub(super) fn insert_outbox<'a, DB: Dialect>(
         .push(super::versions::LATEST_VERSION_ID)
         .push(" AS version_id");
     if places.is_empty() {
-        qb.push(", NULL, NULL FROM dead_letters");
+        qb.push(", NULL, NULL FROM dead_letters WHERE dead_letters.id IN ");
+        DB::push_json_ids(&mut qb, ids_json(ids));
     } else {
-        qb.push(", p.column2, p.column3 FROM dead_letters LEFT JOIN ");
+        // The row source drives the join, one row per id (the place, or NULLs): with the
+        // dead letters first, SQLite scanned the whole materialized list once per dead
+        // letter (500 x 500 a chunk; docs/bench.md "2026-12-05 (5)").
+        let place = |id: &i64| {
+            let i = places.binary_search_by_key(id, |p| p.0).ok()?;
+            Some((places[i].1, places[i].2))
+        };
+        qb.push(", p.column2, p.column3 FROM ");
         DB::push_columns(
             &mut qb,
             vec![
-                Column::I64(places.iter().map(|p| p.0).collect()),
-                Column::I64(places.iter().map(|p| p.1).collect()),
-                Column::I64(places.iter().map(|p| p.2).collect()),
+                Column::I64(ids.to_vec()),
+                Column::OptI64(ids.iter().map(|id| place(id).map(|p| p.0)).collect()),
+                Column::OptI64(ids.iter().map(|id| place(id).map(|p| p.1)).collect()),
             ],
         );
-        qb.push(" AS p ON p.column1 = dead_letters.id");
+        qb.push(" AS p JOIN dead_letters ON dead_letters.id = p.column1");
     }
-    qb.push(" WHERE dead_letters.id IN ");
-    DB::push_json_ids(&mut qb, ids_json(ids));
     qb.push(" ORDER BY dead_letters.id RETURNING id, dead_letter_id");
     qb
 }
@@ -214,6 +225,8 @@ macro_rules! replay_ids_in_tx {
         let dry = $crate::store::actions::dry_run_from(dry);
         let mut ids: Vec<i64> = $crate::store::actions::update_returning_ids::<DB>(
             "status_before = status, status = 'replay_pending'",
+            "'replay_pending'",
+            $now,
             $sel,
             |qb| $crate::store::actions::push_replayable(qb, $target),
         )
@@ -248,18 +261,21 @@ macro_rules! replay_ids_in_tx {
                         .map_err($crate::store::dialect::store_error)?;
                 $crate::store::order::places($target, &keys)
             };
-            $crate::store::replay_request::insert_outbox::<DB>(
-                &$job.id,
-                &ids,
-                $target,
-                $now,
-                &places.rows,
-            )
-            .build()
-            .persistent(false)
-            .execute(&mut *$tx)
-            .await
-            .map_err($crate::store::dialect::store_error)?;
+            // In id order, statement after statement: the outbox ids follow the dead letters'.
+            for chunk in ids.chunks($crate::store::replay_request::OUTBOX_ROWS_PER_STATEMENT) {
+                $crate::store::replay_request::insert_outbox::<DB>(
+                    &$job.id,
+                    chunk,
+                    $target,
+                    $now,
+                    &places.rows,
+                )
+                .build()
+                .persistent(false)
+                .execute(&mut *$tx)
+                .await
+                .map_err($crate::store::dialect::store_error)?;
+            }
             if let Some(mut qb) = $crate::store::order::hold_later::<DB>(&$job.id, &places) {
                 qb.build()
                     .persistent(false)

@@ -11,12 +11,16 @@ use super::{Bulk, BulkKind, LONGEST_CHUNK_US};
 use crate::actions::{JobStatus, NewAuditEntry, ReplayJob};
 use crate::store::actions::{
     action_audit, clean_text, dry_run_from, ids_json, insert_events_for_ids, now_ms,
-    push_deletable, push_replayable, push_restorable, reason_suffix, DryRow, NOT_ACTIONABLE,
+    push_deletable, push_replayable, push_restorable, push_status_changed_at, reason_suffix,
+    DryRow, NOT_ACTIONABLE,
 };
 use crate::store::dialect::{store_error, Dialect, Val};
 use crate::store::label_bulk::{label_change_query, label_matched_query};
 use crate::store::replay_request::{insert_job, insert_outbox};
 use crate::store::{Pool, Store, StoreError};
+
+// A chunk's outbox rows are one `INSERT` (`insert_outbox`).
+const _: () = assert!(super::CHUNK_ROWS <= crate::store::replay_request::OUTBOX_ROWS_PER_STATEMENT);
 
 /// Appends ` AND id IN (<ids>)`.
 fn push_ids<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, ids: &[i64]) {
@@ -118,6 +122,7 @@ impl Store {
                             "UPDATE dead_letters SET status_before = status, \
                              status = 'replay_pending'",
                         );
+                        push_status_changed_at(&mut qb, "'replay_pending'", now);
                         crate::store::actions::push_selection(&mut qb, &selection);
                         push_replayable(&mut qb, target);
                         push_ids(&mut qb, ids);
@@ -224,21 +229,24 @@ impl Store {
                         changed
                     }
                     BulkKind::Delete | BulkKind::Restore => {
-                        let (set, kind, detail_sql) = if next.kind == BulkKind::Delete {
+                        let (set, to, kind, detail_sql) = if next.kind == BulkKind::Delete {
                             (
                                 "status_before = status, status = 'deleted'",
+                                "'deleted'",
                                 "deleted",
                                 "'was ' || COALESCE(status_before, 'new')",
                             )
                         } else {
                             (
                                 "status = COALESCE(status_before, 'new'), status_before = NULL",
+                                "COALESCE(status_before, 'new')",
                                 "restored",
                                 "'back to ' || status",
                             )
                         };
                         let mut qb: QueryBuilder<'_, DB> =
                             QueryBuilder::new(format!("UPDATE dead_letters SET {set}"));
+                        push_status_changed_at(&mut qb, to, now);
                         crate::store::actions::push_selection(&mut qb, &selection);
                         if next.kind == BulkKind::Delete {
                             push_deletable(&mut qb);
