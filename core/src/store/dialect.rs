@@ -90,6 +90,10 @@ pub(crate) trait Dialect: Database {
     /// one, not as the partial index over the unsorted ones (`tier_candidates.rs`).
     /// PostgreSQL has no hints and picks the partial index itself.
     const INDEXED_BY: bool;
+    /// Whether the database has `LATERAL` subqueries (PostgreSQL; SQLite has none): a
+    /// statement can then make the planner probe an index once per row of a small list
+    /// where its row estimates would pick a scan (`order.rs`, `hold_later`).
+    const LATERAL: bool;
 
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
@@ -133,6 +137,7 @@ pub(crate) trait Dialect: Database {
 impl Dialect for Sqlite {
     const ONE_WRITER: bool = true;
     const INDEXED_BY: bool = true;
+    const LATERAL: bool = false;
     const NAME: &'static str = "sqlite";
     const ILIKE: &'static str = "LIKE";
     const MAX_BINDS: usize = 32_766;
@@ -197,6 +202,7 @@ impl Dialect for Sqlite {
 impl Dialect for Postgres {
     const ONE_WRITER: bool = false;
     const INDEXED_BY: bool = false;
+    const LATERAL: bool = true;
     const NAME: &'static str = "postgres";
     const ILIKE: &'static str = "ILIKE";
     const MAX_BINDS: usize = 65_535;

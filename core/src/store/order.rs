@@ -26,7 +26,7 @@
 use sqlx::QueryBuilder;
 
 use super::actions::ids_json;
-use super::dialect::{Dialect, Val};
+use super::dialect::{Column, Dialect, Val};
 
 /// What the store needs of a dead letter to place it in its key group.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -92,12 +92,31 @@ pub(super) fn places(target: Option<&str>, rows: &[KeyRow]) -> Places {
 /// Held rows all come after their group's head, so "an earlier unheld row" is the same as
 /// "an earlier row", and the group's minimum is the one row no statement order can change:
 /// the result does not depend on how the database sees its own updates.
+///
+/// On PostgreSQL the statement holds every unheld row of each group but its first, read
+/// per group from `outbox_by_order_key` (`LATERAL ... OFFSET 1`): the same rows. The
+/// `EXISTS` form below let PostgreSQL's planner, which estimates a new job's rows at one
+/// until the outbox is analyzed again, scan every pending row of the job for each chunk, so
+/// a bulk replay's request took time quadratic in its size (docs/bench.md "2026-12-05 (5)").
+/// SQLite has no `LATERAL` and probes the index itself.
 pub(super) fn hold_later<'a, DB: Dialect>(
     job_id: &'a str,
     places: &Places,
 ) -> Option<QueryBuilder<'a, DB>> {
     if places.groups.is_empty() {
         return None;
+    }
+    if DB::LATERAL {
+        let mut qb: QueryBuilder<'a, DB> =
+            QueryBuilder::new("UPDATE outbox SET held = 1 WHERE id IN (SELECT o.id FROM ");
+        DB::push_columns(&mut qb, vec![Column::I64(places.groups.clone())]);
+        qb.push(" AS g CROSS JOIN LATERAL (SELECT l.id FROM outbox l WHERE l.job_id = ");
+        DB::bind(&mut qb, Val::Text(Some(job_id)));
+        qb.push(
+            " AND l.order_key = g.column1 AND l.held = 0 AND l.status = 'pending' \
+             ORDER BY l.order_pos, l.id OFFSET 1) AS o)",
+        );
+        return Some(qb);
     }
     let mut qb: QueryBuilder<'a, DB> =
         QueryBuilder::new("UPDATE outbox SET held = 1 WHERE job_id = ");
