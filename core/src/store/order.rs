@@ -98,7 +98,12 @@ pub(super) fn places(target: Option<&str>, rows: &[KeyRow]) -> Places {
 /// `EXISTS` form below let PostgreSQL's planner, which estimates a new job's rows at one
 /// until the outbox is analyzed again, scan every pending row of the job for each chunk, so
 /// a bulk replay's request took time quadratic in its size (docs/bench.md "2026-12-05 (5)").
-/// SQLite has no `LATERAL` and probes the index itself.
+/// Run it with [`hold_later_in!`]: on PostgreSQL with sorts disabled for the statement,
+/// because the rows of a new job are estimated at about one in every index, and with that
+/// estimate the planner at times probed `outbox_claimable (job_id, status, held, id)` or
+/// `outbox_by_job` per group and sorted, a scan of the job's rows each (1.0-1.5 s per
+/// 500-row chunk at 10,000 rows, auto_explain); only `outbox_by_order_key` gives the rows
+/// in order without a sort. SQLite has no `LATERAL` and probes the index itself.
 pub(super) fn hold_later<'a, DB: Dialect>(
     job_id: &'a str,
     places: &Places,
@@ -130,6 +135,37 @@ pub(super) fn hold_later<'a, DB: Dialect>(
     );
     Some(qb)
 }
+
+/// Runs [`hold_later`] of job `$job_id` (`&str`) over `$places` (`&Places`) in transaction
+/// `$tx` of the `DB` in scope (inside `on_pool!`); on PostgreSQL between `SET LOCAL
+/// enable_sort = off` and `on` (see [`hold_later`]). A database error returns
+/// `Err(StoreError)` from the enclosing function. A macro because the two databases'
+/// transactions are different types.
+macro_rules! hold_later_in {
+    ($tx:expr, $job_id:expr, $places:expr) => {{
+        if let Some(mut qb) = $crate::store::order::hold_later::<DB>($job_id, $places) {
+            let planned = <DB as $crate::store::dialect::Dialect>::LATERAL;
+            if planned {
+                sqlx::query::<DB>("SET LOCAL enable_sort = off")
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
+            }
+            qb.build()
+                .persistent(false)
+                .execute(&mut *$tx)
+                .await
+                .map_err($crate::store::dialect::store_error)?;
+            if planned {
+                sqlx::query::<DB>("SET LOCAL enable_sort = on")
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
+            }
+        }
+    }};
+}
+pub(super) use hold_later_in;
 
 /// `SELECT 1 FROM outbox WHERE job_id = ? AND status = 'pending' AND held = 1 LIMIT 1`:
 /// whether any row of the job still waits for an earlier one of its key (one probe of

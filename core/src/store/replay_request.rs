@@ -276,13 +276,7 @@ macro_rules! replay_ids_in_tx {
                 .await
                 .map_err($crate::store::dialect::store_error)?;
             }
-            if let Some(mut qb) = $crate::store::order::hold_later::<DB>(&$job.id, &places) {
-                qb.build()
-                    .persistent(false)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err($crate::store::dialect::store_error)?;
-            }
+            $crate::store::order::hold_later_in!($tx, &$job.id, &places);
             $crate::store::actions::insert_events_for_ids::<DB>(
                 &ids,
                 $now,

@@ -158,15 +158,7 @@ impl Store {
                                 .execute(&mut *tx)
                                 .await
                                 .map_err(store_error)?;
-                            if let Some(mut qb) =
-                                crate::store::order::hold_later::<DB>(&job.id, &places)
-                            {
-                                qb.build()
-                                    .persistent(false)
-                                    .execute(&mut *tx)
-                                    .await
-                                    .map_err(store_error)?;
-                            }
+                            crate::store::order::hold_later_in!(tx, &job.id, &places);
                             insert_events_for_ids::<DB>(
                                 &queued,
                                 now,
