@@ -395,7 +395,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(job.total, N);
-        let rows: Vec<(i64, Option<i64>, Option<i64>, Option<Vec<u8>>)> = sqlx::query_as(
+        // (dead letter id, order_key, order_pos, the dead letter's key), in outbox order.
+        type Row = (i64, Option<i64>, Option<i64>, Option<Vec<u8>>);
+        let rows: Vec<Row> = sqlx::query_as(
             "SELECT o.dead_letter_id, o.order_key, o.order_pos, d.key FROM outbox o \
              JOIN dead_letters d ON d.id = o.dead_letter_id ORDER BY o.id",
         )
