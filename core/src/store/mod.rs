@@ -33,6 +33,8 @@ mod sql;
 mod status_time_tests;
 #[cfg(test)]
 pub(crate) mod test_file;
+#[cfg(test)]
+pub(crate) mod test_records;
 
 use std::sync::Arc;
 use std::time::Duration;

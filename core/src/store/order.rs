@@ -351,26 +351,12 @@ mod tests {
         let store = Store::connect("sqlite::memory:").await.unwrap();
         store.migrate().await.unwrap();
         let batch: Vec<NewDeadLetter> = (0..N)
-            .map(|i| NewDeadLetter {
-                record: RawRecord {
-                    dlq_topic: "orders.DLT".into(),
-                    dlq_partition: 0,
-                    dlq_offset: i,
-                    timestamp_ms: Some(1_000),
-                    // Every third one without a key: no order constraint.
-                    key: (i % 3 != 0).then(|| format!("key-{}", i % 7).into_bytes()),
-                    value: Some(b"v".to_vec()),
-                    headers: vec![],
-                },
-                convention: Convention::Unknown,
-                fingerprint: "f".into(),
-                normalized: Normalized {
-                    source_topic: Some("orders".into()),
-                    source_offset: Some(i),
-                    ..Normalized::default()
-                },
-                dead_lettered_at_ms: 1_000,
-                ingested_at_ms: 1_000,
+            .map(|i| {
+                // Every third one without a key: no order constraint.
+                let key = (i % 3 != 0).then(|| format!("key-{}", i % 7));
+                let mut d = crate::store::test_records::dead_letter(i, key);
+                d.normalized.source_offset = Some(i);
+                d
             })
             .collect();
         for chunk in batch.chunks(2_000) {

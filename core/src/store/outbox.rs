@@ -331,29 +331,11 @@ mod tests {
     use super::super::outbox_mark::{MarkBatch, Published, Retry};
     use super::*;
     use crate::actions::{Actor, JobStatus, ReplayRequest, Selection};
-    use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
+    use crate::model::{NewDeadLetter, Status};
 
     fn dead_letter(offset: i64) -> NewDeadLetter {
-        NewDeadLetter {
-            record: RawRecord {
-                dlq_topic: "orders.DLT".into(),
-                dlq_partition: 0,
-                dlq_offset: offset,
-                timestamp_ms: Some(1_000),
-                // Distinct keys: per-key order would otherwise claim one at a time.
-                key: Some(format!("k{offset}").into_bytes()),
-                value: Some(b"v".to_vec()),
-                headers: vec![],
-            },
-            convention: Convention::Unknown,
-            fingerprint: "f".into(),
-            normalized: Normalized {
-                source_topic: Some("orders".into()),
-                ..Normalized::default()
-            },
-            dead_lettered_at_ms: 1_000,
-            ingested_at_ms: 1_000,
-        }
+        // Distinct keys: per-key order would otherwise claim one at a time.
+        crate::store::test_records::dead_letter(offset, Some(format!("k{offset}")))
     }
 
     /// An in-memory store with `n` dead letters and eve's replay of all of them.

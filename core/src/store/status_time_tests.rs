@@ -7,28 +7,9 @@
 use super::test_file::{sqlite_pool, sqlite_store};
 use crate::actions::{Actor, ReplayRequest, Selection};
 use crate::clock::now_ms;
-use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord};
 
-fn dead_letter(offset: i64) -> NewDeadLetter {
-    NewDeadLetter {
-        record: RawRecord {
-            dlq_topic: "orders.DLT".into(),
-            dlq_partition: 0,
-            dlq_offset: offset,
-            timestamp_ms: Some(1_000),
-            key: None,
-            value: Some(b"v".to_vec()),
-            headers: vec![],
-        },
-        convention: Convention::Unknown,
-        fingerprint: "f".into(),
-        normalized: Normalized {
-            source_topic: Some("orders".into()),
-            ..Normalized::default()
-        },
-        dead_lettered_at_ms: 1_000,
-        ingested_at_ms: 1_000,
-    }
+fn dead_letter(offset: i64) -> crate::model::NewDeadLetter {
+    super::test_records::dead_letter(offset, None)
 }
 
 #[tokio::test]

@@ -4,29 +4,11 @@
 use super::*;
 use crate::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Selection};
 use crate::filter::Filter;
-use crate::model::{Convention, NewDeadLetter, Normalized, RawRecord, Status};
+use crate::model::{NewDeadLetter, Status};
 use crate::store::Store;
 
 fn dead_letter(offset: i64) -> NewDeadLetter {
-    NewDeadLetter {
-        record: RawRecord {
-            dlq_topic: "orders.DLT".into(),
-            dlq_partition: 0,
-            dlq_offset: offset,
-            timestamp_ms: Some(1_000),
-            key: None,
-            value: Some(b"v".to_vec()),
-            headers: vec![],
-        },
-        convention: Convention::Unknown,
-        fingerprint: "f".into(),
-        normalized: Normalized {
-            source_topic: Some("orders".into()),
-            ..Normalized::default()
-        },
-        dead_lettered_at_ms: 1_000,
-        ingested_at_ms: 1_000,
-    }
+    crate::store::test_records::dead_letter(offset, None)
 }
 
 pub(super) fn eve() -> Actor {
