@@ -9,8 +9,8 @@ in the Schema Registry wire format, their schemas registered by the serializers 
         Registry API, e.g. scripts/registry's; subjects are `<TOPIC_PREFIX>payments-value`, ...)
 
 The Protobuf value's file imports `shop/common.proto`, which the serializer registers as a
-subject of its own (`<TOPIC_PREFIX>shop/common.proto`) and references from the value's schema
-(the reference's name is the import path), so a reader must follow the reference. The schema id is read back
+subject of its own and references from the value's schema (Confluent's reference subject name
+strategy: the import path), so a reader must follow the reference. The schema id is read back
 from the serialized bytes (bytes 1..5), as any consumer would. Prints one JSON object: for each
 of avro, protobuf, json the schema id, the value as base64 and the value the decoder must show
 (Avro: the record as given; Protobuf: Google's json_format.MessageToDict, the Protobuf JSON
@@ -129,13 +129,7 @@ def main(url, prefix):
     line.added_at.FromSeconds(1_796_104_800)
     line.unit_price.micros = 3_000_000_000
     line.unit_price.currency = "EUR"
-    # The imported file's subject carries the prefix too (`<TOPIC_PREFIX>shop/common.proto`;
-    # the reference's name stays the import path): tests that run at once against one registry
-    # each register their own, where two first registrations of one subject raced to a 409.
-    proto = ProtobufSerializer(orders.Order.Line, registry, {
-        "use.deprecated.format": False,
-        "reference.subject.name.strategy": lambda ctx, dep: prefix + dep.name,
-    })
+    proto = ProtobufSerializer(orders.Order.Line, registry, {"use.deprecated.format": False})
     framed = proto(line, SerializationContext(prefix + "orders", MessageField.VALUE))
     from google.protobuf import json_format
     result["protobuf"] = {
