@@ -41,9 +41,16 @@ fn registry_url() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Held while the serializers register schemas. The registry (Apicurio, in-memory H2) fails
+/// registrations made at the same time: its log shows "Concurrent update in table
+/// SEQUENCES", and the client, which tries again, is then answered 409 "already exists" for
+/// its own new subject. The sqlite and postgres tests run at once, so they take turns here.
+static REGISTERING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the real serializers against the registry at `url` (subjects `<prefix>payments-value`,
 /// ...): the serialized values and what each must decode to.
 fn serialized(url: &str, prefix: &str) -> Value {
+    let _turn = REGISTERING.lock().unwrap_or_else(|e| e.into_inner());
     let setup = std::process::Command::new(repo_root().join("scripts/setup-schema-serdes"))
         .output()
         .expect("scripts/setup-schema-serdes");
