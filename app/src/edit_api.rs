@@ -8,6 +8,11 @@
 //! is needed (a refusal is audited `denied`), a refused edit comes back to the editor with its
 //! message (`__err`), a saved one goes to the dead letter's page (or the replay job's).
 
+// Without `ssr` the `#[server]` macro (server_fn_macro 0.8.12) drops a function's own lint
+// attributes from the client-side function it generates, so `save_edit`'s `#[allow]` is given
+// here too (as in `actions_api/forms.rs`).
+#![allow(clippy::too_many_arguments)]
+
 use leptos::prelude::*;
 use redrive_core::edit::{Encoding, Newlines, VersionInfo};
 use redrive_core::Status;
@@ -287,7 +292,6 @@ pub async fn get_versions(id: i64) -> Result<Vec<VersionInfo>, ServerFnError> {
 /// unchanged). Header rows come as three parallel lists; a row whose `header_as` is `remove`,
 /// or whose name and value are both empty, is left out; `headers_keep` keeps the headers as
 /// they are.
-#[allow(clippy::too_many_arguments)]
 #[server(endpoint = "ui/edit")]
 pub async fn save_edit(
     /// The session's CSRF token; checked by the middleware before this runs.

@@ -386,15 +386,12 @@ mod tests {
                     // Ingest sorts what it stores, except under a rule set that matches on
                     // labels (`docs/automation.md`, "Sorting"): the reference stores its rows
                     // unsorted under one.
-                    reference
-                        .save_rule_set(
-                            &redrive_core::actions::Actor::operator("bench"),
-                            redrive_core::store::RuleSetOrigin::Api,
-                            "[[rule]]\nname = \"l\"\ntier = \"archive\"\nmatch.labels = [\"x\"]\n",
-                            None,
-                        )
-                        .await
-                        .expect("labels rule set");
+                    redrive_testkit::leave_ingest_unsorted(
+                        &reference,
+                        &redrive_core::actions::Actor::operator("bench"),
+                    )
+                    .await
+                    .expect("labels rule set");
                 }
                 let rows: Vec<_> = (0..n).map(|i| synthetic(i, now)).collect();
                 reference.insert_batch(&rows).await.expect("insert");

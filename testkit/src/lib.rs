@@ -225,6 +225,27 @@ pub async fn fresh_store(backend: Backend) -> Result<(redrive_core::store::Store
     Ok((store, dir))
 }
 
+/// Activates a rule set that matches on labels (one rule: label `x` → tier `archive`), as
+/// `actor`. Ingest sorts what it stores unless the active rule set matches on labels
+/// (`docs/automation.md`, "Sorting"), so the dead letters `store` takes in afterwards stay
+/// unsorted, as before migration 0022: a backlog for the sorter to work through.
+///
+/// Errors: the store's (the rule set is refused, or the store is unreachable).
+pub async fn leave_ingest_unsorted(
+    store: &redrive_core::store::Store,
+    actor: &redrive_core::actions::Actor,
+) -> Result<()> {
+    store
+        .save_rule_set(
+            actor,
+            redrive_core::store::RuleSetOrigin::Api,
+            "[[rule]]\nname = \"l\"\ntier = \"archive\"\nmatch.labels = [\"x\"]\n",
+            None,
+        )
+        .await?;
+    Ok(())
+}
+
 /// Creates `name` with `partitions` partitions and topic configs such as
 /// `("max.message.bytes", "2097152")`, and waits until it is usable.
 pub async fn create_topic(name: &str, partitions: i32, configs: &[(&str, &str)]) -> Result<()> {

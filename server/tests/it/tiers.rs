@@ -567,13 +567,7 @@ async fn sorting_rate(backend: Backend) {
     store.migrate().await.unwrap();
     // Ingest sorts what it stores unless the active rule set matches on labels: under such a
     // set the backlog is stored unsorted, as before migration 0022.
-    store
-        .save_rule_set(
-            &redrive_core::actions::Actor::operator("bench"),
-            redrive_core::store::RuleSetOrigin::Api,
-            "[[rule]]\nname = \"l\"\ntier = \"archive\"\nmatch.labels = [\"x\"]\n",
-            None,
-        )
+    redrive_testkit::leave_ingest_unsorted(&store, &Actor::operator("bench"))
         .await
         .unwrap();
     const N: i64 = 100_000;
