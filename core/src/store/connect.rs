@@ -66,6 +66,14 @@ impl Store {
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .pragma("cache_size", format!("-{SQLITE_CACHE_KIB}"))
                 .pragma("mmap_size", SQLITE_MMAP_BYTES.to_string())
+                .pragma(
+                    "wal_autocheckpoint",
+                    super::SQLITE_WAL_AUTOCHECKPOINT_PAGES.to_string(),
+                )
+                .pragma(
+                    "journal_size_limit",
+                    super::SQLITE_JOURNAL_SIZE_LIMIT_BYTES.to_string(),
+                )
                 .foreign_keys(true);
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
             if !in_memory {
@@ -287,6 +295,49 @@ mod tests {
             Store::connect("mysql://x").await,
             Err(StoreError::BadUrl(_))
         ));
+    }
+
+    /// Every SQLite connection runs with the WAL settings of `store/mod.rs` (WAL, `FULL`, the
+    /// checkpoint interval, the WAL's size limit, no memory map), whichever pool connection
+    /// answers.
+    #[tokio::test]
+    async fn sqlite_connections_have_the_wal_settings() {
+        let (store, _dir) = crate::store::test_file::sqlite_store("pragmas.db").await;
+        let pool = crate::store::test_file::sqlite_pool(&store);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let mut c = pool.acquire().await.expect("connection");
+            let read = |name: &'static str| format!("PRAGMA {name}");
+            let mode: String = sqlx::query_scalar(&read("journal_mode"))
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            let sync: i64 = sqlx::query_scalar(&read("synchronous"))
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            let checkpoint: i64 = sqlx::query_scalar(&read("wal_autocheckpoint"))
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            let limit: i64 = sqlx::query_scalar(&read("journal_size_limit"))
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            let mmap: i64 = sqlx::query_scalar(&read("mmap_size"))
+                .fetch_one(&mut *c)
+                .await
+                .unwrap();
+            assert_eq!(mode, "wal");
+            assert_eq!(sync, 2, "synchronous=FULL");
+            assert_eq!(
+                checkpoint,
+                i64::from(crate::store::SQLITE_WAL_AUTOCHECKPOINT_PAGES)
+            );
+            assert_eq!(limit as u64, crate::store::SQLITE_JOURNAL_SIZE_LIMIT_BYTES);
+            assert_eq!(mmap as u64, crate::store::SQLITE_MMAP_BYTES);
+            held.push(c);
+        }
     }
 
     /// SQLite refuses a new connection's switch to WAL at once while another connection switches

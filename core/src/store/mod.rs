@@ -121,6 +121,21 @@ pub const SQLITE_CACHE_KIB: u32 = 2 * 1024;
 /// it, stated here so that a database file is never mapped into the server's address space
 /// (a mapped 10 GB store would count its touched pages as resident memory).
 pub const SQLITE_MMAP_BYTES: u64 = 0;
+/// WAL frames (pages) after which a committing SQLite connection checkpoints the WAL into
+/// the database file (`PRAGMA wal_autocheckpoint`; SQLite's default is 1,000, about 4 MiB of
+/// 4 KiB pages). A status change rewrites each dead letter's page and the same index pages
+/// over and over; with 1,000 frames a 500-row replay chunk (3-4 MiB of WAL) checkpointed at
+/// nearly every commit, on the writer's path: 12 ms of a 31 ms chunk was the commit. A
+/// longer WAL copies each page once per checkpoint however often it changed meanwhile. A
+/// 50,000-record replay on SQLite, request to `finished` (`docs/bench.md`, "2026-12-05
+/// (6)"): 9,285-9,539 msgs/s with 1,000, 10,356-10,996 with 10,000. Ingest (pages written
+/// once) did not change. Durability does not depend on it: every commit still fsyncs the WAL
+/// (`synchronous=FULL`).
+pub const SQLITE_WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
+/// The WAL file's size after a checkpoint that restarts it, bytes (`PRAGMA
+/// journal_size_limit`; SQLite's default keeps it at its largest). A WAL that a long reader
+/// let grow past [`SQLITE_WAL_AUTOCHECKPOINT_PAGES`] gives the disk back down to this.
+pub const SQLITE_JOURNAL_SIZE_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
 /// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
 /// PostgreSQL is usually shared, so stay modest.
 const SQLITE_MAX_CONNECTIONS: u32 = 8;
