@@ -4,9 +4,10 @@
 //! Once a second, on the leader only ([`crate::leader`]), for every enabled transient rule of
 //! the active rule set version whose round is due (`rule_states.last_round_at_ms` +
 //! `every`, so a failover keeps the cadence):
-//! 1. **Self-pause**: the rule's replays are judged ([`crate::store::Store::refail_tally`]);
-//!    when more than `pause_when_refailed_over` of at least `pause_min_replayed` judged
-//!    records came back, the rule pauses itself (audit row; the `rule_paused` alert reads it).
+//! 1. **Self-pause**: the rule's replays are counted ([`crate::store::Store::refail_tally`]);
+//!    when more than `pause_when_refailed_over` of at least `pause_min_replayed` published
+//!    records came back already, the rule pauses itself (audit row; the `rule_paused` alert
+//!    reads it).
 //! 2. A paused rule runs no round (outcome `paused`); a person resumes it.
 //! 3. Nothing due: no gate check, no job (outcome `nothing_due`).
 //! 4. **Health gate**: every check the rule's gate names must pass — an HTTP GET answering 2xx
@@ -98,20 +99,35 @@ pub fn round_due(last_round_at_ms: Option<i64>, every_ms: u64, now_ms: i64) -> b
 }
 
 /// The self-pause verdict: `Some(reason)` when at least `pause_min_replayed` (and at least
-/// one) records are judged and more than `pause_when_refailed_over` of them came back.
+/// one) records were published and more than `pause_when_refailed_over` of them came back
+/// already.
+///
+/// The share is of everything published, not only of the records judged so far: a record is
+/// judged the moment it comes back but only after its outcome window (1 h by default) when it
+/// does not, so early on every judged record is one that came back, and a rule whose replays
+/// mostly succeeded read as "13 of 13 judged came back (100 %)" when 13 of 71 had (the demo's
+/// rule, replaying between scheduled outages). What came back so far over what was published
+/// is a lower bound of the share that will have come back once all are judged: a pause on it
+/// is never premature, and once every record is judged it is the share itself.
 pub fn pause_verdict(t: RefailTally, s: &Schedule) -> Option<String> {
-    if t.judged <= 0 || t.judged < i64::from(s.pause_min_replayed) {
+    if t.replayed <= 0 || t.replayed < i64::from(s.pause_min_replayed) {
         return None;
     }
-    let ratio = t.refailed as f64 / t.judged as f64;
+    let ratio = t.refailed as f64 / t.replayed as f64;
+    let waiting = (t.replayed - t.judged).max(0);
     (ratio > s.pause_when_refailed_over).then(|| {
         format!(
-            "{} of {} judged replays came back as dead letters ({:.0} %, over \
-             pause_when_refailed_over = {}); the rule paused itself",
+            "{} of {} replays came back as dead letters ({:.0} %, over \
+             pause_when_refailed_over = {}{}); the rule paused itself",
             t.refailed,
-            t.judged,
+            t.replayed,
             ratio * 100.0,
-            s.pause_when_refailed_over
+            s.pause_when_refailed_over,
+            if waiting > 0 {
+                format!("; {waiting} still within their outcome window")
+            } else {
+                String::new()
+            }
         )
     })
 }
@@ -349,11 +365,11 @@ schedule = { every = "1s", pause_when_refailed_over = 0.5, pause_min_replayed = 
     }
 
     #[test]
-    fn a_rule_pauses_when_most_of_what_it_judged_came_back() {
+    fn a_rule_pauses_when_most_of_what_it_replayed_came_back() {
         let s = schedule();
-        let t = |judged, refailed| RefailTally {
-            replayed: judged,
-            judged,
+        let t = |replayed, refailed| RefailTally {
+            replayed,
+            judged: replayed,
             refailed,
         };
         assert_eq!(
@@ -363,6 +379,32 @@ schedule = { every = "1s", pause_when_refailed_over = 0.5, pause_min_replayed = 
         );
         assert_eq!(pause_verdict(t(4, 2), &s), None, "exactly half is not over");
         let why = pause_verdict(t(4, 3), &s).unwrap();
-        assert!(why.contains("3 of 4"), "{why}");
+        assert!(why.contains("3 of 4 replays came back"), "{why}");
+        assert!(!why.contains("outcome window"), "{why}");
+    }
+
+    /// Records that came back are judged at once, the others only after their outcome
+    /// window: the share is of what was published, so a rule whose replays mostly succeeded
+    /// is not paused by its first few failures.
+    #[test]
+    fn records_not_yet_judged_count_against_a_pause() {
+        let s = schedule();
+        let early = RefailTally {
+            replayed: 71,
+            judged: 13,
+            refailed: 13,
+        };
+        assert_eq!(pause_verdict(early, &s), None, "13 of 71 is 18 %");
+        let failing = RefailTally {
+            replayed: 10,
+            judged: 6,
+            refailed: 6,
+        };
+        let why = pause_verdict(failing, &s).unwrap();
+        assert!(
+            why.starts_with("6 of 10 replays came back as dead letters (60 %"),
+            "{why}"
+        );
+        assert!(why.contains("4 still within their outcome window"), "{why}");
     }
 }

@@ -461,7 +461,7 @@ impl Store {
                 return Ok(false);
             }
             let audit = NewAuditEntry {
-                count: tally.judged,
+                count: tally.replayed,
                 reason: Some(reason.clone()),
                 detail: Some(
                     serde_json::json!({

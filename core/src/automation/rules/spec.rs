@@ -163,9 +163,9 @@ pub struct ScheduleSpec {
     /// Publish to this topic instead of each record's source topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_topic: Option<String>,
-    /// The rule pauses itself when more than this fraction of what it replayed came back
-    /// (default 0.5), judged once at least `pause_min_replayed` records have had their
-    /// outcome window.
+    /// The rule pauses itself when more than this fraction of what it replayed (since it was
+    /// last paused) came back already (default 0.5), once it published at least
+    /// `pause_min_replayed` records (`docs/automation.md`, "Rule self-pause").
     #[serde(default = "default_pause_ratio")]
     pub pause_when_refailed_over: f64,
     /// See `pause_when_refailed_over` (default 10).
