@@ -378,7 +378,9 @@ impl Store {
     /// Rule `rule`'s replays published since `since_ms` (jobs by `rule:<rule>` created after
     /// it), judged at `now_ms` with outcome window `window_ms`: a published record is judged
     /// once it came back (the outbox row's `refailed_by_id`) or its window has passed.
-    /// Also stores `refailed_total` in the rule's `rule_states` row.
+    /// Also stores in the rule's `rule_states` row (when it has one) `refailed_total`: how
+    /// many of everything the rule ever published came back, beside `replayed_total` (the
+    /// `/automation` page's "N replayed, M came back").
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn refail_tally(
@@ -390,25 +392,38 @@ impl Store {
     ) -> Result<RefailTally, StoreError> {
         let actor = format!("{RULE_ACTOR_PREFIX}{rule}");
         let judged_before = now_ms.saturating_sub(window_ms.min(i64::MAX as u64) as i64);
-        let row: (Option<i64>, Option<i64>, Option<i64>) = on_pool!(self, |pool, DB| {
-            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                "SELECT COUNT(*), \
-                 SUM(CASE WHEN o.refailed_by_id IS NOT NULL OR o.published_at_ms <= ",
-            );
+        type Sums = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+        let row: Sums = on_write_conn!(self, |conn, DB| {
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("SELECT SUM(CASE WHEN j.created_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(since_ms)));
+            qb.push(" THEN 1 ELSE 0 END), SUM(CASE WHEN j.created_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(since_ms)));
+            qb.push(" AND (o.refailed_by_id IS NOT NULL OR o.published_at_ms <= ");
             DB::bind(&mut qb, Val::I64(Some(judged_before)));
+            qb.push(") THEN 1 ELSE 0 END), SUM(CASE WHEN j.created_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(since_ms)));
             qb.push(
-                " THEN 1 ELSE 0 END), \
+                " AND o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END), \
                  SUM(CASE WHEN o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END) \
                  FROM replay_jobs j JOIN outbox o ON o.job_id = j.id \
                  WHERE j.created_by = ",
             );
             DB::bind(&mut qb, Val::Text(Some(actor.as_str())));
-            qb.push(" AND j.created_at_ms > ");
-            DB::bind(&mut qb, Val::I64(Some(since_ms)));
             qb.push(" AND o.status = 'published'");
-            qb.build_query_as().fetch_one(pool).await
-        })
-        .map_err(store_error)?;
+            let row: Sums = qb
+                .build_query_as()
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(store_error)?;
+            let mut qb: QueryBuilder<'_, DB> =
+                QueryBuilder::new("UPDATE rule_states SET refailed_total = ");
+            DB::bind(&mut qb, Val::I64(Some(row.3.unwrap_or(0))));
+            qb.push(" WHERE rule_name = ");
+            DB::bind(&mut qb, Val::Text(Some(rule)));
+            qb.build().execute(&mut *conn).await.map_err(store_error)?;
+            Ok::<Sums, StoreError>(row)
+        })?;
         let tally = RefailTally {
             replayed: row.0.unwrap_or(0),
             judged: row.1.unwrap_or(0),
@@ -446,8 +461,6 @@ impl Store {
             DB::bind(&mut qb, Val::Text(Some(actor.user.as_str())));
             qb.push(", paused_at_ms = ");
             DB::bind(&mut qb, Val::I64(Some(now_ms)));
-            qb.push(", refailed_total = ");
-            DB::bind(&mut qb, Val::I64(Some(tally.refailed)));
             qb.push(" WHERE paused = 0 AND rule_name = ");
             DB::bind(&mut qb, Val::Text(Some(rule)));
             let n = qb

@@ -419,6 +419,16 @@ async fn a_record_that_keeps_failing_is_escalated(backend: Backend) {
         N * MAX,
         "max_attempts replays per record: {jobs:?}"
     );
+    // `/automation`'s "N replayed, M came back" for a rule that never paused: every replay
+    // came back (the count is refreshed before each round).
+    eventually("the rule's came-back count", DEADLINE, || async {
+        let states = p.store().rule_states().await.expect("rule states");
+        states
+            .iter()
+            .find(|s| s.rule_name == RULE)
+            .is_some_and(|s| s.replayed_total == queued && s.refailed_total == queued)
+    })
+    .await;
     p.stop().await;
 }
 
