@@ -304,38 +304,32 @@ mod tests {
     async fn sqlite_connections_have_the_wal_settings() {
         let (store, _dir) = crate::store::test_file::sqlite_store("pragmas.db").await;
         let pool = crate::store::test_file::sqlite_pool(&store);
+        async fn pragma<T>(c: &mut sqlx::SqliteConnection, name: &str) -> T
+        where
+            T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + Send + Unpin,
+        {
+            sqlx::query_scalar(&format!("PRAGMA {name}"))
+                .fetch_one(c)
+                .await
+                .unwrap_or_else(|e| panic!("PRAGMA {name}: {e}"))
+        }
         let mut held = Vec::new();
         for _ in 0..3 {
             let mut c = pool.acquire().await.expect("connection");
-            let read = |name: &'static str| format!("PRAGMA {name}");
-            let mode: String = sqlx::query_scalar(&read("journal_mode"))
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
-            let sync: i64 = sqlx::query_scalar(&read("synchronous"))
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
-            let checkpoint: i64 = sqlx::query_scalar(&read("wal_autocheckpoint"))
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
-            let limit: i64 = sqlx::query_scalar(&read("journal_size_limit"))
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
-            let mmap: i64 = sqlx::query_scalar(&read("mmap_size"))
-                .fetch_one(&mut *c)
-                .await
-                .unwrap();
-            assert_eq!(mode, "wal");
-            assert_eq!(sync, 2, "synchronous=FULL");
+            assert_eq!(pragma::<String>(&mut c, "journal_mode").await, "wal");
+            assert_eq!(pragma::<i64>(&mut c, "synchronous").await, 2, "FULL");
             assert_eq!(
-                checkpoint,
+                pragma::<i64>(&mut c, "wal_autocheckpoint").await,
                 i64::from(crate::store::SQLITE_WAL_AUTOCHECKPOINT_PAGES)
             );
-            assert_eq!(limit as u64, crate::store::SQLITE_JOURNAL_SIZE_LIMIT_BYTES);
-            assert_eq!(mmap as u64, crate::store::SQLITE_MMAP_BYTES);
+            assert_eq!(
+                pragma::<i64>(&mut c, "journal_size_limit").await as u64,
+                crate::store::SQLITE_JOURNAL_SIZE_LIMIT_BYTES
+            );
+            assert_eq!(
+                pragma::<i64>(&mut c, "mmap_size").await as u64,
+                crate::store::SQLITE_MMAP_BYTES
+            );
             held.push(c);
         }
     }
