@@ -210,10 +210,12 @@ pub(crate) async fn ingest_into(
         backpressure: None,
     };
     let shutdown = CancellationToken::new();
+    // A pool of its own, as `serve` gives ingest (`INGEST_POOL` connections).
+    let ingest_store = store.with_ingest_pool(2).await?;
     let t = Instant::now();
     let task = tokio::spawn(ingest::run(
         config,
-        store.clone(),
+        ingest_store.clone(),
         Arc::new(IngestStatus::default()),
         shutdown.clone(),
     ));

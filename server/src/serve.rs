@@ -200,19 +200,22 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
 
     // Ingest, the relay and the web each have a pool of their own: none can starve the
     // others of connections (docs/replay.md, "Concurrency on SQLite").
-    let own_pool = |n: u32| {
+    // Ingest's pool buffers more returned rows: its statements return only ids.
+    let own_pool = |n: u32, ingest: bool| {
         let store = store.clone();
         let url = redact_url(&config.database_url);
         async move {
-            store
-                .with_own_pool(n)
-                .await
-                .map_err(|cause| ServeError::Database { url, cause })
+            let pool = if ingest {
+                store.with_ingest_pool(n).await
+            } else {
+                store.with_own_pool(n).await
+            };
+            pool.map_err(|cause| ServeError::Database { url, cause })
         }
     };
-    let ingest_store = own_pool(INGEST_POOL).await?;
-    let relay_store = own_pool(RELAY_POOL).await?;
-    let alerts_store = own_pool(ALERTS_POOL).await?;
+    let ingest_store = own_pool(INGEST_POOL, true).await?;
+    let relay_store = own_pool(RELAY_POOL, false).await?;
+    let alerts_store = own_pool(ALERTS_POOL, false).await?;
     tokio::spawn(resume_bulk_actions(store.clone(), shutdown.child_token()));
     // The work that runs once per store, not per instance (alerts, retention) waits for this.
     let leader = Leadership::start(&store, LeaderConfig::default(), shutdown.child_token());
@@ -248,7 +251,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     // indexed"); ingest has the first claim on the store.
     let indexer_status = Arc::new(redrive_core::search_indexer::IndexerStatus::default());
     tokio::spawn(redrive_core::search_indexer::run(
-        own_pool(INDEXER_POOL).await?,
+        own_pool(INDEXER_POOL, false).await?,
         config.ingest_enabled.then(|| status.clone()),
         indexer_status.clone(),
         redrive_core::search_indexer::IndexerConfig::default(),
@@ -275,7 +278,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         leader.clone(),
         &shutdown,
     );
-    let retention_store = own_pool(RETENTION_POOL).await?;
+    let retention_store = own_pool(RETENTION_POOL, false).await?;
     tokio::spawn(redrive_core::retention::run(
         config.retention.clone(),
         retention_store.clone(),

@@ -137,11 +137,33 @@ impl Store {
     ///
     /// Errors: `Unavailable` when the database cannot be reached.
     pub async fn with_own_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
+        self.own_pool(max_connections, None).await
+    }
+
+    /// [`Store::with_own_pool`] for ingest, whose statements return only small rows (the
+    /// new ids of an `INSERT … RETURNING`, the outcome probes' ids): on SQLite each
+    /// connection hands up to [`super::SQLITE_INGEST_ROW_BUFFER`] rows to the caller before its
+    /// worker thread waits for the caller to take them (sqlx's default is 50, so a full
+    /// chunk's 250 new ids cost the writer five waits). The other pools keep sqlx's
+    /// default: their rows can hold whole payloads. Errors: as [`Store::with_own_pool`].
+    pub async fn with_ingest_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
+        self.own_pool(max_connections, Some(super::SQLITE_INGEST_ROW_BUFFER))
+            .await
+    }
+
+    async fn own_pool(
+        &self,
+        max_connections: u32,
+        row_buffer: Option<usize>,
+    ) -> Result<Store, StoreError> {
         let n = max_connections.max(1);
         match &self.pool {
             Pool::Sqlite(p) if p.options().get_max_connections() <= 1 => Ok(self.clone()),
             Pool::Sqlite(p) => {
-                let opts = (*p.connect_options()).clone();
+                let mut opts = (*p.connect_options()).clone();
+                if let Some(rows) = row_buffer {
+                    opts = opts.row_buffer_size(rows);
+                }
                 let pool = SqlitePoolOptions::new()
                     .max_connections(n)
                     .acquire_timeout(ACQUIRE_TIMEOUT)

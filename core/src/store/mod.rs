@@ -136,6 +136,11 @@ pub const SQLITE_WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 /// journal_size_limit`; SQLite's default keeps it at its largest). A WAL that a long reader
 /// let grow past [`SQLITE_WAL_AUTOCHECKPOINT_PAGES`] gives the disk back down to this.
 pub const SQLITE_JOURNAL_SIZE_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
+/// Rows a SQLite connection of ingest's pool buffers for its caller
+/// ([`Store::with_ingest_pool`]): at least the most new ids one of ingest's
+/// `INSERT … RETURNING` statements returns (`insert::PREPARED_ROWS`, 250), four small
+/// columns each. Other pools keep sqlx's 50.
+pub const SQLITE_INGEST_ROW_BUFFER: usize = 256;
 /// Pool sizes: SQLite serialises writers anyway (WAL lets readers run beside them);
 /// PostgreSQL is usually shared, so stay modest.
 const SQLITE_MAX_CONNECTIONS: u32 = 8;
