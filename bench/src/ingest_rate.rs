@@ -212,6 +212,7 @@ pub(crate) async fn ingest_into(
     let shutdown = CancellationToken::new();
     // A pool of its own, as `serve` gives ingest (`INGEST_POOL` connections).
     let ingest_store = store.with_ingest_pool(2).await?;
+    let _checkpointer = crate::start_checkpointer(store).await?;
     let t = Instant::now();
     let task = tokio::spawn(ingest::run(
         config,

@@ -83,6 +83,21 @@ const DAY_MS: i64 = 86_400_000;
 const GROUPS: usize = 50;
 const SOURCE_TOPICS: usize = 20;
 
+/// The WAL checkpointer `serve` runs beside its writers on SQLite
+/// (`core/src/store/checkpoint.rs`), on a pool of its own, until the guard is dropped.
+/// Nothing on PostgreSQL.
+pub(crate) async fn start_checkpointer(
+    store: &redrive_core::store::Store,
+) -> Result<Option<tokio_util::sync::DropGuard>> {
+    if store.backend() != "sqlite" {
+        return Ok(None);
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let own = store.with_own_pool(1).await?;
+    tokio::spawn(own.run_checkpointer(stop.clone()));
+    Ok(Some(stop.drop_guard()))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     // `RUST_LOG=redrive::replay=debug` shows the relay's per-batch timings (claim, publish,

@@ -158,6 +158,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     let target = kit::unique("bench_replay");
     kit::create_topic(&target, 4, &[]).await?;
     let shutdown = CancellationToken::new();
+    let _checkpointer = crate::start_checkpointer(&store).await?;
     let relay = tokio::spawn(replay::run(
         RelayConfig {
             brokers: kit::kafka_brokers(),

@@ -43,6 +43,8 @@ const ALERTS_POOL: u32 = 2;
 const RETENTION_POOL: u32 = 2;
 /// Connections of the search indexer's pool (one round at a time).
 const INDEXER_POOL: u32 = 1;
+/// Connections of the SQLite WAL checkpointer's pool.
+const CHECKPOINT_POOL: u32 = 1;
 /// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
 const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
 
@@ -247,6 +249,15 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         status: Arc::default(),
     };
     let rounds_status = Arc::new(redrive_core::automation::rounds::RoundsStatus::default());
+    // SQLite: the WAL is copied into the database file beside the writers, not by the commit
+    // that takes it past the threshold (`store/checkpoint.rs`). Nothing on PostgreSQL.
+    if store.backend() == "sqlite" {
+        tokio::spawn(
+            own_pool(CHECKPOINT_POOL, false)
+                .await?
+                .run_checkpointer(shutdown.child_token()),
+        );
+    }
     // The search index is written behind ingest, on every instance (docs/triage.md, "Not yet
     // indexed"); ingest has the first claim on the store.
     let indexer_status = Arc::new(redrive_core::search_indexer::IndexerStatus::default());

@@ -16,6 +16,7 @@
 //! aggregate `dl_stats_groups` (migration 0027) for filters on fingerprint, topics, status and
 //! tier, and counts at most the newest [`GROUPS_SCAN_ROWS`] matching rows for any other.
 
+mod checkpoint;
 mod codec;
 #[cfg(test)]
 mod column_order_tests;
@@ -42,6 +43,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
 
+pub use self::checkpoint::{Checkpointed, CHECKPOINT_BUSY_MS, CHECKPOINT_IDLE_MS};
 pub use self::connect::{sqlite_file, SqliteDurability};
 use self::dialect::store_error;
 use self::gate::WriteGate;
