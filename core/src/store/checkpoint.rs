@@ -62,7 +62,8 @@ impl Store {
     /// Returns at once on PostgreSQL and in-memory SQLite. Give it a store with a pool of its
     /// own ([`Store::with_own_pool`]) so that it never waits behind the pages' readers. A
     /// failed checkpoint is logged at debug level and tried again at the next pass: the
-    /// writers' own checkpoint still runs at the threshold.
+    /// writers' own checkpoint still runs at the threshold. Closes this handle's pool when it
+    /// returns at shutdown.
     pub async fn run_checkpointer(self, shutdown: CancellationToken) {
         if !matches!(self.pool, Pool::Sqlite(_)) || self.gate.is_none() {
             return;
@@ -85,7 +86,11 @@ impl Store {
                 }
             };
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => {
+                    // Its connection is closed here, not left to the pool's drop.
+                    self.close().await;
+                    return;
+                }
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             }
         }
