@@ -83,6 +83,11 @@ const DAY_MS: i64 = 86_400_000;
 const GROUPS: usize = 50;
 const SOURCE_TOPICS: usize = 20;
 
+/// jemalloc, as the server (`server/src/main.rs`): the in-process ingest and replay rows run
+/// redrive's code with the allocator `serve` runs it with.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The WAL checkpointer `serve` runs beside its writers on SQLite
 /// (`core/src/store/checkpoint.rs`), on a pool of its own, until the guard is dropped.
 /// Nothing on PostgreSQL.
