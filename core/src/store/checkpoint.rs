@@ -35,6 +35,12 @@ pub struct Checkpointed {
 }
 
 impl Store {
+    /// A SQLite database in a file (the stores that have a write gate): the only kind with a
+    /// WAL to checkpoint.
+    fn has_wal(&self) -> bool {
+        matches!(self.pool, Pool::Sqlite(_)) && self.gate.is_some()
+    }
+
     /// One passive checkpoint on a connection of this store's pool. `Ok(None)` on PostgreSQL
     /// and in-memory SQLite (nothing to checkpoint).
     ///
@@ -43,7 +49,7 @@ impl Store {
         let Pool::Sqlite(pool) = &self.pool else {
             return Ok(None);
         };
-        if self.gate.is_none() {
+        if !self.has_wal() {
             return Ok(None);
         }
         let (_busy, wal_frames, copied_frames): (i64, i64, i64) =
@@ -65,7 +71,7 @@ impl Store {
     /// writers' own checkpoint still runs at the threshold. Closes this handle's pool when it
     /// returns at shutdown.
     pub async fn run_checkpointer(self, shutdown: CancellationToken) {
-        if !matches!(self.pool, Pool::Sqlite(_)) || self.gate.is_none() {
+        if !self.has_wal() {
             return;
         }
         let mut copied_before = 0i64;
