@@ -137,32 +137,34 @@ impl Store {
     ///
     /// Errors: `Unavailable` when the database cannot be reached.
     pub async fn with_own_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
-        self.own_pool(max_connections, None).await
+        self.own_pool(max_connections, false).await
     }
 
-    /// [`Store::with_own_pool`] for ingest, whose statements return only small rows (the
-    /// new ids of an `INSERT … RETURNING`, the outcome probes' ids): on SQLite each
-    /// connection hands up to [`super::SQLITE_INGEST_ROW_BUFFER`] rows to the caller before its
-    /// worker thread waits for the caller to take them (sqlx's default is 50, so a full
-    /// chunk's 250 new ids cost the writer five waits). The other pools keep sqlx's
-    /// default: their rows can hold whole payloads. Errors: as [`Store::with_own_pool`].
+    /// [`Store::with_own_pool`] for ingest, which writes 500-record batches and reads back
+    /// only small rows. On SQLite each connection:
+    /// - hands up to [`super::SQLITE_INGEST_ROW_BUFFER`] rows to the caller before its worker
+    ///   thread waits for the caller to take them (sqlx's default is 50, so a full chunk's 250
+    ///   new ids of an `INSERT … RETURNING` cost the writer five waits); the other pools keep
+    ///   sqlx's default, as their rows can hold whole payloads;
+    /// - keeps a page cache of [`super::SQLITE_INGEST_CACHE_KIB`] instead of
+    ///   [`super::SQLITE_CACHE_KIB`], so a batch's index pages stay in it until the commit
+    ///   instead of being spilled to the WAL and read back.
+    ///
+    /// Errors: as [`Store::with_own_pool`].
     pub async fn with_ingest_pool(&self, max_connections: u32) -> Result<Store, StoreError> {
-        self.own_pool(max_connections, Some(super::SQLITE_INGEST_ROW_BUFFER))
-            .await
+        self.own_pool(max_connections, true).await
     }
 
-    async fn own_pool(
-        &self,
-        max_connections: u32,
-        row_buffer: Option<usize>,
-    ) -> Result<Store, StoreError> {
+    async fn own_pool(&self, max_connections: u32, ingest: bool) -> Result<Store, StoreError> {
         let n = max_connections.max(1);
         match &self.pool {
             Pool::Sqlite(p) if p.options().get_max_connections() <= 1 => Ok(self.clone()),
             Pool::Sqlite(p) => {
                 let mut opts = (*p.connect_options()).clone();
-                if let Some(rows) = row_buffer {
-                    opts = opts.row_buffer_size(rows);
+                if ingest {
+                    opts = opts
+                        .row_buffer_size(super::SQLITE_INGEST_ROW_BUFFER)
+                        .pragma("cache_size", format!("-{}", super::SQLITE_INGEST_CACHE_KIB));
                 }
                 let pool = SqlitePoolOptions::new()
                     .max_connections(n)
@@ -319,6 +321,16 @@ mod tests {
         ));
     }
 
+    async fn pragma<T>(c: &mut sqlx::SqliteConnection, name: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + Send + Unpin,
+    {
+        sqlx::query_scalar(&format!("PRAGMA {name}"))
+            .fetch_one(c)
+            .await
+            .unwrap_or_else(|e| panic!("PRAGMA {name}: {e}"))
+    }
+
     /// Every SQLite connection runs with the WAL settings of `store/mod.rs` (WAL, `FULL`, the
     /// checkpoint interval, the WAL's size limit, no memory map), whichever pool connection
     /// answers.
@@ -326,15 +338,6 @@ mod tests {
     async fn sqlite_connections_have_the_wal_settings() {
         let (store, _dir) = crate::store::test_file::sqlite_store("pragmas.db").await;
         let pool = crate::store::test_file::sqlite_pool(&store);
-        async fn pragma<T>(c: &mut sqlx::SqliteConnection, name: &str) -> T
-        where
-            T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + Send + Unpin,
-        {
-            sqlx::query_scalar(&format!("PRAGMA {name}"))
-                .fetch_one(c)
-                .await
-                .unwrap_or_else(|e| panic!("PRAGMA {name}: {e}"))
-        }
         let mut held = Vec::new();
         for _ in 0..3 {
             let mut c = pool.acquire().await.expect("connection");
@@ -352,8 +355,43 @@ mod tests {
                 pragma::<i64>(&mut c, "mmap_size").await as u64,
                 crate::store::SQLITE_MMAP_BYTES
             );
+            assert_eq!(
+                pragma::<i64>(&mut c, "cache_size").await,
+                -i64::from(crate::store::SQLITE_CACHE_KIB)
+            );
             held.push(c);
         }
+    }
+
+    /// Ingest's pool keeps the larger page cache on each of its connections, with the same WAL
+    /// settings; another pool of the same store keeps the small one.
+    #[tokio::test]
+    async fn the_ingest_pool_has_the_larger_page_cache() {
+        let (store, _dir) = crate::store::test_file::sqlite_store("ingest_cache.db").await;
+        let ingest = store.with_ingest_pool(2).await.expect("ingest pool");
+        let web = store.with_own_pool(2).await.expect("own pool");
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut c = crate::store::test_file::sqlite_pool(&ingest)
+                .acquire()
+                .await
+                .expect("connection");
+            assert_eq!(
+                pragma::<i64>(&mut c, "cache_size").await,
+                -i64::from(crate::store::SQLITE_INGEST_CACHE_KIB)
+            );
+            assert_eq!(pragma::<String>(&mut c, "journal_mode").await, "wal");
+            assert_eq!(pragma::<i64>(&mut c, "synchronous").await, 2, "FULL");
+            held.push(c);
+        }
+        let mut c = crate::store::test_file::sqlite_pool(&web)
+            .acquire()
+            .await
+            .expect("connection");
+        assert_eq!(
+            pragma::<i64>(&mut c, "cache_size").await,
+            -i64::from(crate::store::SQLITE_CACHE_KIB)
+        );
     }
 
     /// SQLite refuses a new connection's switch to WAL at once while another connection switches
