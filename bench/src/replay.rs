@@ -159,12 +159,15 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     kit::create_topic(&target, 4, &[]).await?;
     let shutdown = CancellationToken::new();
     let _checkpointer = crate::start_checkpointer(&store).await?;
+    // The relay on a pool of its own, as `serve` runs it; the request on the store's, as the
+    // web's.
+    let relay_store = store.with_own_pool(3).await?;
     let relay = tokio::spawn(replay::run(
         RelayConfig {
             brokers: kit::kafka_brokers(),
             ..RelayConfig::default()
         },
-        store.clone(),
+        relay_store,
         Arc::new(RelayStatus::default()),
         shutdown.clone(),
     ));

@@ -146,7 +146,7 @@ impl Store {
     ///   thread waits for the caller to take them (sqlx's default is 50, so a full chunk's 250
     ///   new ids of an `INSERT … RETURNING` cost the writer five waits); the other pools keep
     ///   sqlx's default, as their rows can hold whole payloads;
-    /// - keeps a page cache of [`super::SQLITE_INGEST_CACHE_KIB`] instead of
+    /// - keeps a page cache of [`super::SQLITE_WRITER_CACHE_KIB`] instead of
     ///   [`super::SQLITE_CACHE_KIB`], so a batch's index pages stay in it until the commit
     ///   instead of being spilled to the WAL and read back.
     ///
@@ -164,7 +164,7 @@ impl Store {
                 if ingest {
                     opts = opts
                         .row_buffer_size(super::SQLITE_INGEST_ROW_BUFFER)
-                        .pragma("cache_size", format!("-{}", super::SQLITE_INGEST_CACHE_KIB));
+                        .pragma("cache_size", format!("-{}", super::SQLITE_WRITER_CACHE_KIB));
                 }
                 let pool = SqlitePoolOptions::new()
                     .max_connections(n)
@@ -378,7 +378,7 @@ mod tests {
                 .expect("connection");
             assert_eq!(
                 pragma::<i64>(&mut c, "cache_size").await,
-                -i64::from(crate::store::SQLITE_INGEST_CACHE_KIB)
+                -i64::from(crate::store::SQLITE_WRITER_CACHE_KIB)
             );
             assert_eq!(pragma::<String>(&mut c, "journal_mode").await, "wal");
             assert_eq!(pragma::<i64>(&mut c, "synchronous").await, 2, "FULL");

@@ -138,17 +138,22 @@ pub const SQLITE_WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 /// journal_size_limit`; SQLite's default keeps it at its largest). A WAL that a long reader
 /// let grow past [`SQLITE_WAL_AUTOCHECKPOINT_PAGES`] gives the disk back down to this.
 pub const SQLITE_JOURNAL_SIZE_LIMIT_BYTES: u64 = 64 * 1024 * 1024;
-/// SQLite's page cache per connection of ingest's pool, KiB ([`Store::with_ingest_pool`];
-/// the other pools keep [`SQLITE_CACHE_KIB`]). A 500-record batch touches leaf pages of every
-/// index of `dead_letters`, `search_backlog`, `dead_letter_tiers` and `dead_letter_events`;
-/// with 2 MiB the cache filled inside the transaction and SQLite spilled dirty pages to the
-/// WAL and read them back, again and again. Measured (`docs/bench.md`, "2026-12-06 (3)"),
-/// 100,000 1 KiB Spring records on SQLite: the process read 1.13 GB and wrote 1.64 GB with
-/// 2 MiB, 0.66 GB and 1.39 GB with 4, 8, 16 or 32 MiB alike; ingest went from 14,397 /
-/// 15,558 / 15,008 to 14,193 / 16,334 / 16,934 msgs/s with 8 MiB (alternating runs). 8 MiB
-/// is twice what the batch needs; ingest's 2 connections cost at most 12 MiB more than 2 MiB
-/// each would.
-pub const SQLITE_INGEST_CACHE_KIB: u32 = 8 * 1024;
+/// SQLite's page cache for large write transactions, KiB: every connection of ingest's pool
+/// keeps it ([`Store::with_ingest_pool`]), and a bulk action's chunk (a replay's request, a
+/// delete, a restore, a label change) raises its connection's cache to it for the chunk's
+/// transaction only (`bulk/chunk.rs`); the other connections keep [`SQLITE_CACHE_KIB`]. A
+/// 500-record batch or chunk touches leaf pages of every index of the tables it writes; with
+/// 2 MiB the cache filled inside the transaction and SQLite spilled dirty pages to the WAL
+/// and read them back, again and again. Measured (`docs/bench.md`, "2026-12-06 (3)"):
+/// - ingest of 100,000 1 KiB Spring records: the process read 1.13 GB and wrote 1.64 GB with
+///   2 MiB, 0.66 GB and 1.39 GB with 4, 8, 16 or 32 MiB alike; 14,397 / 15,558 / 15,008 →
+///   14,193 / 16,334 / 16,934 msgs/s with 8 MiB (alternating runs);
+/// - a replay of 50,000 (request → `finished`): the request 5.3 / 5.0 / 5.7 → 4.9 / 4.5 /
+///   4.1 s, the process's reads -21 %, writes -8 %.
+///
+/// 8 MiB is twice what a batch needs. Ingest's 2 connections cost at most 12 MiB more than
+/// 2 MiB each would; a chunk's connection gives the memory back after its commit.
+pub const SQLITE_WRITER_CACHE_KIB: u32 = 8 * 1024;
 /// Rows a SQLite connection of ingest's pool buffers for its caller
 /// ([`Store::with_ingest_pool`]): at least the most new ids one of ingest's
 /// `INSERT … RETURNING` statements returns (`insert::PREPARED_ROWS`, 250), four small

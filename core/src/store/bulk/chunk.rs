@@ -28,6 +28,13 @@ fn push_ids<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, ids: &[i64]) {
     DB::push_json_ids(qb, ids_json(ids));
 }
 
+/// SQLite's statement setting a connection's page cache to `kib` KiB. Pages a transaction
+/// dirtied stay cached until its commit whatever the size; a smaller size frees the rest as
+/// they are released.
+fn cache_pragma(kib: u32) -> String {
+    format!("PRAGMA cache_size = -{kib}")
+}
+
 impl Store {
     /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
     /// chunk — the audit row (and a replay job's "go").
@@ -46,6 +53,17 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             let locked_at = std::time::Instant::now();
+            // SQLite: the chunk's pages stay cached until its commit, not spilled to the WAL
+            // and read back (`SQLITE_WRITER_CACHE_KIB`); the connection gets its small cache
+            // back before the commit.
+            // If the chunk fails before the reset, its connection keeps the larger cache until
+            // the pool closes it (idle 10 min, or 30 min old).
+            if DB::ONE_WRITER {
+                sqlx::query(&cache_pragma(crate::store::SQLITE_WRITER_CACHE_KIB))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
             // A replay whose job was cancelled while preparing queues nothing more: this
             // chunk ends the action (its audit row says so). The job's row is locked first, so
             // a cancel committing meanwhile is seen (PostgreSQL re-reads the row after the
@@ -417,6 +435,12 @@ impl Store {
                 };
                 crate::store::audit::insert_audit::<DB>(&audit, now)
                     .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+            if DB::ONE_WRITER {
+                sqlx::query(&cache_pragma(crate::store::SQLITE_CACHE_KIB))
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;

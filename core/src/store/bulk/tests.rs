@@ -148,3 +148,31 @@ async fn an_interrupted_bulk_replay_stays_preparing_until_resumed() {
     assert_eq!((j.status, j.total, j.skipped), (JobStatus::Running, n, 0));
     assert_eq!(store.audit_count_for_test("replay").await, 1);
 }
+
+/// A chunk raises its SQLite connection's page cache for its transaction only: after a bulk
+/// delete of two chunks on a one-connection pool, that connection has the small cache again
+/// (`SQLITE_WRITER_CACHE_KIB`, `chunk.rs`).
+#[tokio::test]
+async fn a_chunk_gives_its_connection_the_small_page_cache_back() {
+    let (store, _dir) = store_with(CHUNK_ROWS as i64 + 10).await;
+    let one = store.with_own_pool(1).await.expect("own pool");
+    let bulk = Bulk::new(
+        BulkKind::Delete,
+        &eve(),
+        &Filter::default(),
+        None,
+        None,
+        one.max_dead_letter_id().await.unwrap(),
+    );
+    let done = one.run_bulk(bulk).await.unwrap();
+    assert_eq!((done.done, done.chunks), (CHUNK_ROWS as i64 + 10, 2));
+    let mut c = crate::store::test_file::sqlite_pool(&one)
+        .acquire()
+        .await
+        .expect("the pool's one connection");
+    let cache: i64 = sqlx::query_scalar("PRAGMA cache_size")
+        .fetch_one(&mut *c)
+        .await
+        .unwrap();
+    assert_eq!(cache, -i64::from(crate::store::SQLITE_CACHE_KIB));
+}
