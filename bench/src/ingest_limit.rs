@@ -133,6 +133,10 @@ pub struct IngestFigures {
     /// Store limit into redrive's schema, `search_backlog`, tier rows and events included,
     /// msgs/s.
     pub limit_schema: f64,
+    /// The same on SQLite with redrive's settings of ingest's connections (page cache, WAL
+    /// checkpoint threshold) and its WAL checkpointer beside the inserts, msgs/s; `None` on
+    /// PostgreSQL, whose settings are the server's.
+    pub limit_settings: Option<f64>,
     /// The same without the tier rows and events, msgs/s.
     pub limit_untiered: f64,
     /// Dead letters ingest left unsorted, for the sorter.
@@ -208,6 +212,10 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
         store.close().await;
         let row_bytes = rows.iter().map(StoredRow::bytes).sum::<usize>() as f64 / rows.len() as f64;
         let limit_schema = limit(backend, &rows, batch, Target::Schema).await?;
+        let limit_settings = match backend {
+            Backend::Sqlite => Some(limit(backend, &rows, batch, Target::SchemaSettings).await?),
+            Backend::Postgres => None,
+        };
         let limit_untiered = limit(backend, &rows, batch, Target::SchemaWithoutTiers).await?;
         let limit_indexed_text = limit(backend, &rows, batch, Target::SchemaIndexedText).await?;
         let limit_no_text = limit(backend, &rows, batch, Target::SchemaWithoutText).await?;
@@ -229,6 +237,7 @@ pub async fn measure(topic: &str, n: usize) -> Result<Vec<IngestFigures>> {
             sorter_read_s,
             sorter_write_s,
             limit_schema,
+            limit_settings,
             limit_untiered,
             left_unsorted,
             limit_indexed_text,
@@ -463,6 +472,10 @@ enum Target {
     /// redrive's schema, `dead_letters`, `search_backlog`, `dead_letter_tiers` and
     /// `dead_letter_events` (what ingest writes).
     Schema,
+    /// [`Target::Schema`] on SQLite with ingest's connection settings
+    /// (`SQLITE_WRITER_CACHE_KIB`, `SQLITE_WAL_AUTOCHECKPOINT_PAGES`) and redrive's WAL
+    /// checkpointer on a connection of its own, as `serve` runs ingest.
+    SchemaSettings,
     /// The same without the tier rows and events (what ingest wrote before it sorted).
     SchemaWithoutTiers,
     /// redrive's schema, `dead_letters` and `dead_letter_text` (the index written in the
@@ -482,7 +495,7 @@ enum Target {
 async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, target: Target) -> Result<f64> {
     let schema = target != Target::Bare;
     let text = match target {
-        Target::Schema => (true, Some("search_backlog"), true),
+        Target::Schema | Target::SchemaSettings => (true, Some("search_backlog"), true),
         Target::SchemaWithoutTiers => (true, Some("search_backlog"), false),
         Target::SchemaIndexedText => (true, Some("dead_letter_text"), false),
         Target::SchemaReturning => (true, None, false),
@@ -507,11 +520,24 @@ async fn limit(backend: Backend, rows: &[StoredRow], batch: usize, target: Targe
         Backend::Sqlite => {
             use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
             use std::str::FromStr;
-            let opts = SqliteConnectOptions::from_str(&url)?
+            let mut opts = SqliteConnectOptions::from_str(&url)?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true);
+            let mut _checkpointer = None;
+            if target == Target::SchemaSettings {
+                use redrive_core::store::{
+                    SQLITE_WAL_AUTOCHECKPOINT_PAGES, SQLITE_WRITER_CACHE_KIB,
+                };
+                opts = opts
+                    .pragma("cache_size", format!("-{SQLITE_WRITER_CACHE_KIB}"))
+                    .pragma(
+                        "wal_autocheckpoint",
+                        SQLITE_WAL_AUTOCHECKPOINT_PAGES.to_string(),
+                    );
+                _checkpointer = crate::start_checkpointer(&Store::connect(&url).await?).await?;
+            }
             let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
             if !schema {
                 sqlx::query(&bare).execute(&mut c).await?;
@@ -575,6 +601,13 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
         &|x| format!("{:.0} msgs/s", x.limit_schema),
     );
     row(
+        "the same with ingest's SQLite settings (8 MiB page cache, WAL checkpoint threshold 10,000 pages) and redrive's WAL checkpointer beside it",
+        &|x| match x.limit_settings {
+            Some(v) => format!("{v:.0} msgs/s"),
+            None => "— (the server's settings)".into(),
+        },
+    );
+    row(
         "the same without the tier rows and events (what ingest wrote before it sorted)",
         &|x| {
             format!(
@@ -627,8 +660,12 @@ pub fn print(figures: &[IngestFigures], n: usize, raw: f64) {
     row(
         &format!("redrive ingest from the broker, {n} x 1 KiB Spring records"),
         &|x| {
+            let settings = x
+                .limit_settings
+                .map(|v| format!(", {:.2}x with its settings", x.ingest / v))
+                .unwrap_or_default();
             format!(
-                "{:.0} msgs/s ({:.2}x the store limit)",
+                "{:.0} msgs/s ({:.2}x the store limit{settings})",
                 x.ingest,
                 x.ingest / x.limit_schema
             )
