@@ -55,9 +55,8 @@ impl Store {
             let locked_at = std::time::Instant::now();
             // SQLite: the chunk's pages stay cached until its commit, not spilled to the WAL
             // and read back (`SQLITE_WRITER_CACHE_KIB`); the connection gets its small cache
-            // back before the commit.
-            // If the chunk fails before the reset, its connection keeps the larger cache until
-            // the pool closes it (idle 10 min, or 30 min old).
+            // back before the commit. If the chunk fails before that, its connection keeps
+            // the larger cache until the pool closes it (idle 10 min, or 30 min old).
             if DB::ONE_WRITER {
                 sqlx::query(&cache_pragma(crate::store::SQLITE_WRITER_CACHE_KIB))
                     .execute(&mut *tx)
