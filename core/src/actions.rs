@@ -323,6 +323,17 @@ impl ReplayOptions {
         }
         serde_json::from_str(text).map_err(|e| e.to_string())
     }
+
+    /// Whether a replay over a filter with these options is published while its chunks are
+    /// still queueing it (`store/bulk/`, `docs/replay.md` "Publishing while queueing"): true
+    /// when nothing needs the whole outbox first. Per-key order does (a later chunk may hold
+    /// a record that comes before a key's head from an earlier chunk), and so does a canary
+    /// (its size is a share of the job's final total). Such a job is `running` from its
+    /// first chunk, which writes a `replay_started` audit row; the last chunk writes the
+    /// `replay` row with the final count as for any bulk action.
+    pub fn publishes_while_queueing(&self) -> bool {
+        self.unordered && self.canary.is_none()
+    }
 }
 
 /// What a replay would do, shown before "replay all matching" acts.

@@ -468,4 +468,4 @@ pub(crate) fn now() -> i64 {
 
 #[cfg(test)]
 #[path = "canary_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -69,12 +69,13 @@ async fn job_of(n: i64, key: impl Fn(i64) -> String, options: ReplayOptions) -> 
     (store, job)
 }
 
-async fn claim(store: &Store, job: &ReplayJob) -> Claim {
+/// Claims up to 100 due rows of `job` (a relay's claim, expired leases first).
+pub(in crate::store) async fn claim(store: &Store, job: &ReplayJob) -> Claim {
     store.claim(&job.id, 100, 60_000, None, true).await.unwrap()
 }
 
 /// Marks every row of `claim` published (`last`: the job's last batch, as a short claim).
-async fn publish(store: &Store, job: &ReplayJob, claim: &Claim) {
+pub(in crate::store) async fn publish(store: &Store, job: &ReplayJob, claim: &Claim) {
     store
         .mark(&MarkBatch {
             job_id: job.id.clone(),

@@ -17,7 +17,8 @@ use crate::actions::{Actor, JobStatus, NewAuditEntry, ReplayJob, MAX_REASON_CHAR
 
 /// What a resumed job becomes: `preparing` again when it was paused while its bulk action
 /// was still queueing rows (that action's last chunk turns it `running` with the audit row,
-/// so nothing is published early), else `running`.
+/// so nothing is published early), else `running`. A job published while queueing
+/// (`ReplayOptions::publishes_while_queueing`) becomes `running` in either case.
 const RESUMED_STATUS: &str = "CASE WHEN EXISTS (SELECT 1 FROM bulk_actions b WHERE b.job_id = \
      replay_jobs.id AND b.status = 'running') THEN 'preparing' ELSE 'running' END";
 
@@ -157,10 +158,16 @@ impl Store {
         }
         let now = now_ms();
         let user = clean_text(&actor.user);
+        // Options never change after the request: read once, outside the transaction.
+        let streams = to == "running"
+            && self
+                .job(job_id)
+                .await?
+                .is_some_and(|j| j.options.publishes_while_queueing());
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             let mut update = guarded_job_update::<DB>(job_id, from, |qb| {
-                if to == "running" {
+                if to == "running" && !streams {
                     qb.push(RESUMED_STATUS);
                 } else {
                     qb.push("'").push(to).push("'");

@@ -147,15 +147,20 @@ fn insert_events<'a, DB: Dialect>(
     qb
 }
 
-/// `UPDATE replay_jobs SET status = 'finished'` when no row of the job is pending or claimed.
-fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a, DB> {
+/// `UPDATE replay_jobs SET status = 'finished'` when no row of the job is pending or claimed
+/// and no bulk action is still queueing rows for it (a job published while queueing,
+/// `ReplayOptions::publishes_while_queueing`, may have none left between two chunks; its
+/// last chunk finishes it when the relay was faster).
+pub(super) fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new("UPDATE replay_jobs SET status = 'finished', finished_at_ms = ");
     DB::bind(&mut qb, Val::I64(Some(now)));
     qb.push(" WHERE id = ");
     DB::bind(&mut qb, Val::Text(Some(job_id)));
     qb.push(
         " AND status IN ('running', 'waiting') AND NOT EXISTS (SELECT 1 FROM outbox \
-         WHERE outbox.job_id = replay_jobs.id AND outbox.status IN ('pending', 'claimed'))",
+         WHERE outbox.job_id = replay_jobs.id AND outbox.status IN ('pending', 'claimed')) \
+         AND NOT EXISTS (SELECT 1 FROM bulk_actions b WHERE b.job_id = replay_jobs.id \
+         AND b.status = 'running')",
     );
     qb.push(super::canary::FINISH_GUARD);
     qb
@@ -167,20 +172,24 @@ fn finish_if_done<'a, DB: Dialect>(job_id: &'a str, now: i64) -> QueryBuilder<'a
 /// the enclosing fn's `StoreError`.
 macro_rules! finish_in_tx {
     ($tx:ident, $job:expr, $now:expr) => {{
-        let done = finish_if_done::<DB>($job, $now)
+        let done = $crate::store::outbox_mark::finish_if_done::<DB>($job, $now)
             .build()
             .execute(&mut *$tx)
             .await
-            .map_err(store_error)?;
+            .map_err($crate::store::dialect::store_error)?;
         let finished = done.rows_affected() > 0;
         if finished {
-            for mut qb in job_tallies::fold::<DB>($job) {
-                qb.build().execute(&mut *$tx).await.map_err(store_error)?;
+            for mut qb in $crate::store::job_tallies::fold::<DB>($job) {
+                qb.build()
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err($crate::store::dialect::store_error)?;
             }
         }
         finished
     }};
 }
+pub(super) use finish_in_tx;
 
 /// Rows per statement so that `binds_per_row` binds each stay under the database's limit.
 fn chunk_rows<DB: Dialect>(binds_per_row: usize) -> usize {

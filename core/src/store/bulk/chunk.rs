@@ -35,6 +35,36 @@ fn cache_pragma(kib: u32) -> String {
     format!("PRAGMA cache_size = -{kib}")
 }
 
+/// The audit row `action` of `bulk` as it stands (count: what it changed so far): the actor,
+/// the filter as given, the reason, `outcome`, and as detail `detail` (else "all" when the
+/// filter is empty) with a replay's options and an approval's link.
+fn audit_entry(
+    bulk: &Bulk,
+    action: &str,
+    outcome: String,
+    detail: Option<String>,
+) -> NewAuditEntry {
+    let base = action_audit(
+        &bulk.actor,
+        action,
+        &bulk.selection(),
+        bulk.done,
+        bulk.reason.as_deref(),
+        outcome,
+    );
+    NewAuditEntry {
+        job_id: bulk.job.as_ref().map(|j| j.id.clone()),
+        detail: crate::store::approvals::approval_detail(
+            crate::store::replay_request::replay_detail(
+                detail.or(base.detail.clone()),
+                bulk.job.as_ref().map(|j| &j.options),
+            ),
+            bulk.approval.as_ref(),
+        ),
+        ..base
+    }
+}
+
 impl Store {
     /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
     /// chunk — the audit row (and a replay job's "go").
@@ -103,10 +133,17 @@ impl Store {
                     .map_err(store_error)?;
             }
             let (ids, last): (&[i64], bool) = if cancelled { (&[], true) } else { (ids, last) };
-            // The replay job exists from the first chunk on, `preparing`.
+            // The replay job exists from the first chunk on: `preparing` until the last chunk,
+            // or `running` at once when it is published while queueing (`Bulk::streams`; its
+            // `replay_started` audit row is written below, in this transaction).
+            let streaming = next.streams() && !last;
             if let (Some(job), 0, false) = (&next.job, next.chunks, next.resumed) {
                 let job = ReplayJob {
-                    status: JobStatus::Preparing,
+                    status: if streaming {
+                        JobStatus::Running
+                    } else {
+                        JobStatus::Preparing
+                    },
                     ..job.clone()
                 };
                 insert_job::<DB>(&job)
@@ -368,23 +405,32 @@ impl Store {
                 }
             }
 
+            let streams = next.streams();
             if let Some(job) = &mut next.job {
                 job.total = next.done;
                 job.skipped = next.skipped;
                 job.skipped_without_target = next.skipped_without_target;
-                if last && cancelled {
-                    job.status = JobStatus::Cancelled;
+                // The status this chunk gives the job; `None` leaves it as the relay (or a
+                // person) set it.
+                let status = if last && cancelled {
+                    Some(JobStatus::Cancelled)
+                } else if last && job.total == 0 {
+                    job.finished_at_ms = Some(now);
+                    Some(JobStatus::Finished)
+                } else if streams {
+                    // Published while queueing: `running` since the first chunk, and the
+                    // relay's to change (`waiting` in an outage), or a person's (`paused`).
+                    // It finishes once the action is done and nothing is left (below).
+                    None
                 } else if last {
-                    job.status = if job.total == 0 {
-                        job.finished_at_ms = Some(now);
-                        JobStatus::Finished
-                    } else {
-                        JobStatus::Running
-                    };
+                    Some(JobStatus::Running)
                 } else {
                     // Still queueing: the relay must not publish (nor mark) any of its rows
                     // before the last chunk (`request_replay` hands over a `running` job).
-                    job.status = JobStatus::Preparing;
+                    Some(JobStatus::Preparing)
+                };
+                if let Some(status) = status {
+                    job.status = status;
                 }
                 let mut qb: QueryBuilder<'_, DB> =
                     QueryBuilder::new("UPDATE replay_jobs SET total = ");
@@ -393,16 +439,37 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(job.skipped)));
                 qb.push(", skipped_without_target = ");
                 DB::bind(&mut qb, Val::I64(Some(job.skipped_without_target)));
-                // A pause (or a cancel) while preparing is a person's: kept as it is.
-                qb.push(", status = CASE WHEN status IN ('paused', 'cancelled') THEN status ELSE ");
-                DB::bind(&mut qb, Val::Text(Some(job.status.as_str())));
-                qb.push(" END, finished_at_ms = CASE WHEN status IN ('paused', 'cancelled') THEN finished_at_ms ELSE ");
-                DB::bind(&mut qb, Val::I64(job.finished_at_ms));
-                qb.push(" END WHERE id = ");
+                if let Some(status) = status {
+                    // A pause (or a cancel) while preparing is a person's: kept as it is.
+                    qb.push(
+                        ", status = CASE WHEN status IN ('paused', 'cancelled') THEN status ELSE ",
+                    );
+                    DB::bind(&mut qb, Val::Text(Some(status.as_str())));
+                    qb.push(" END, finished_at_ms = CASE WHEN status IN ('paused', 'cancelled') THEN finished_at_ms ELSE ");
+                    DB::bind(&mut qb, Val::I64(job.finished_at_ms));
+                    qb.push(" END");
+                }
+                qb.push(" WHERE id = ");
                 DB::bind(&mut qb, Val::Text(Some(&job.id)));
                 qb.build().execute(&mut *tx).await.map_err(store_error)?;
+                // The relay may have published every row of a streaming job before its last
+                // chunk: nothing would finish it then. The action's row is `done` above, so
+                // the finish condition (`outbox_mark.rs`) holds once no row is left.
+                if last && status.is_none() {
+                    crate::store::outbox_mark::finish_in_tx!(tx, &job.id, now);
+                }
             }
 
+            if streaming && next.chunks == 0 && !next.resumed {
+                // Published while queueing: the job is `running` from this commit on, so its
+                // audit row is written now, before any record of it can be published.
+                let audit = audit_entry(&next, "replay_started", next.start_outcome(), None);
+                crate::store::audit::insert_audit::<DB>(&audit, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
             if last {
                 // A label change names its label and what it left alone (`docs/triage.md`).
                 // An "all" action says so (`confirm_all.rs`), beside the label.
@@ -413,25 +480,7 @@ impl Store {
                     }
                     d.to_string()
                 });
-                let base = action_audit(
-                    &next.actor,
-                    next.kind.name(),
-                    &selection,
-                    next.done,
-                    next.reason.as_deref(),
-                    next.outcome(),
-                );
-                let audit = NewAuditEntry {
-                    job_id: next.job.as_ref().map(|j| j.id.clone()),
-                    detail: crate::store::approvals::approval_detail(
-                        crate::store::replay_request::replay_detail(
-                            detail.or(base.detail.clone()),
-                            next.job.as_ref().map(|j| &j.options),
-                        ),
-                        next.approval.as_ref(),
-                    ),
-                    ..base
-                };
+                let audit = audit_entry(&next, next.kind.name(), next.outcome(), detail);
                 crate::store::audit::insert_audit::<DB>(&audit, now)
                     .build()
                     .execute(&mut *tx)

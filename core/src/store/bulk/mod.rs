@@ -24,6 +24,12 @@
 //!   the relay works only on `running`/`waiting` jobs, and the last chunk turns the job
 //!   `running` in the transaction that writes the audit row. Transactional outbox kept: state
 //!   change + outbox rows in each chunk, audit row + "go" in the last.
+//! - **Except when nothing needs the whole outbox first**
+//!   ([`crate::actions::ReplayOptions::publishes_while_queueing`]: unordered, no canary): the
+//!   first chunk creates the job `running` and writes a `replay_started` audit row, so the
+//!   relay publishes each chunk's rows once it commits; the last chunk writes the `replay`
+//!   row with the final count. The job cannot finish while its action is `running`
+//!   (`outbox_mark.rs`); the last chunk finishes it when the relay was faster.
 //! - **A process that dies mid-way** leaves its action `running` in `bulk_actions`, with the
 //!   cursor of the last committed chunk (visible through [`Store::bulk_actions`] and, for a
 //!   replay, as a `preparing` job). [`Store::resume_bulk_actions`] (run by `serve` at start-up

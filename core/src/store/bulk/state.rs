@@ -99,6 +99,30 @@ impl Bulk {
         }
     }
 
+    /// Replay only: its job is published while the chunks still queue it
+    /// ([`crate::actions::ReplayOptions::publishes_while_queueing`]).
+    pub(super) fn streams(&self) -> bool {
+        self.job
+            .as_ref()
+            .is_some_and(|j| j.options.publishes_while_queueing())
+    }
+
+    /// [`Bulk::streams`] and it took more than one chunk: the relay could publish before the
+    /// last one (a single chunk makes its job `running` with its one audit row, as before).
+    fn streamed(&self) -> bool {
+        self.streams() && (self.chunks > 0 || self.resumed)
+    }
+
+    /// The outcome of a streaming replay's `replay_started` audit row, written with its first
+    /// chunk (the one that makes the job `running`).
+    pub(super) fn start_outcome(&self) -> String {
+        format!(
+            "started: {} queued by the first chunk, published while the rest is queued; the \
+             `replay` row follows with the final count",
+            self.done
+        )
+    }
+
     pub(super) fn selection(&self) -> Selection {
         Selection::Filter(self.filter.clone())
     }
@@ -110,6 +134,16 @@ impl Bulk {
             (n, true) => format!(" in {n} chunks, resumed after an interruption"),
         };
         match self.kind {
+            BulkKind::Replay if self.cancelled && self.streamed() => format!(
+                "cancelled while queueing: {} queued before the cancel (those not yet \
+                 published released by it), {} skipped ({} without a target topic){how}",
+                self.done, self.skipped, self.skipped_without_target
+            ),
+            BulkKind::Replay if self.streamed() => format!(
+                "ok: {} queued, {} skipped ({} without a target topic){how}, published while \
+                 queueing",
+                self.done, self.skipped, self.skipped_without_target
+            ),
             BulkKind::Replay if self.cancelled => format!(
                 "cancelled while preparing: {} queued before the cancel (released by it), {} \
                  skipped ({} without a target topic){how}",
