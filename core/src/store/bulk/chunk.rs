@@ -405,7 +405,8 @@ impl Store {
                 }
             }
 
-            let streams = next.streams();
+            // `running` since its first chunk (this one or an earlier one).
+            let streamed = streaming || next.streamed();
             if let Some(job) = &mut next.job {
                 job.total = next.done;
                 job.skipped = next.skipped;
@@ -417,7 +418,7 @@ impl Store {
                 } else if last && job.total == 0 {
                     job.finished_at_ms = Some(now);
                     Some(JobStatus::Finished)
-                } else if streams {
+                } else if streamed {
                     // Published while queueing: `running` since the first chunk, and the
                     // relay's to change (`waiting` in an outage), or a person's (`paused`).
                     // It finishes once the action is done and nothing is left (below).
@@ -439,6 +440,13 @@ impl Store {
                 DB::bind(&mut qb, Val::I64(Some(job.skipped)));
                 qb.push(", skipped_without_target = ");
                 DB::bind(&mut qb, Val::I64(Some(job.skipped_without_target)));
+                if status.is_none() && last {
+                    // A job whose action was started by a version that did not publish while
+                    // queueing, and resumed by this one, is still `preparing`: it goes now.
+                    qb.push(
+                        ", status = CASE WHEN status = 'preparing' THEN 'running' ELSE status END",
+                    );
+                }
                 if let Some(status) = status {
                     // A pause (or a cancel) while preparing is a person's: kept as it is.
                     qb.push(

@@ -307,3 +307,24 @@ fn only_an_unordered_replay_without_a_canary_is_published_while_queueing() {
     });
     assert!(!options.publishes_while_queueing());
 }
+
+/// An unordered replay that fits in one chunk is one transaction as before: `running` with
+/// its one `replay` audit row, no `replay_started` row.
+#[tokio::test]
+async fn an_unordered_replay_of_one_chunk_is_running_with_one_audit_row() {
+    let n = 10;
+    let (store, done, job, _dir) = half_streamed(n, usize::MAX).await;
+    assert_eq!(done.chunks, 1);
+    let j = store.job(&job.id).await.unwrap().unwrap();
+    assert_eq!((j.status, j.total), (JobStatus::Running, n));
+    assert_eq!(store.audit_count_for_test("replay_started").await, 0);
+    let outcomes = replay_outcomes(&store).await;
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(
+        !outcomes[0].contains("published while queueing"),
+        "{outcomes:?}"
+    );
+    assert_eq!(publish_due(&store, &job).await, n as usize);
+    let j = store.job(&job.id).await.unwrap().unwrap();
+    assert_eq!(j.status, JobStatus::Finished);
+}

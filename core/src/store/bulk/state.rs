@@ -107,9 +107,10 @@ impl Bulk {
             .is_some_and(|j| j.options.publishes_while_queueing())
     }
 
-    /// [`Bulk::streams`] and it took more than one chunk: the relay could publish before the
-    /// last one (a single chunk makes its job `running` with its one audit row, as before).
-    fn streamed(&self) -> bool {
+    /// [`Bulk::streams`] and a chunk before this one was committed: its job was created
+    /// `running` by the first chunk, so the relay may publish before the last one (a single
+    /// chunk makes its job `running` with its one audit row, as for any other replay).
+    pub(super) fn streamed(&self) -> bool {
         self.streams() && (self.chunks > 0 || self.resumed)
     }
 
