@@ -173,6 +173,7 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     ));
     let actor = Actor::operator("bench");
     let t = Instant::now();
+    let requested_at_ms = redrive_core::clock::now_ms();
     let job = store
         .request_replay(
             &actor,
@@ -230,9 +231,15 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
             done.last_error
         );
     }
+    // The relay's first claim of the job (`started_at_ms`): after the whole request, or
+    // after its first chunk when the job is published while queueing.
+    let first_claim_s = done
+        .started_at_ms
+        .map(|ms| (ms - requested_at_ms) as f64 / 1000.0);
     eprintln!(
         "replay on {backend:?} to {target} ({case:?}): {:.0} msgs/s request to finished, {:.0} \
-         msgs/s the relay; the request (outbox written) took {requested_s:.1} s of {total_s:.1} s",
+         msgs/s the relay; the request (outbox written) took {requested_s:.1} s of {total_s:.1} s; \
+         first claim {first_claim_s:.2?} s after the request began",
         rates.end_to_end, rates.relay
     );
     Ok((rates, target, store, dir))

@@ -228,7 +228,22 @@ impl Store {
             // order `cancel_job`, pause and the bulk actions take them: taking the outbox rows
             // first and the job's row at the end could deadlock against a cancel on
             // PostgreSQL.
-            let writes_job = b.last
+            // A job's last batch may finish it, unless a bulk action still queues rows for
+            // it (published while queueing): then it cannot finish, and locking its row would
+            // only make this mark and the action's chunk (which locks it first) wait for each
+            // other. The action's last chunk, or the relay's next pass, finishes it.
+            let finishing = b.last && {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT id FROM bulk_actions WHERE status = 'running' AND job_id = ",
+                );
+                DB::bind(&mut qb, Val::Text(Some(job)));
+                qb.build_query_scalar::<i64>()
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(store_error)?
+                    .is_none()
+            };
+            let writes_job = finishing
                 || b.outage
                 || last_error.is_some()
                 || (!b.published.is_empty()
@@ -499,7 +514,7 @@ impl Store {
             }
 
             // Done: `finished`, and its tally rows folded into its row.
-            if b.last {
+            if finishing {
                 summary.finished = finish_in_tx!(tx, job, now);
             }
             tx.commit().await.map_err(store_error)?;
