@@ -108,6 +108,12 @@ pub struct Rates {
     /// records' broker timestamps (CreateTime, set by the relay when it hands a record over).
     /// `None` for an unthrottled row (reading the topic back costs time).
     pub broker: Option<f64>,
+    /// The job was published while its request queued it
+    /// (`ReplayOptions::publishes_while_queueing`, more than one chunk): `relay` then
+    /// measures only what was left after the request, and `end_to_end` is the figure.
+    pub streamed: bool,
+    /// The relay's first claim of the job after the request began, s.
+    pub first_claim_s: Option<f64>,
 }
 
 /// Runs `case` on a fresh store of `backend` with its own relay and target topic.
@@ -215,10 +221,17 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
             needed_us / 1_000
         );
     }
+    // The relay's first claim of the job (`started_at_ms`): after the whole request, or
+    // after its first chunk when the job is published while queueing.
+    let first_claim_s = done
+        .started_at_ms
+        .map(|ms| (ms - requested_at_ms) as f64 / 1000.0);
     let rates = Rates {
         end_to_end: done.published as f64 / total_s,
         relay: done.published as f64 / (total_s - requested_s).max(1e-9),
         broker: None,
+        streamed: case.options.publishes_while_queueing() && n > redrive_core::store::CHUNK_ROWS,
+        first_claim_s,
     };
     shutdown.cancel();
     relay.await??;
@@ -231,16 +244,11 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
             done.last_error
         );
     }
-    // The relay's first claim of the job (`started_at_ms`): after the whole request, or
-    // after its first chunk when the job is published while queueing.
-    let first_claim_s = done
-        .started_at_ms
-        .map(|ms| (ms - requested_at_ms) as f64 / 1000.0);
     eprintln!(
         "replay on {backend:?} to {target} ({case:?}): {:.0} msgs/s request to finished, {:.0} \
          msgs/s the relay; the request (outbox written) took {requested_s:.1} s of {total_s:.1} s; \
-         first claim {first_claim_s:.2?} s after the request began",
-        rates.end_to_end, rates.relay
+         first claim {:.2?} s after the request began",
+        rates.end_to_end, rates.relay, rates.first_claim_s
     );
     Ok((rates, target, store, dir))
 }

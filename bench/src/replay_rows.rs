@@ -111,7 +111,8 @@ pub async fn measure() -> Result<Vec<Row>> {
 }
 
 /// Prints one table line per row (the table's header is the caller's): the relay's rate
-/// (outbox written to `finished`) and, in brackets, request to `finished`; a row of the
+/// (outbox written to `finished`) and, in brackets, request to `finished` (a row published
+/// while queueing: request to `finished` and the relay's first claim); a row of the
 /// plain row's size says its relay rate as a multiple of plain replay's; the throttled row
 /// its achieved rate at the broker and how far that is from its limit.
 pub fn print(rows: &[Row]) {
@@ -123,6 +124,22 @@ pub fn print(rows: &[Row]) {
                 return format!(
                     "{b:.0} msgs/s at the broker ({off:+.1} %); {:.0} request to finished",
                     rates.end_to_end
+                );
+            }
+            if rates.streamed {
+                // Published while queueing: the relay finished with the request, so only
+                // request → finished says anything (compared with plain's).
+                let vs = match base {
+                    Some(b) if r.vs_plain && b.end_to_end > 0.0 => {
+                        format!(", {:.2}x plain's", rates.end_to_end / b.end_to_end)
+                    }
+                    _ => String::new(),
+                };
+                return format!(
+                    "{:.0} msgs/s request to finished{vs}, published while queueing (first \
+                     claim {:.2} s after the request began)",
+                    rates.end_to_end,
+                    rates.first_claim_s.unwrap_or(f64::NAN)
                 );
             }
             let vs = match base {
