@@ -54,6 +54,8 @@ impl Default for LeaderConfig {
 #[derive(Debug, Clone)]
 pub struct Leadership {
     rx: watch::Receiver<bool>,
+    /// On PostgreSQL: the election task runs (its end drops the sender).
+    campaigns: bool,
 }
 
 impl Leadership {
@@ -62,7 +64,10 @@ impl Leadership {
         let (tx, rx) = watch::channel(true);
         // Keep the sender alive for ever so `changed` pends instead of erroring.
         std::mem::forget(tx);
-        Leadership { rx }
+        Leadership {
+            rx,
+            campaigns: false,
+        }
     }
 
     /// Starts the election for `store`: [`Leadership::single`] on SQLite; on PostgreSQL a
@@ -74,7 +79,23 @@ impl Leadership {
         }
         let (tx, rx) = watch::channel(false);
         tokio::spawn(campaign(store.clone(), config, tx, shutdown));
-        Leadership { rx }
+        Leadership {
+            rx,
+            campaigns: true,
+        }
+    }
+
+    /// Waits until the election task has ended after its shutdown token was cancelled, the
+    /// lock released (returns at once on SQLite). A process that exits without waiting may
+    /// end the task before it releases the lock: PostgreSQL then frees it with the session,
+    /// but the hand-over is not logged.
+    pub async fn released(&self) {
+        if !self.campaigns {
+            return;
+        }
+        let mut rx = self.rx.clone();
+        // `changed` errs once the task has dropped its sender, after the release.
+        while rx.changed().await.is_ok() {}
     }
 
     /// Whether this process is the leader at this moment. Check it before each round of

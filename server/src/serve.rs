@@ -422,6 +422,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
                 ingest_task,
                 relay_task,
                 notify_task,
+                leader,
                 None,
                 failure,
                 config.shutdown_timeout_ms,
@@ -450,6 +451,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         ingest_task,
         relay_task,
         notify_task,
+        leader,
         Some(server_task),
         failure,
         config.shutdown_timeout_ms,
@@ -606,12 +608,15 @@ fn server_outcome(
 }
 
 /// The shutdown half: everything has been told to stop (the token is cancelled); wait for
-/// ingest to store and commit its batch and for open requests to finish, within the bound.
+/// ingest to store and commit its batch, for open requests to finish and for the leader lock
+/// to be released, within the bound.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     stores: Vec<Store>,
     ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
     relay_task: Option<JoinHandle<Result<(), RelayError>>>,
     notify_task: JoinHandle<()>,
+    leader: Leadership,
     server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
     mut failure: Option<ServeError>,
     timeout_ms: u64,
@@ -644,7 +649,9 @@ async fn finish(
         let notify = async {
             let _ = notify_task.await;
         };
-        let (ingest, server, (), ()) = tokio::join!(ingest, server, relay, notify);
+        // The election task releases the leader lock (PostgreSQL) before the store closes.
+        let (ingest, server, (), (), ()) =
+            tokio::join!(ingest, server, relay, notify, leader.released());
         (ingest, server)
     };
     match tokio::time::timeout(Duration::from_millis(timeout_ms), wait_all).await {
