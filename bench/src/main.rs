@@ -367,7 +367,7 @@ async fn print_rss_figures(records: usize) -> Result<()> {
     use server_rss::Profile;
     let topic = spring_backlog("bench_rss.DLT", records).await?;
     let mut figures = Vec::new();
-    for backend in Backend::ALL {
+    for backend in backends() {
         figures.push(server_rss::measure(backend, &Profile::redrive(), &topic, records).await?);
     }
     // `BENCH_RSS_PROFILES=0` skips the SQLite runs with other fetch sizes.
@@ -530,8 +530,8 @@ async fn print_detail_figures() -> Result<()> {
 }
 
 /// The databases to measure: `BENCH_BACKENDS` (`sqlite`, `postgres`, comma-separated;
-/// default both). Read by the ingest-only figures ([`ingest_limit`]) and the search
-/// latencies ([`search`]).
+/// default both). Read by the ingest-only figures ([`ingest_limit`]), the search
+/// latencies ([`search`]) and the server's memory ([`server_rss`]).
 fn backends() -> Vec<Backend> {
     let wanted = std::env::var("BENCH_BACKENDS")
         .unwrap_or_default()

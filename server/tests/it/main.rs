@@ -18,6 +18,7 @@ mod alerts;
 mod alerts_config;
 mod alerts_delivery;
 mod alerts_ingest;
+mod allocator;
 mod api;
 mod approvals;
 mod archive_cli;
