@@ -17,7 +17,7 @@ use redrive_core::alerts::status::AlertStatus;
 use redrive_core::alerts::AlertsConfig;
 use redrive_core::ingest::{self, IngestConfig, IngestError, IngestStatus};
 use redrive_core::leader::{LeaderConfig, Leadership};
-use redrive_core::replay::{self, RelayError};
+use redrive_core::replay;
 use redrive_core::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -28,6 +28,8 @@ use crate::config::{redact_url, Config};
 use crate::router;
 use crate::site;
 use crate::telemetry::Telemetry;
+
+mod shutdown;
 
 /// First wait between two attempts to reach the database at start-up.
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -47,9 +49,6 @@ const INDEXER_POOL: u32 = 1;
 const CHECKPOINT_POOL: u32 = 1;
 /// How often `serve` looks for bulk actions whose process died mid-way, to finish them.
 const BULK_RESUME_EVERY: Duration = Duration::from_secs(60);
-
-/// How long shutdown waits for the store's connections to close.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why `serve` or `migrate` stopped with a failure. Each message says what to check.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +90,7 @@ pub enum ServeError {
 /// `redrive migrate`: applies the migrations and returns.
 pub async fn migrate(config: &Config) -> Result<(), ServeError> {
     let shutdown = CancellationToken::new();
-    tokio::spawn(watch_signals(shutdown.clone()));
+    tokio::spawn(shutdown::watch_signals(shutdown.clone()));
     let Some(store) = open_store(config, &shutdown).await? else {
         return Ok(());
     };
@@ -174,7 +173,7 @@ fn install_schema_resolver(config: &Config) {
 /// `redrive serve`: UI, JSON API, health, metrics and ingest until SIGINT/SIGTERM.
 pub async fn serve(config: Config) -> Result<(), ServeError> {
     let shutdown = CancellationToken::new();
-    tokio::spawn(watch_signals(shutdown.clone()));
+    tokio::spawn(shutdown::watch_signals(shutdown.clone()));
 
     let Some(store) = open_store(&config, &shutdown).await? else {
         return Ok(());
@@ -402,7 +401,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         },
         shutdown.clone(),
     );
-    let mut server_task = tokio::spawn(server);
+    let server_task = tokio::spawn(server);
 
     tracing::info!("listening on http://{addr}");
     // Also on stdout, alone on its line, for scripts and tests that start redrive on port 0
@@ -411,27 +410,18 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
 
     // Run until a signal, the server failing, or ingest stopping on its own (bad config).
     let mut ingest_task = ingest_task;
+    let mut server_task = Some(server_task);
     let mut failure: Option<ServeError> = None;
     tokio::select! {
         _ = shutdown.cancelled() => {}
-        r = &mut server_task => {
-            failure = server_outcome(r).err();
+        r = shutdown::wait_task(&mut server_task) => {
+            server_task = None;
+            failure = shutdown::server_outcome(r).err();
             shutdown.cancel();
-            return finish(
-                vec![store, ingest_store, relay_store, alerts_store, retention_store],
-                ingest_task,
-                relay_task,
-                notify_task,
-                leader,
-                None,
-                failure,
-                config.shutdown_timeout_ms,
-            )
-            .await;
         }
-        r = wait_ingest(&mut ingest_task) => {
+        r = shutdown::wait_task(&mut ingest_task) => {
             ingest_task = None;
-            let err = ingest_outcome(r).err().unwrap_or_else(|| {
+            let err = shutdown::ingest_outcome(r).err().unwrap_or_else(|| {
                 ServeError::IngestCrashed("it returned before shutdown was requested".into())
             });
             // `main` logs the error once the shutdown below is done.
@@ -440,8 +430,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             shutdown.cancel();
         }
     }
-    finish(
-        vec![
+    let running = shutdown::Running {
+        stores: vec![
             store,
             ingest_store,
             relay_store,
@@ -452,11 +442,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         relay_task,
         notify_task,
         leader,
-        Some(server_task),
-        failure,
-        config.shutdown_timeout_ms,
-    )
-    .await
+    };
+    running
+        .finish(server_task, failure, config.shutdown_timeout_ms)
+        .await
 }
 
 /// Starts the alert evaluator and the notification dispatcher (`docs/alerts.md`). Both run
@@ -546,26 +535,6 @@ async fn compact_stats(store: Store, shutdown: CancellationToken) {
     }
 }
 
-/// Waits for ingest to end; pending forever when it is not running (so `select!` ignores it).
-async fn wait_ingest(
-    task: &mut Option<JoinHandle<Result<(), IngestError>>>,
-) -> Result<Result<(), IngestError>, tokio::task::JoinError> {
-    match task {
-        Some(t) => t.await,
-        None => std::future::pending().await,
-    }
-}
-
-fn ingest_outcome(
-    r: Result<Result<(), IngestError>, tokio::task::JoinError>,
-) -> Result<(), ServeError> {
-    match r {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(ServeError::Ingest(e)),
-        Err(e) => Err(ServeError::IngestCrashed(e.to_string())),
-    }
-}
-
 /// Installs `[automation]` of `redrive.toml` as a new rule set version (actor `(config)`)
 /// when its text differs from the last version installed from the file
 /// (`Store::install_config_rule_set`; `docs/automation.md`, "Rule set versions"). Two
@@ -595,132 +564,6 @@ async fn install_automation_rules(store: &Store, config: &Config) -> Result<(), 
         None => tracing::debug!("the [automation] rules of redrive.toml are installed already"),
     }
     Ok(())
-}
-
-fn server_outcome(
-    r: Result<Result<(), std::io::Error>, tokio::task::JoinError>,
-) -> Result<(), ServeError> {
-    match r {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(ServeError::Http(e)),
-        Err(e) => Err(ServeError::Http(std::io::Error::other(e.to_string()))),
-    }
-}
-
-/// The shutdown half: everything has been told to stop (the token is cancelled); wait for
-/// ingest to store and commit its batch, for open requests to finish and for the leader lock
-/// to be released, within the bound.
-#[allow(clippy::too_many_arguments)]
-async fn finish(
-    stores: Vec<Store>,
-    ingest_task: Option<JoinHandle<Result<(), IngestError>>>,
-    relay_task: Option<JoinHandle<Result<(), RelayError>>>,
-    notify_task: JoinHandle<()>,
-    leader: Leadership,
-    server_task: Option<JoinHandle<Result<(), std::io::Error>>>,
-    mut failure: Option<ServeError>,
-    timeout_ms: u64,
-) -> Result<(), ServeError> {
-    tracing::info!(
-        timeout_ms,
-        "shutting down: no new connections; waiting for ingest to store its batch and commit"
-    );
-    let ingest_running = ingest_task.is_some();
-    let wait_all = async {
-        let ingest = async {
-            match ingest_task {
-                Some(t) => ingest_outcome(t.await),
-                None => Ok(()),
-            }
-        };
-        let server = async {
-            match server_task {
-                Some(t) => server_outcome(t.await),
-                None => Ok(()),
-            }
-        };
-        // The relay marks the batch in hand; its errors were logged when it stopped.
-        let relay = async {
-            if let Some(t) = relay_task {
-                let _ = t.await;
-            }
-        };
-        // The alert dispatcher records the notifications in flight (`notify::dispatch`).
-        let notify = async {
-            let _ = notify_task.await;
-        };
-        // The election task releases the leader lock (PostgreSQL) before the store closes.
-        let (ingest, server, (), (), ()) =
-            tokio::join!(ingest, server, relay, notify, leader.released());
-        (ingest, server)
-    };
-    match tokio::time::timeout(Duration::from_millis(timeout_ms), wait_all).await {
-        Ok((ingest, server)) => {
-            if ingest_running {
-                match &ingest {
-                    Ok(()) => tracing::info!("ingest stopped cleanly"),
-                    Err(e) => tracing::error!("{e}"),
-                }
-            }
-            failure = failure.or(ingest.err()).or(server.err());
-        }
-        Err(_) => {
-            failure = failure.or(Some(ServeError::ShutdownTimeout(timeout_ms)));
-        }
-    }
-    // Closing waits for checked-out connections; bound it too, in case ingest was abandoned
-    // above with a connection in hand.
-    let close_all = async {
-        for s in &stores {
-            s.close().await;
-        }
-    };
-    if tokio::time::timeout(CLOSE_TIMEOUT, close_all)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the database connections did not close within {CLOSE_TIMEOUT:?}");
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => {
-            tracing::info!("stopped");
-            Ok(())
-        }
-    }
-}
-
-/// Cancels `shutdown` on the first SIGINT or SIGTERM; exits the process on the second.
-async fn watch_signals(shutdown: CancellationToken) {
-    let first = next_signal().await;
-    tracing::info!("received {first}; shutting down (send it again to exit at once)");
-    shutdown.cancel();
-    let second = next_signal().await;
-    tracing::warn!("received {second} again; exiting now");
-    std::process::exit(130);
-}
-
-async fn next_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops redrive");
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
-    }
 }
 
 /// The UI's router (the Leptos pages, their server functions and the static site), serving
