@@ -259,35 +259,11 @@ impl IngestLoop {
             tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => break,
-                // A batch that filled while the last one was written: written now (after
-                // the turn above, for shutdown), not after one more record nor at the
-                // linger timer's next tick. A 501st record cost each of the batch's four
-                // tables a one-row statement of its own, prepared anew.
-                _ = std::future::ready(()), if self.batch.len() >= self.batch_size => {
-                    linger_armed = false;
-                    self.flush_overlapped().await;
-                    self.rearm(&mut linger, &mut linger_armed).await;
-                }
-                _ = &mut linger, if linger_armed => {
-                    linger_armed = false;
-                    self.flush_overlapped().await;
-                    self.rearm(&mut linger, &mut linger_armed).await;
-                }
-                msg = consumer.recv(), if self.batch.len() < self.batch_size => {
-                    self.accept(msg);
-                    if self.batch.len() >= self.batch_size {
-                        linger_armed = false;
-                        self.flush_overlapped().await;
-                    }
-                    self.rearm(&mut linger, &mut linger_armed).await;
-                }
-                _ = bp_changed(&mut self.bp_changes) => {
-                    if let Some(bp) = &self.backpressure {
-                        if bp.is_changed_for(&self.bp_seen) {
-                            self.apply_backpressure();
-                        }
-                    }
-                }
+                // The tick and backpressure changes come before records: with `biased`, a
+                // backlog keeps a record or a full batch ready at every turn, and below them
+                // the tick never fired while it lasted (a paused topic's lag figure froze, a
+                // failed offset commit waited for the backlog's end). Each is ready at most
+                // once per change or per `TICK_MS`.
                 _ = tick.tick() => {
                     // Also covers any race between a rebalance and a backpressure change.
                     self.apply_backpressure();
@@ -316,6 +292,35 @@ impl IngestLoop {
                     if !self.status.store_ok() && self.batch.is_empty() {
                         self.probe_store().await;
                     }
+                }
+                _ = bp_changed(&mut self.bp_changes) => {
+                    if let Some(bp) = &self.backpressure {
+                        if bp.is_changed_for(&self.bp_seen) {
+                            self.apply_backpressure();
+                        }
+                    }
+                }
+                // A batch that filled while the last one was written: written now (after
+                // the turn above, for shutdown), not after one more record nor at the
+                // linger timer's next tick. A 501st record cost each of the batch's four
+                // tables a one-row statement of its own, prepared anew.
+                _ = std::future::ready(()), if self.batch.len() >= self.batch_size => {
+                    linger_armed = false;
+                    self.flush_overlapped().await;
+                    self.rearm(&mut linger, &mut linger_armed).await;
+                }
+                _ = &mut linger, if linger_armed => {
+                    linger_armed = false;
+                    self.flush_overlapped().await;
+                    self.rearm(&mut linger, &mut linger_armed).await;
+                }
+                msg = consumer.recv(), if self.batch.len() < self.batch_size => {
+                    self.accept(msg);
+                    if self.batch.len() >= self.batch_size {
+                        linger_armed = false;
+                        self.flush_overlapped().await;
+                    }
+                    self.rearm(&mut linger, &mut linger_armed).await;
                 }
             }
         }
