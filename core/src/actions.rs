@@ -214,6 +214,24 @@ pub struct JobLag {
     pub error: Option<String>,
 }
 
+/// A replay job whose bulk action is still queueing its outbox rows (`docs/replay.md`, "Bulk
+/// actions"): how far the action's chunks have swept the dead letters it covers. A job is
+/// `preparing` while this runs, or already `running` when it is published while queueing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQueueing {
+    /// Every dead letter with an id at or below this is swept (queued, skipped, or not
+    /// matching); 0 before the first chunk.
+    pub cursor_id: i64,
+    /// The highest id the action covers: the newest dead letter when it started (later ones
+    /// are not swept in).
+    pub max_id: i64,
+    /// Chunks committed so far (one short write transaction each).
+    pub chunks: i64,
+    /// When the last chunk committed (or the action started), epoch ms. An action that has
+    /// not moved for a minute was interrupted; `serve` resumes it from `cursor_id`.
+    pub updated_at_ms: i64,
+}
+
 /// serde's `skip_serializing_if` for flags that are off: a plain job's options stay `{}`.
 fn is_false(b: &bool) -> bool {
     !*b
@@ -472,6 +490,11 @@ pub struct ReplayJob {
     /// The lag gate's last reading (`options.lag_gate`); all `None` without one.
     #[serde(default)]
     pub lag: JobLag,
+    /// While its bulk action still queues rows: how far it has come. `None` once every row
+    /// is queued, for a job on explicit ids, and in lists ([`crate::store::Store::job`]
+    /// reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queueing: Option<JobQueueing>,
 }
 
 /// A replay job's transform counters (`docs/replay.md`, "Transform on replay").

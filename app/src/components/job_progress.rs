@@ -24,6 +24,43 @@ pub fn measured_rate(job: &ReplayJob, now_ms: i64) -> Option<f64> {
     (secs > 0.0).then(|| job.published as f64 / secs)
 }
 
+/// How long a bulk action may go without a chunk before the page calls it interrupted, ms:
+/// `serve` resumes an action that has not moved for 60 s (`docs/replay.md`, "Bulk actions").
+const QUEUEING_STALLED_MS: i64 = 60_000;
+
+/// While the job's bulk action still queues its rows (`ReplayJob::queueing`): how far it has
+/// come, when publishing starts, and whether it was interrupted.
+fn queueing_notice(job: &ReplayJob, as_of_ms: i64) -> Option<impl IntoView> {
+    let q = job.queueing?;
+    let when = if job.status == JobStatus::Preparing {
+        if job.options.canary.is_some() {
+            " Publishing starts when every row is queued: the canary is a share of the final total."
+        } else {
+            " Publishing starts when every row is queued: per-key order needs the whole outbox."
+        }
+    } else {
+        " Rows are published as they are queued; the total grows until every row is queued."
+    };
+    let stalled = (as_of_ms - q.updated_at_ms >= QUEUEING_STALLED_MS).then(|| {
+        format!(
+            " No chunk since {} UTC: the queueing was interrupted, and the server resumes it \
+             from there within a minute.",
+            format_time(q.updated_at_ms)
+        )
+    });
+    Some(view! {
+        <div class="notice queueing" role="status">
+            <strong>"Still queueing."</strong>
+            {format!(
+                " {} queued so far in {} chunks; dead letters up to #{} of #{} swept.",
+                job.total, q.chunks, q.cursor_id, q.max_id
+            )}
+            {when}
+            {stalled}
+        </div>
+    })
+}
+
 /// A job's progress: the bar (`<progress>`, published + failed + cancelled of total), the
 /// counts, the timing and rates, and — while Kafka is unreachable — that the relay is waiting
 /// and its last error.
@@ -69,6 +106,12 @@ pub fn JobProgress(
             </div>
         }
     });
+    let queueing = queueing_notice(&job, as_of_ms);
+    let so_far = if job.queueing.is_some() {
+        " so far"
+    } else {
+        ""
+    };
     let last_error = (job.status != JobStatus::Waiting)
         .then(|| job.last_error.clone())
         .flatten();
@@ -106,6 +149,7 @@ pub fn JobProgress(
     let (bar_max, bar_value) = if total > 0 { (total, done) } else { (1, 1) };
     view! {
         {waiting}
+        {queueing}
         <div class="job-bar">
             <progress max=bar_max value=bar_value aria-label="Replay progress">
                 {format!("{percent} %")}
@@ -114,14 +158,14 @@ pub fn JobProgress(
                 <span class="job-settled">{done}</span>
                 " of "
                 <span class="job-total">{total}</span>
-                {format!(" ({percent} %)")}
+                {format!("{so_far} ({percent} %)")}
             </span>
         </div>
         <dl class="facts job-facts">
             <dt>"Status"</dt>
             <dd class="job-status">{job.status.as_str()}</dd>
             <dt>"Total"</dt>
-            <dd class="mono">{total}</dd>
+            <dd class="mono">{total}{so_far}</dd>
             <dt>"Published"</dt>
             <dd class="mono job-published">{job.published}</dd>
             <dt>"Failed"</dt>

@@ -4,7 +4,7 @@ use sqlx::QueryBuilder;
 
 use super::dialect::{store_error, Dialect, Val};
 use super::{Pool, Store, StoreError};
-use crate::actions::{JobStatus, ReplayJob, MAX_JOBS_LIMIT};
+use crate::actions::{JobQueueing, JobStatus, ReplayJob, MAX_JOBS_LIMIT};
 
 /// The columns of a [`JobRow`] over `replay_jobs`: its counters as they are now, with the
 /// tally rows of marks not yet folded into the row (`job_tallies.rs`).
@@ -114,6 +114,7 @@ impl JobRow {
                 held_since_ms: self.lag_held_since_ms,
                 error: self.lag_error,
             },
+            queueing: None,
         })
     }
 }
@@ -138,7 +139,36 @@ impl Store {
         };
         // A running canary's counts are live (the list shows the stored ones).
         job.canary = self.live_canary(&job.id, job.canary.take()).await?;
+        if !matches!(job.status, JobStatus::Finished | JobStatus::Cancelled) {
+            job.queueing = self.job_queueing(&job.id).await?;
+        }
         Ok(Some(job))
+    }
+
+    /// How far the bulk action still queueing job `id`'s outbox rows has come: its
+    /// `bulk_actions` row while `running` (one probe of `bulk_actions_by_status`, which holds
+    /// the few running actions). `None` when no action queues for the job.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn job_queueing(&self, id: &str) -> Result<Option<JobQueueing>, StoreError> {
+        let row: Option<(i64, i64, i64, i64)> = on_pool!(self, |pool, DB| {
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT cursor_id, max_id, chunks, updated_at_ms FROM bulk_actions \
+                 WHERE status = 'running' AND job_id = ",
+            );
+            DB::bind(&mut qb, Val::Text(Some(id)));
+            qb.push(" ORDER BY id DESC LIMIT 1");
+            qb.build_query_as().fetch_optional(pool).await
+        })
+        .map_err(store_error)?;
+        Ok(
+            row.map(|(cursor_id, max_id, chunks, updated_at_ms)| JobQueueing {
+                cursor_id,
+                max_id,
+                chunks,
+                updated_at_ms,
+            }),
+        )
     }
 
     /// The most recent replay jobs, newest first, at most `limit` (0 means 50; capped at

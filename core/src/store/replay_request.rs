@@ -203,6 +203,7 @@ pub(super) fn new_replay_job(
             .as_ref()
             .map(|_| crate::canary::CanaryStatus::starting()),
         lag: Default::default(),
+        queueing: None,
     }
 }
 
@@ -372,17 +373,35 @@ impl Store {
         actor: &Actor,
         req: &ReplayRequest,
     ) -> Result<ReplayJob, StoreError> {
-        self.replay_as(actor, req, None).await
+        self.replay_as(actor, req, None, usize::MAX).await
+    }
+
+    /// [`Store::request_replay`] that stops a replay over a filter after at most
+    /// `max_chunks` chunks, leaving its bulk action `running` in `bulk_actions` and its job
+    /// part-queued exactly as a process that died there would (crash tests resume it with
+    /// [`Store::resume_bulk_actions`] or a restart). Returns the job as those chunks left it.
+    /// A replay of ids is one transaction whatever `max_chunks`.
+    ///
+    /// Errors: as [`Store::request_replay`].
+    pub async fn request_replay_chunks(
+        &self,
+        actor: &Actor,
+        req: &ReplayRequest,
+        max_chunks: usize,
+    ) -> Result<ReplayJob, StoreError> {
+        self.replay_as(actor, req, None, max_chunks).await
     }
 
     /// [`Store::request_replay`], carrying out an approved request when `approval` is given
     /// (`approvals/approve.rs`): its first transaction claims the request, a filter is
-    /// bounded by the request's `max_id`, and the audit row names the approver.
+    /// bounded by the request's `max_id`, and the audit row names the approver. A filter's
+    /// bulk action runs at most `max_chunks` chunks ([`Store::request_replay_chunks`]).
     pub(super) async fn replay_as(
         &self,
         actor: &Actor,
         req: &ReplayRequest,
         approval: Option<&ApprovalLink>,
+        max_chunks: usize,
     ) -> Result<ReplayJob, StoreError> {
         let (target, reason) = check_replay(req)?;
         // Held to the actor's DLQ-topic scope (`scope.rs`) before anything is read.
@@ -422,7 +441,7 @@ impl Store {
                 max_id,
             );
             bulk.approval = approval.cloned();
-            let bulk = self.run_bulk(bulk).await?;
+            let bulk = self.run_bulk_chunks(bulk, max_chunks).await?;
             let job = bulk
                 .job
                 .ok_or_else(|| StoreError::Database("bulk replay lost its job".into()))?;

@@ -371,6 +371,7 @@ impl Store {
                     refailed: 0,
                     canary: None,
                     lag: Default::default(),
+                    queueing: None,
                 };
                 insert_job::<DB>(&j)
                     .build()

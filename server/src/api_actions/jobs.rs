@@ -57,6 +57,25 @@ pub struct JobItem {
     /// The lag gate and what the relay last read of its consumer group; `null` for a job
     /// without one (`docs/replay.md`, "Lag-aware replay").
     pub lag: Option<JobLagItem>,
+    /// While the job's bulk action still queues its outbox rows: how far it has come
+    /// (`docs/replay.md`, "Bulk actions"); `null` once every row is queued, for a job on
+    /// explicit ids, and in `GET /api/v1/replays` (read for one job only).
+    pub queueing: Option<JobQueueingItem>,
+}
+
+/// A job whose rows are still being queued (`total` grows until `queueing` is `null`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct JobQueueingItem {
+    /// Every dead letter with an id at or below this is swept (queued, skipped, or not
+    /// matching); 0 before the first chunk.
+    pub cursor_id: i64,
+    /// The highest dead-letter id the action covers (the newest when it started).
+    pub max_id: i64,
+    /// Chunks committed so far.
+    pub chunks: i64,
+    /// When the last chunk committed, RFC 3339 UTC; a minute old or more = interrupted
+    /// (`serve` resumes it).
+    pub updated_at: Option<String>,
 }
 
 /// A lag-gated job's gate and last reading.
@@ -172,6 +191,12 @@ impl From<&ReplayJob> for JobItem {
                 held: j.lag.held_since_ms.is_some(),
                 held_since: j.lag.held_since_ms.and_then(rfc3339),
                 error: j.lag.error.clone(),
+            }),
+            queueing: j.queueing.map(|q| JobQueueingItem {
+                cursor_id: q.cursor_id,
+                max_id: q.max_id,
+                chunks: q.chunks,
+                updated_at: rfc3339(q.updated_at_ms),
             }),
         }
     }

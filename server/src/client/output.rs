@@ -228,7 +228,8 @@ pub fn dead_letter_text(d: &Value) -> String {
     o
 }
 
-/// A job's counts in a line: `job J finished: 10 of 10 published, 0 failed, 0 cancelled`.
+/// A job's counts in a line: `job J finished: 10 of 10 published, 0 failed, 0 cancelled`,
+/// and whether its rows are still being queued.
 pub fn job_line(job: &Value) -> String {
     let mut l = format!(
         "job {} {}: {} of {} published, {} failed, {} cancelled",
@@ -242,6 +243,9 @@ pub fn job_line(job: &Value) -> String {
     let skipped = n(job, "skipped");
     if skipped > 0 {
         l.push_str(&format!(", {skipped} skipped"));
+    }
+    if job.get("queueing").is_some_and(|q| !q.is_null()) {
+        l.push_str(" (still queueing: the total grows)");
     }
     if !s(job, "last_error").is_empty() {
         l.push_str(&format!(" (last error: {})", s(job, "last_error")));
@@ -348,5 +352,19 @@ mod tests {
         assert_eq!(bytes_text(Some("aGk=")), "hi");
         assert_eq!(bytes_text(None), "(null)");
         assert_eq!(bytes_text(Some("AP8=")), "(2 bytes, base64) AP8=");
+    }
+
+    #[test]
+    fn a_job_line_says_when_its_rows_are_still_queued() {
+        let job = json!({"id": "j", "status": "running", "total": 500, "published": 200,
+            "failed": 0, "cancelled": 0, "queueing": {"chunks": 1}});
+        assert_eq!(
+            job_line(&job),
+            "job j running: 200 of 500 published, 0 failed, 0 cancelled \
+             (still queueing: the total grows)\n"
+        );
+        let done = json!({"id": "j", "status": "finished", "total": 1037, "published": 1037,
+            "failed": 0, "cancelled": 0, "queueing": null});
+        assert!(!job_line(&done).contains("queueing"), "{}", job_line(&done));
     }
 }

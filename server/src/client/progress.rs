@@ -205,8 +205,14 @@ impl View {
         });
         bar.set_length(n("total"));
         bar.set_position(n("published") + n("failed") + n("cancelled"));
+        // While its rows are still queued, `total` grows (`docs/replay.md`, "Bulk actions").
+        let queueing = if job.get("queueing").is_some_and(|q| !q.is_null()) {
+            ", queueing"
+        } else {
+            ""
+        };
         bar.set_message(format!(
-            "{status}: {} published, {} failed",
+            "{status}{queueing}: {} published, {} failed",
             n("published"),
             n("failed")
         ));

@@ -14,40 +14,8 @@ use redrive_core::{Filter, NewDeadLetter, Normalized};
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::{fresh_database, unique, Backend};
 
+use crate::support::sql::{exec, scalar};
 use crate::support::{eventually, TestApp};
-
-/// One value from plain SQL.
-async fn scalar(backend: Backend, url: &str, sql: &str) -> i64 {
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            let v = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
-            pool.close().await;
-            v
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            let v = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
-            pool.close().await;
-            v
-        }
-    }
-}
-
-async fn exec(backend: Backend, url: &str, sql: &str) {
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-    }
-}
 
 #[tokio::test]
 async fn an_interrupted_bulk_label_is_finished_by_the_next_start_once() {

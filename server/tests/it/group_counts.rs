@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::sql::exec;
 use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::filter::TierFilter;
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
@@ -76,21 +77,6 @@ async fn read(backend: Backend, url: &str) -> (Vec<Row>, Keys) {
         .map(|(f, d, s, st, t, n)| ((f, d, s, st, t), n))
         .collect();
     (rows, agg)
-}
-
-async fn exec(backend: Backend, url: &str, sql: &str) {
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-    }
 }
 
 /// Does `f` (only the dimensions the aggregate keeps) select `r`?

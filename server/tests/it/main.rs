@@ -59,6 +59,7 @@ mod replay_counters;
 mod replay_order;
 mod replay_outcome;
 mod replay_rate;
+mod replay_resume;
 mod replay_streaming;
 mod retention;
 mod schema_registry;

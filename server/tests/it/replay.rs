@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use redrive_core::actions::{Actor, JobStatus, ReplayJob, ReplayRequest, Selection};
+use redrive_core::actions::{
+    Actor, AuditEntry, AuditQuery, JobStatus, ReplayJob, ReplayRequest, Selection,
+};
 use redrive_core::conventions;
 use redrive_core::model::{Header, NewDeadLetter, RawRecord, Status};
 use redrive_core::replay::{
@@ -198,6 +200,30 @@ pub(crate) fn fast_relay() -> RelayConfig {
         backoff_max_ms: 1_000,
         ..RelayConfig::default()
     }
+}
+
+/// `n` dead letters for a chunked replay: keys `k0`..`k6` in turn (so per-key order has
+/// something to keep), values `v0`, `v1`, ... (DLQ offsets 0..n).
+pub(crate) fn keyed_dead_letters(n: usize) -> Vec<NewDeadLetter> {
+    (0..n as i64)
+        .map(|i| {
+            let key = Some(format!("k{}", i % 7).into_bytes());
+            dead_letter(i, key, Some(format!("v{i}").into_bytes()), vec![])
+        })
+        .collect()
+}
+
+/// The newest audit rows of `action` (at most 10), newest first.
+pub(crate) async fn audit_rows(store: &Store, action: &str) -> Vec<AuditEntry> {
+    store
+        .audit(&AuditQuery {
+            action: Some(action.into()),
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .await
+        .expect("audit")
+        .items
 }
 
 pub(crate) async fn wait_job(

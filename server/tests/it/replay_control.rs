@@ -8,15 +8,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use redrive_core::actions::{AuditQuery, JobStatus, ReplayRequest, Selection};
+use redrive_core::actions::{JobStatus, ReplayRequest, Selection};
 use redrive_core::model::NewDeadLetter;
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::store::{Store, StoreError};
 use redrive_testkit::{consume, unique, wait_for, Backend};
 
 use crate::replay::{
-    ann, fast_relay, header_text, headers_of, record_count, store_with_throttled_job, wait_job,
-    RunningRelay,
+    ann, audit_rows, fast_relay, header_text, headers_of, record_count, store_with_throttled_job,
+    wait_job, RunningRelay,
 };
 
 const N: i64 = 500;
@@ -121,15 +121,7 @@ async fn pause_resume_publishes_each_record_once(backend: Backend) {
         ("pause_job", "INC-7 downstream is struggling"),
         ("resume_job", "INC-7 fixed"),
     ] {
-        let rows = store
-            .audit(&AuditQuery {
-                action: Some(action.into()),
-                limit: 10,
-                ..AuditQuery::default()
-            })
-            .await
-            .expect("audit")
-            .items;
+        let rows = audit_rows(&store, action).await;
         assert_eq!(rows.len(), 1, "{action}");
         assert_eq!(rows[0].actor, "ann");
         assert_eq!(rows[0].reason.as_deref(), Some(reason));

@@ -9,14 +9,15 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use redrive_core::actions::{AuditQuery, JobStatus, ReplayOptions, ReplayRequest, Selection};
+use redrive_core::actions::{JobStatus, ReplayOptions, ReplayRequest, Selection};
 use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::store::CHUNK_ROWS;
 use redrive_core::Filter;
 use redrive_testkit::{consume, create_topic, unique, Backend};
 
 use crate::replay::{
-    ann, dead_letter, fast_relay, header_text, headers_of, record_count, wait_job, RunningRelay,
+    ann, audit_rows, fast_relay, header_text, headers_of, keyed_dead_letters, record_count,
+    wait_job, RunningRelay,
 };
 
 #[tokio::test]
@@ -28,13 +29,10 @@ async fn an_unordered_replay_is_published_once_while_its_chunks_are_queued() {
         let target = unique("streamed");
         create_topic(&target, 3, &[]).await.expect("topic");
         let n = 2 * CHUNK_ROWS + 37;
-        let batch: Vec<_> = (0..n as i64)
-            .map(|i| {
-                let key = Some(format!("k{}", i % 7).into_bytes());
-                dead_letter(i, key, Some(format!("v{i}").into_bytes()), vec![])
-            })
-            .collect();
-        store.insert_batch(&batch).await.expect("insert");
+        store
+            .insert_batch(&keyed_dead_letters(n))
+            .await
+            .expect("insert");
         // The relay runs before the request, as in `serve`: it may claim each chunk's rows
         // as soon as that chunk commits.
         let relay = RunningRelay::start(&store, fast_relay());
@@ -81,22 +79,8 @@ async fn an_unordered_replay_is_published_once_while_its_chunks_are_queued() {
             .collect();
         assert_eq!((keys.len(), ids.len()), (n, n), "{backend:?}");
 
-        let audit = |action: &'static str| {
-            let store = store.clone();
-            async move {
-                store
-                    .audit(&AuditQuery {
-                        action: Some(action.into()),
-                        limit: 10,
-                        ..AuditQuery::default()
-                    })
-                    .await
-                    .expect("audit")
-                    .items
-            }
-        };
-        let started = audit("replay_started").await;
-        let finished = audit("replay").await;
+        let started = audit_rows(&store, "replay_started").await;
+        let finished = audit_rows(&store, "replay").await;
         assert_eq!((started.len(), finished.len()), (1, 1), "{backend:?}");
         for row in [&started[0], &finished[0]] {
             assert_eq!(row.actor, "ann");

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::sql::exec;
 use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
 use redrive_core::store::{ArrivalScope, MatchCount, Resolution, Store, MINUTE_MS};
@@ -66,21 +67,6 @@ async fn aggregate_counts(store: &Store, now_ms: i64) -> Truth {
         }
     }
     out
-}
-
-async fn exec(backend: Backend, url: &str, sql: &str) {
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-    }
 }
 
 async fn assert_exact(backend: Backend, url: &str, store: &Store, now_ms: i64, step: &str) {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::support::sql::exec as exec_sql;
 use redrive_core::model::{Convention, Header, NewDeadLetter, Normalized, RawRecord, Status};
 use redrive_core::store::{Store, StoreError};
 use redrive_core::{Cursor, Filter, ListQuery};
@@ -17,22 +18,6 @@ async fn store_with_url(backend: Backend) -> (Store, String, redrive_testkit::Te
     // Migrating twice is a no-op.
     store.migrate().await.expect("migrate again");
     (store, url, dir)
-}
-
-/// Runs one statement on the database behind `url`, outside the store.
-async fn exec_sql(backend: Backend, url: &str, sql: &str) {
-    match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            sqlx::query(sql).execute(&pool).await.expect(sql);
-            pool.close().await;
-        }
-    }
 }
 
 /// A plain dead letter at a DLQ position and time.

@@ -40,7 +40,7 @@ impl Store {
         let (affected, job) = match r.kind {
             ActionKind::Replay => {
                 let job = self
-                    .replay_as(&r.requested_by, &r.request, Some(&link))
+                    .replay_as(&r.requested_by, &r.request, Some(&link), usize::MAX)
                     .await?;
                 (job.total, Some(job))
             }

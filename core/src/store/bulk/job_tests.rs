@@ -33,14 +33,21 @@ fn preparing_job() -> ReplayJob {
         refailed: 0,
         canary: None,
         lag: Default::default(),
+        queueing: None,
     }
 }
 
-/// The store with `n` dead letters and a replay of all of them stopped after its first chunk,
-/// and the directory of its file (removed when dropped).
-async fn half_prepared(n: i64) -> (Store, Bulk, String, tempfile::TempDir) {
+/// The store with `n` dead letters and a replay of all of them (`unordered` or keeping
+/// per-key order) stopped after `chunks` chunks, and the directory of its file (removed when
+/// dropped).
+async fn half_queued(
+    n: i64,
+    chunks: usize,
+    unordered: bool,
+) -> (Store, Bulk, ReplayJob, tempfile::TempDir) {
     let (store, dir) = store_with(n).await;
-    let job = preparing_job();
+    let mut job = preparing_job();
+    job.options.unordered = unordered;
     let max_id = store.max_dead_letter_id().await.unwrap();
     let bulk = Bulk::new(
         BulkKind::Replay,
@@ -50,11 +57,24 @@ async fn half_prepared(n: i64) -> (Store, Bulk, String, tempfile::TempDir) {
         Some(job.clone()),
         max_id,
     );
-    let bulk = store.run_bulk_chunks(bulk, 1).await.unwrap();
+    let bulk = store.run_bulk_chunks(bulk, chunks).await.unwrap();
+    (store, bulk, job, dir)
+}
+
+/// A replay keeping per-key order (the default) stopped after its first chunk: `preparing`.
+async fn half_prepared(n: i64) -> (Store, Bulk, String, tempfile::TempDir) {
+    let (store, bulk, job, dir) = half_queued(n, 1, false).await;
     let j = store.job(&job.id).await.unwrap().unwrap();
     assert_eq!(
         (j.status, j.total),
         (JobStatus::Preparing, CHUNK_ROWS as i64)
+    );
+    // The job page shows how far the queueing has come.
+    let q = j.queueing.expect("still queueing");
+    assert_eq!((q.chunks, q.max_id), (1, bulk.max_id));
+    assert!(
+        q.cursor_id >= CHUNK_ROWS as i64 && q.cursor_id < bulk.max_id,
+        "{q:?}"
     );
     (store, bulk, job.id, dir)
 }
@@ -156,20 +176,7 @@ async fn a_job_paused_while_preparing_stays_paused_until_resumed() {
 /// Publishing while queueing (`ReplayOptions::publishes_while_queueing`): an unordered job
 /// without a canary, stopped after `chunks` chunks of a replay of `n` dead letters.
 async fn half_streamed(n: i64, chunks: usize) -> (Store, Bulk, ReplayJob, tempfile::TempDir) {
-    let (store, dir) = store_with(n).await;
-    let mut job = preparing_job();
-    job.options.unordered = true;
-    let max_id = store.max_dead_letter_id().await.unwrap();
-    let bulk = Bulk::new(
-        BulkKind::Replay,
-        &eve(),
-        &Filter::default(),
-        None,
-        Some(job.clone()),
-        max_id,
-    );
-    let bulk = store.run_bulk_chunks(bulk, chunks).await.unwrap();
-    (store, bulk, job, dir)
+    half_queued(n, chunks, true).await
 }
 
 /// Claims and marks published every row of `job` that is due now; returns how many.
@@ -196,6 +203,7 @@ async fn an_unordered_replay_is_published_while_its_chunks_queue_it() {
     let (store, bulk, job, _dir) = half_streamed(n, 1).await;
     let j = store.job(&job.id).await.unwrap().unwrap();
     assert_eq!((j.status, j.total), (JobStatus::Running, CHUNK_ROWS as i64));
+    assert_eq!(j.queueing.map(|q| q.chunks), Some(1), "still queueing");
     assert_eq!(store.active_jobs().await.unwrap().len(), 1);
     assert_eq!(store.audit_count_for_test("replay_started").await, 1);
     assert_eq!(store.audit_count_for_test("replay").await, 0);
@@ -215,6 +223,7 @@ async fn an_unordered_replay_is_published_while_its_chunks_queue_it() {
     assert_eq!(done.chunks, 3);
     let j = store.job(&job.id).await.unwrap().unwrap();
     assert_eq!((j.status, j.total), (JobStatus::Running, n));
+    assert_eq!(j.queueing, None, "every row queued");
     let outcomes = replay_outcomes(&store).await;
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
     assert!(

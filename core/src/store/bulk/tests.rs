@@ -123,6 +123,7 @@ async fn an_interrupted_bulk_replay_stays_preparing_until_resumed() {
         refailed: 0,
         canary: None,
         lag: Default::default(),
+        queueing: None,
     };
     let max_id = store.max_dead_letter_id().await.unwrap();
     let bulk = Bulk::new(

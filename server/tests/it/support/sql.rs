@@ -1,0 +1,40 @@
+//! Plain SQL on a test's database, outside the store: to set up a state the store's API
+//! would not make (an action a dead process left a while ago) or to read ground truth that
+//! does not come from the store's own queries. Each call opens and closes a pool of its own.
+
+use redrive_testkit::Backend;
+
+/// Runs one statement on the database behind `url`. Panics (with the statement) on an error.
+pub async fn exec(backend: Backend, url: &str, sql: &str) {
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+            pool.close().await;
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+            pool.close().await;
+        }
+    }
+}
+
+/// One integer from one query on the database behind `url` (a `BIGINT` on PostgreSQL).
+/// Panics (with the query) on an error.
+pub async fn scalar(backend: Backend, url: &str, sql: &str) -> i64 {
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+            let v = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
+            pool.close().await;
+            v
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+            let v = sqlx::query_scalar(sql).fetch_one(&pool).await.expect(sql);
+            pool.close().await;
+            v
+        }
+    }
+}
