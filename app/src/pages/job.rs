@@ -204,7 +204,7 @@ fn Job(
 }
 
 /// "Came back: N of M published" and, once the job finished longer ago than the watch
-/// window, "no re-failure seen" for the rest (`docs/replay.md`, "Outcome"). Nothing before
+/// window, "no re-failure seen" for the rest (or that every one came back) (`docs/replay.md`, "Outcome"). Nothing before
 /// anything was published.
 fn outcome_line(
     job: &redrive_core::actions::ReplayJob,
@@ -214,6 +214,8 @@ fn outcome_line(
     (job.published > 0).then(|| {
         let rest = (job.published - job.refailed).max(0);
         let watch = match job.finished_at_ms {
+            // Nothing left to watch ("watching the other 0" read as if something were).
+            Some(_) if rest == 0 => "every published record came back".to_string(),
             Some(f) if as_of_ms >= f.saturating_add(i64::try_from(window_ms).unwrap_or(i64::MAX)) => {
                 format!("no re-failure seen for the other {rest} within the watch window")
             }

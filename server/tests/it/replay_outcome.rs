@@ -301,7 +301,9 @@ async fn demo_agent_dead_letters_a_replay_again_and_it_is_linked(backend: Backen
     let (status, job_page) = site.get(&format!("/jobs/{}", job.id)).await;
     assert_eq!(status, 200);
     assert!(
-        job_page.contains(&format!("Came back: {POISON} of {POISON} published")),
+        job_page.contains(&format!("Came back: {POISON} of {POISON} published"))
+            && job_page.contains("every published record came back")
+            && !job_page.contains("watching the other 0"),
         "{job_page}"
     );
     let (_, list) = site.get("/?came_back=true").await;
