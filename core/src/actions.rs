@@ -232,6 +232,18 @@ pub struct JobQueueing {
     pub updated_at_ms: i64,
 }
 
+impl JobQueueing {
+    /// A `running` bulk action that has not moved for this long is taken to be interrupted
+    /// (its process died) and is resumed by `serve`, ms (`store::STALE_AFTER_MS` is this).
+    pub const STALE_AFTER_MS: i64 = 60_000;
+
+    /// No chunk for [`JobQueueing::STALE_AFTER_MS`] or more at `now_ms` (epoch ms): the
+    /// queueing was interrupted, and `serve` resumes it from `cursor_id`.
+    pub fn interrupted(&self, now_ms: i64) -> bool {
+        now_ms - self.updated_at_ms >= Self::STALE_AFTER_MS
+    }
+}
+
 /// serde's `skip_serializing_if` for flags that are off: a plain job's options stay `{}`.
 fn is_false(b: &bool) -> bool {
     !*b

@@ -24,10 +24,6 @@ pub fn measured_rate(job: &ReplayJob, now_ms: i64) -> Option<f64> {
     (secs > 0.0).then(|| job.published as f64 / secs)
 }
 
-/// How long a bulk action may go without a chunk before the page calls it interrupted, ms:
-/// `serve` resumes an action that has not moved for 60 s (`docs/replay.md`, "Bulk actions").
-const QUEUEING_STALLED_MS: i64 = 60_000;
-
 /// While the job's bulk action still queues its rows (`ReplayJob::queueing`): how far it has
 /// come, when publishing starts, and whether it was interrupted.
 fn queueing_notice(job: &ReplayJob, as_of_ms: i64) -> Option<impl IntoView> {
@@ -41,7 +37,7 @@ fn queueing_notice(job: &ReplayJob, as_of_ms: i64) -> Option<impl IntoView> {
     } else {
         " Rows are published as they are queued; the total grows until every row is queued."
     };
-    let stalled = (as_of_ms - q.updated_at_ms >= QUEUEING_STALLED_MS).then(|| {
+    let stalled = q.interrupted(as_of_ms).then(|| {
         format!(
             " No chunk since {} UTC: the queueing was interrupted, and the server resumes it \
              from there within a minute.",

@@ -62,7 +62,9 @@ pub const CHUNK_ROWS: usize = 500;
 
 /// A `running` bulk action that has not moved for this long is taken to be interrupted (its
 /// process died) and is resumed, ms.
-pub const STALE_AFTER_MS: i64 = 60_000;
+/// The job page tells an interrupted replay by the same bound
+/// ([`crate::actions::JobQueueing::interrupted`]).
+pub const STALE_AFTER_MS: i64 = crate::actions::JobQueueing::STALE_AFTER_MS;
 
 /// The longest a chunk's write transaction has held the write lock in this process, µs
 /// (from `BEGIN` returning to `COMMIT` returning).
