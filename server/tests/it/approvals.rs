@@ -16,7 +16,7 @@ use redrive_core::Status;
 use redrive_testkit::{consume, create_topic, kafka_brokers, unique, wait_for, Backend};
 use serde_json::{json, Value};
 
-use crate::replay::{dead_letter, header_text, headers_of, record_count};
+use crate::support::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{location, Auth, Csrf, TestApp};
 use crate::ui_actions::{Browser, ACT};
 

@@ -25,8 +25,8 @@ use redrive_core::Filter;
 use redrive_testkit::ingest::wait_for_count;
 use redrive_testkit::{consume, wait_for, Backend};
 
-use crate::replay::{headers_of, record_count};
 use crate::replay_outcome::{Demo, Redrive};
+use crate::support::replay::{header_text, headers_of, record_count};
 
 /// Requests of the demo, all dead-lettered while its outage is on.
 const N: u64 = 8;
@@ -86,7 +86,7 @@ async fn replayed_on_source(demo: &Demo, job: &str) -> Vec<String> {
             h.iter()
                 .any(|x| x.name == HEADER_REPLAY_ID && x.value.as_deref() == Some(job.as_bytes()))
         })
-        .map(|h| crate::replay::header_text(&h, redrive_core::replay::HEADER_DEAD_LETTER_ID))
+        .map(|h| header_text(&h, redrive_core::replay::HEADER_DEAD_LETTER_ID))
         .collect();
     ids.sort();
     ids

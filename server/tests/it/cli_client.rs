@@ -17,7 +17,7 @@ use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::replay::{dead_letter, record_count};
+use crate::support::replay::{dead_letter, record_count};
 use crate::support::{redrive_std_command, run_redrive, Auth, TestApp};
 
 const TIMEOUT_CLASS: &str = "com.acme.TimeoutException";

@@ -31,7 +31,7 @@ use redrive_testkit::{
 };
 use sqlx::PgPool;
 
-use crate::replay::{ann, record_count, wait_job};
+use crate::support::replay::{ann, record_count, wait_job};
 use crate::support::{eventually, Auth, TestApp};
 
 const PARTITIONS: i32 = 6;

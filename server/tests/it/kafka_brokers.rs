@@ -198,7 +198,9 @@ async fn a_replay_job_finishes_across_broker_restarts() {
         ("REDRIVE_RELAY_POLL_INTERVAL_MS", "100"),
     ];
     let records: Vec<NewDeadLetter> = (0..N)
-        .map(|i| crate::replay::dead_letter(i, Some(format!("k{i}").into_bytes()), None, vec![]))
+        .map(|i| {
+            crate::support::replay::dead_letter(i, Some(format!("k{i}").into_bytes()), None, vec![])
+        })
         .collect();
     let app =
         crate::support::TestApp::with_records(redrive_testkit::Backend::Sqlite, &records, &env)
@@ -206,7 +208,7 @@ async fn a_replay_job_finishes_across_broker_restarts() {
     let job = app
         .store
         .request_replay(
-            &crate::replay::ann(),
+            &crate::support::replay::ann(),
             &ReplayRequest {
                 selection: Selection::Filter(redrive_core::Filter::default()),
                 target_topic: Some(target.clone()),
@@ -233,7 +235,7 @@ async fn a_replay_job_finishes_across_broker_restarts() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         broker.restart().await;
     }
-    let done = crate::replay::wait_job(
+    let done = crate::support::replay::wait_job(
         &app.store,
         &job.id,
         Duration::from_secs(300),

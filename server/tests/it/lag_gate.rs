@@ -21,7 +21,7 @@ use redrive_testkit::{consume, create_topic, kafka_brokers, produce, unique, Bac
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::replay::{dead_letter, header_text, headers_of, record_count};
+use crate::support::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{eventually, Auth, Csrf, TestApp};
 use crate::ui_actions::{job_id, Browser, ACT_ON_FILTER, OPERATOR};
 

@@ -14,7 +14,7 @@ use redrive_core::replay::{HEADER_DEAD_LETTER_ID, HEADER_IDEMPOTENCY_KEY};
 use redrive_core::store::{Store, StoreError};
 use redrive_testkit::{consume, unique, wait_for, Backend};
 
-use crate::replay::{
+use crate::support::replay::{
     ann, audit_rows, fast_relay, header_text, headers_of, record_count, store_with_throttled_job,
     wait_job, RunningRelay,
 };

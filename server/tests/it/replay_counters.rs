@@ -14,7 +14,7 @@ use redrive_core::model::NewDeadLetter;
 use redrive_core::Filter;
 use redrive_testkit::{create_topic, kafka_brokers, unique, wait_for, Backend};
 
-use crate::replay::{ann, dead_letter, record_count, wait_job};
+use crate::support::replay::{ann, dead_letter, record_count, wait_job};
 use crate::support::TestApp;
 
 #[tokio::test]

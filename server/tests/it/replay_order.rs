@@ -14,7 +14,7 @@ use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::{consume, create_topic, kafka_brokers, unique, wait_for, Backend};
 
-use crate::replay::{ann, fast_relay, record_count, wait_job, RunningRelay};
+use crate::support::replay::{ann, fast_relay, record_count, wait_job, RunningRelay};
 use crate::support::TestApp;
 
 /// A dead letter of `key` whose record sat at `source_offset` of `source_partition` of

@@ -17,7 +17,7 @@ use redrive_core::model::NewDeadLetter;
 use redrive_core::Filter;
 use redrive_testkit::{consume, create_topic, kafka_brokers, unique, Backend};
 
-use crate::replay::{ann, dead_letter, record_count, wait_job};
+use crate::support::replay::{ann, dead_letter, record_count, wait_job};
 use crate::support::TestApp;
 
 /// `redrive_relay_published_total` from an instance's `/metrics` (0 when absent).

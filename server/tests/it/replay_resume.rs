@@ -19,7 +19,7 @@ use redrive_core::store::{Store, CHUNK_ROWS};
 use redrive_core::Filter;
 use redrive_testkit::{consume, create_topic, fresh_database, kafka_brokers, unique, Backend};
 
-use crate::replay::{
+use crate::support::replay::{
     ann, audit_rows, header_text, headers_of, keyed_dead_letters, record_count, wait_job,
 };
 use crate::support::sql::exec;

@@ -15,7 +15,7 @@ use redrive_core::store::CHUNK_ROWS;
 use redrive_core::Filter;
 use redrive_testkit::{consume, create_topic, unique, Backend};
 
-use crate::replay::{
+use crate::support::replay::{
     ann, audit_rows, fast_relay, header_text, headers_of, keyed_dead_letters, record_count,
     wait_job, RunningRelay,
 };

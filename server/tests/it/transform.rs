@@ -15,7 +15,7 @@ use redrive_testkit::{consume, create_topic, kafka_brokers, unique, Backend};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::replay::{dead_letter, header_text, headers_of, record_count};
+use crate::support::replay::{dead_letter, header_text, headers_of, record_count};
 use crate::support::{eventually, Auth, Csrf, TestApp};
 
 /// The 10,000-record script: n % 100 == 7 throws, n % 100 == 13 is skipped, n % 1000 == 999

@@ -8,6 +8,7 @@ pub mod broker;
 mod in_process;
 pub mod oidc;
 pub mod receiver;
+pub mod replay;
 pub mod sql;
 
 pub use in_process::{site_router_as_admin, InProcessSite};
