@@ -199,7 +199,7 @@ impl Store {
             DB::bind(&mut qb, Val::Text(Some(job_id)));
             qb.build().execute(&mut *tx).await.map_err(store_error)?;
             // Rows whose relay died holding them (when asked), then due pending rows: two
-            // index ranges on (job_id, status, id) instead of one OR that would walk every
+            // index ranges on (job_id, status, held, id) instead of one OR that would walk every
             // row the job has already published. The third element: only rows with this
             // `canary` flag (a canary's retries first, then new rows up to its room).
             let mut passes = vec![("claimed", "lease_until_ms", None)];
@@ -247,10 +247,11 @@ impl Store {
                     .push(deadline_column)
                     .push(op);
                 DB::bind(&mut qb, Val::I64(Some(now)));
-                if condition == "pending" {
-                    // Per-key order: a row waiting for an earlier one of its key is not due.
-                    qb.push(" AND held = 0");
-                }
+                // Per-key order: a row waiting for an earlier one of its key is not due. A
+                // claimed row is never held (only pending rows are, `order.rs`), so the
+                // expired-lease pass says it too: both passes are then one ordered range of
+                // `outbox_claimable (job_id, status, held, id)` (migration 0033).
+                qb.push(" AND held = 0");
                 if let Some(flag) = canary {
                     qb.push(" AND canary = ").push(flag);
                 }

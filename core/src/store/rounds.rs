@@ -394,6 +394,11 @@ impl Store {
         let judged_before = now_ms.saturating_sub(window_ms.min(i64::MAX as u64) as i64);
         type Sums = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
         let row: Sums = on_write_conn!(self, |conn, DB| {
+            // The rule's jobs first (`replay_jobs_by_creator`), then each one's published rows
+            // (`outbox_claimable`): SQLite keeps a `CROSS JOIN`'s order, and otherwise read
+            // every published row of every job through `outbox_due (status)`, on the write
+            // connection, each round (docs/bench.md "2026-12-06 (7)"). PostgreSQL plans it
+            // as any inner join.
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("SELECT SUM(CASE WHEN j.created_at_ms > ");
             DB::bind(&mut qb, Val::I64(Some(since_ms)));
@@ -406,8 +411,8 @@ impl Store {
             qb.push(
                 " AND o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END), \
                  SUM(CASE WHEN o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END) \
-                 FROM replay_jobs j JOIN outbox o ON o.job_id = j.id \
-                 WHERE j.created_by = ",
+                 FROM replay_jobs j CROSS JOIN outbox o WHERE o.job_id = j.id \
+                 AND j.created_by = ",
             );
             DB::bind(&mut qb, Val::Text(Some(actor.as_str())));
             qb.push(" AND o.status = 'published'");
