@@ -41,7 +41,12 @@ pub fn JobsPage() -> impl IntoView {
                                         <tr>
                                             <td class="mono nowrap">{format_time(j.created_at_ms)}</td>
                                             <td>{j.created_by.clone()}</td>
-                                            <td class="num mono">{j.total}</td>
+                                            <td class="num mono">
+                                                {j.total}
+                                                {j.queueing.is_some().then(|| view! {
+                                                    <span class="dim small">" so far"</span>
+                                                })}
+                                            </td>
                                             <td class="num mono">{j.published}</td>
                                             <td class="num mono">{j.failed}</td>
                                             <td class="nowrap">
@@ -49,6 +54,15 @@ pub fn JobsPage() -> impl IntoView {
                                                 {(j.total > 0 && j.status.is_active()).then(|| view! {
                                                     " "
                                                     <progress max=j.total value=settled></progress>
+                                                })}
+                                                {j.queueing.is_some().then(|| view! {
+                                                    " "
+                                                    <span
+                                                        class="dim small queueing-tag"
+                                                        title="Its rows are still being queued: the total grows until the last chunk."
+                                                    >
+                                                        "still queueing"
+                                                    </span>
                                                 })}
                                                 {j.canary.as_ref().map(|c| view! {
                                                     " "

@@ -161,18 +161,13 @@ impl Store {
             qb.build_query_as().fetch_optional(pool).await
         })
         .map_err(store_error)?;
-        Ok(
-            row.map(|(cursor_id, max_id, chunks, updated_at_ms)| JobQueueing {
-                cursor_id,
-                max_id,
-                chunks,
-                updated_at_ms,
-            }),
-        )
+        Ok(row.map(queueing_of))
     }
 
     /// The most recent replay jobs, newest first, at most `limit` (0 means 50; capped at
-    /// [`MAX_JOBS_LIMIT`]).
+    /// [`MAX_JOBS_LIMIT`]), each with its stored counts and, while its bulk action still
+    /// queues rows, [`ReplayJob::queueing`] (one more statement over the running bulk
+    /// actions, which are few).
     ///
     /// Errors: `Unavailable`, `Database`, `Corrupt`.
     pub async fn jobs(&self, limit: u32) -> Result<Vec<ReplayJob>, StoreError> {
@@ -189,6 +184,61 @@ impl Store {
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
-        rows.into_iter().map(JobRow::into_job).collect()
+        let mut jobs = rows
+            .into_iter()
+            .map(JobRow::into_job)
+            .collect::<Result<Vec<_>, _>>()?;
+        if jobs
+            .iter()
+            .any(|j| !matches!(j.status, JobStatus::Finished | JobStatus::Cancelled))
+        {
+            let queueing = self.all_queueing().await?;
+            for job in &mut jobs {
+                if !matches!(job.status, JobStatus::Finished | JobStatus::Cancelled) {
+                    job.queueing = queueing.get(&job.id).copied();
+                }
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// [`JobQueueing`] of every job a running bulk action queues rows for, by job id (the
+    /// newest action of a job, as [`Store::job`] reads it): one range of
+    /// `bulk_actions_by_status`.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn all_queueing(
+        &self,
+    ) -> Result<std::collections::HashMap<String, JobQueueing>, StoreError> {
+        let rows: Vec<(String, i64, i64, i64, i64)> = on_pool!(self, |pool, DB| {
+            let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT job_id, cursor_id, max_id, chunks, updated_at_ms FROM bulk_actions \
+                 WHERE status = 'running' AND job_id IS NOT NULL ORDER BY id",
+            );
+            let mut qb = qb;
+            qb.build_query_as().fetch_all(pool).await
+        })
+        .map_err(store_error)?;
+        // In id order, so a job's newest action is the one kept.
+        Ok(rows
+            .into_iter()
+            .map(|(job_id, cursor_id, max_id, chunks, updated_at_ms)| {
+                (
+                    job_id,
+                    queueing_of((cursor_id, max_id, chunks, updated_at_ms)),
+                )
+            })
+            .collect())
+    }
+}
+
+/// A running `bulk_actions` row's `(cursor_id, max_id, chunks, updated_at_ms)` as the
+/// [`JobQueueing`] of its job.
+fn queueing_of((cursor_id, max_id, chunks, updated_at_ms): (i64, i64, i64, i64)) -> JobQueueing {
+    JobQueueing {
+        cursor_id,
+        max_id,
+        chunks,
+        updated_at_ms,
     }
 }

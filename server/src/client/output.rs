@@ -244,7 +244,7 @@ pub fn job_line(job: &Value) -> String {
     if skipped > 0 {
         l.push_str(&format!(", {skipped} skipped"));
     }
-    if job.get("queueing").is_some_and(|q| !q.is_null()) {
+    if is_queueing(job) {
         l.push_str(" (still queueing: the total grows)");
     }
     if !s(job, "last_error").is_empty() {
@@ -254,14 +254,23 @@ pub fn job_line(job: &Value) -> String {
     l
 }
 
-/// Jobs of `GET /api/v1/replays` as a table.
+/// Whether a job of `GET /api/v1/replays` still has rows being queued (`"queueing"` is not
+/// null): its `total` grows until they are (`docs/replay.md`, "Bulk actions").
+pub fn is_queueing(job: &Value) -> bool {
+    job.get("queueing").is_some_and(|q| !q.is_null())
+}
+
+/// Jobs of `GET /api/v1/replays` as a table (a job still queueing rows: "STATUS" says so).
 pub fn job_table(items: &[Value]) -> String {
     let rows: Vec<Vec<String>> = items
         .iter()
         .map(|j| {
             vec![
                 s(j, "id").to_string(),
-                s(j, "status").to_string(),
+                match is_queueing(j) {
+                    true => format!("{}, queueing", s(j, "status")),
+                    false => s(j, "status").to_string(),
+                },
                 format!("{}/{}", n(j, "published"), n(j, "total")),
                 n(j, "failed").to_string(),
                 s(j, "created_by").to_string(),
@@ -366,5 +375,9 @@ mod tests {
         let done = json!({"id": "j", "status": "finished", "total": 1037, "published": 1037,
             "failed": 0, "cancelled": 0, "queueing": null});
         assert!(!job_line(&done).contains("queueing"), "{}", job_line(&done));
+        let t = job_table(&[job, done]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("running, queueing"), "{t}");
+        assert!(!lines[2].contains("queueing"), "{t}");
     }
 }

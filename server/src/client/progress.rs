@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::http::{Api, ClientError, Exit};
-use super::output::{job_line, json_text, out};
+use super::output::{is_queueing, job_line, json_text, out};
 use super::Output;
 
 /// How often the job's state is read.
@@ -206,11 +206,7 @@ impl View {
         bar.set_length(n("total"));
         bar.set_position(n("published") + n("failed") + n("cancelled"));
         // While its rows are still queued, `total` grows (`docs/replay.md`, "Bulk actions").
-        let queueing = if job.get("queueing").is_some_and(|q| !q.is_null()) {
-            ", queueing"
-        } else {
-            ""
-        };
+        let queueing = if is_queueing(job) { ", queueing" } else { "" };
         bar.set_message(format!(
             "{status}{queueing}: {} published, {} failed",
             n("published"),

@@ -3,9 +3,9 @@
 //! commit, the job part-queued), on the real broker, on SQLite and PostgreSQL, keeping
 //! per-key order (the job `preparing`) and published while queueing (`running`):
 //!
-//! - the job page and `GET /api/v1/replays/{id}` say it is still queueing, how far it has
-//!   come, when publishing starts, and — once no chunk has come for a minute — that it was
-//!   interrupted;
+//! - the job page and `GET /api/v1/replays/{id}` say it is still queueing (the list of jobs
+//!   too), how far it has come, when publishing starts, and — once no chunk has come for a
+//!   minute — that it was interrupted;
 //! - the next `redrive serve` finishes the queueing at start-up and its relay publishes the
 //!   rest: every dead letter reaches the target once, with its own idempotency key, and the
 //!   `replay` audit row has the final count and says it was resumed.
@@ -87,6 +87,14 @@ async fn an_interrupted_replay_shows_it_is_queueing_and_the_next_start_finishes_
             };
             assert!(page.contains(when), "{what}: {page}");
             assert!(!page.contains("was interrupted"), "{what}: {page}");
+            // The list of jobs says it too, for this job only.
+            let listed = store.jobs(0).await.expect("jobs");
+            assert_eq!(listed.len(), 1, "{what}");
+            assert_eq!(listed[0].queueing, Some(q), "{what}");
+            let (status, page) = site.get("/jobs").await;
+            assert_eq!(status, 200, "{what}");
+            assert!(page.contains("still queueing"), "{what}: {page}");
+            assert!(page.contains(" so far"), "{what}: {page}");
 
             // The process that ran it died two minutes ago.
             exec(
@@ -124,6 +132,11 @@ async fn an_interrupted_replay_shows_it_is_queueing_and_the_next_start_finishes_
                 "{what}"
             );
             assert_eq!(done.queueing, None, "{what}");
+            assert_eq!(
+                store.jobs(0).await.expect("jobs")[0].queueing,
+                None,
+                "{what}"
+            );
             let token = app.admin_token().await;
             let api: serde_json::Value = app
                 .get(&format!("/api/v1/replays/{}", job.id), Auth::Bearer(&token))
