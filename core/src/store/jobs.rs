@@ -139,7 +139,7 @@ impl Store {
         };
         // A running canary's counts are live (the list shows the stored ones).
         job.canary = self.live_canary(&job.id, job.canary.take()).await?;
-        if !matches!(job.status, JobStatus::Finished | JobStatus::Cancelled) {
+        if !job.status.is_final() {
             job.queueing = self.job_queueing(&job.id).await?;
         }
         Ok(Some(job))
@@ -188,15 +188,10 @@ impl Store {
             .into_iter()
             .map(JobRow::into_job)
             .collect::<Result<Vec<_>, _>>()?;
-        if jobs
-            .iter()
-            .any(|j| !matches!(j.status, JobStatus::Finished | JobStatus::Cancelled))
-        {
+        if jobs.iter().any(|j| !j.status.is_final()) {
             let queueing = self.all_queueing().await?;
-            for job in &mut jobs {
-                if !matches!(job.status, JobStatus::Finished | JobStatus::Cancelled) {
-                    job.queueing = queueing.get(&job.id).copied();
-                }
+            for job in jobs.iter_mut().filter(|j| !j.status.is_final()) {
+                job.queueing = queueing.get(&job.id).copied();
             }
         }
         Ok(jobs)
@@ -211,22 +206,18 @@ impl Store {
         &self,
     ) -> Result<std::collections::HashMap<String, JobQueueing>, StoreError> {
         let rows: Vec<(String, i64, i64, i64, i64)> = on_pool!(self, |pool, DB| {
-            let qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                 "SELECT job_id, cursor_id, max_id, chunks, updated_at_ms FROM bulk_actions \
                  WHERE status = 'running' AND job_id IS NOT NULL ORDER BY id",
             );
-            let mut qb = qb;
             qb.build_query_as().fetch_all(pool).await
         })
         .map_err(store_error)?;
         // In id order, so a job's newest action is the one kept.
         Ok(rows
             .into_iter()
-            .map(|(job_id, cursor_id, max_id, chunks, updated_at_ms)| {
-                (
-                    job_id,
-                    queueing_of((cursor_id, max_id, chunks, updated_at_ms)),
-                )
+            .map(|(job_id, cursor, max, chunks, at)| {
+                (job_id, queueing_of((cursor, max, chunks, at)))
             })
             .collect())
     }
