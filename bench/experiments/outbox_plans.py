@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The plans of the outbox's statements before and after migration 0033 (issue 12 item 5).
+"""The plans of the outbox's statements before and after a migration (issue 12 item 5).
 
 Builds a scratch store per database from the migration files (`core/migrations/<db>/*.sql`
-up to 0032, then 0033 on top), fills its outbox as a store that has replayed for a while
+before `CANDIDATE`, 0034 unless set, then the candidate on top), fills its outbox as a store that has replayed for a while
 looks (`OLD_JOBS` finished jobs of `OLD_ROWS` published rows each, then one new job of
 `NEW_ROWS` pending rows with 1 % claimed and 1 % held, written after the statistics were
 taken, as a new job is), and prints each statement's plan and its time (median of 5) with
-the indexes before 0033 and after it. Edit 0033 to try another set of indexes: the drafts
-that dropped `outbox_due` were tried this way (docs/bench.md, "2026-12-06 (7)").
+the indexes before the candidate and after it. Edit the candidate to try another set of
+indexes: the drafts that dropped `outbox_due` were tried this way (docs/bench.md,
+"2026-12-06 (7)"). From 0034 on, SQLite's marks say `NOT INDEXED` (`outbox_mark.rs`), so
+the candidate's marks are written so and the base's are not.
 
 The statements mirror what the server sends (`core/src/store/outbox.rs` `claim` and
 `jobs_with_expired_claims`, `outbox_mark.rs` `finish_if_done` and the marks,
@@ -20,10 +22,11 @@ The statements mirror what the server sends (`core/src/store/outbox.rs` `claim` 
   binary bundles its own, `libsqlite3-sys`). No ANALYZE, as the server runs none; with
   `ANALYZE_EMPTY=1`, one of the empty store first (the bench's bulk load ends with ANALYZE).
 - PostgreSQL: through `psql`, when `PG_URL` names a server where databases may be created;
-  `ANALYZE` after the old jobs, none after the new one (autovacuum off on the scratch tables).
+  `ANALYZE` after the old jobs, none after the new one (autovacuum off on the scratch tables),
+  then a third run with the candidate once `ANALYZE outbox` has seen the new job.
 
 Usage: `PG_URL=postgres://postgres@127.0.0.1:55433/postgres python3 outbox_plans.py`.
-Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)".
+Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)" (0033) and "2026-12-07" (0034).
 """
 import glob
 import os
@@ -40,6 +43,7 @@ import time
 OLD_JOBS = int(os.environ.get("OLD_JOBS", "20"))
 OLD_ROWS = int(os.environ.get("OLD_ROWS", "20000"))
 NEW_ROWS = int(os.environ.get("NEW_ROWS", "50000"))
+CANDIDATE = int(os.environ.get("CANDIDATE", "34"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIGRATIONS = os.path.join(HERE, "..", "..", "core", "migrations")
 NOW = 1_800_000_000_000
@@ -51,8 +55,8 @@ ANALYZE_EMPTY = os.environ.get("ANALYZE_EMPTY") == "1"
 
 def migration_files(db):
     files = sorted(glob.glob(os.path.join(MIGRATIONS, db, "*.sql")))
-    before = [f for f in files if int(os.path.basename(f)[:4]) < 33]
-    diet = [f for f in files if os.path.basename(f).startswith("0033")]
+    before = [f for f in files if int(os.path.basename(f)[:4]) < CANDIDATE]
+    diet = [f for f in files if int(os.path.basename(f)[:4]) == CANDIDATE]
     return before, diet
 
 
@@ -66,8 +70,11 @@ def claimed_values(db):
     return "(VALUES " + ", ".join(f"({i}, 0, {i})" for i in ids) + ")"
 
 
-def statements(db):
+def statements(db, candidate):
     """(name, SQL) of every statement that reads the outbox by job or by status."""
+    # The marks' hint (`outbox_mark.rs`), from 0034 on.
+    mark = "UPDATE outbox NOT INDEXED SET" if db == "sqlite" and candidate and CANDIDATE >= 34 \
+        else "UPDATE outbox SET"
     lock = " FOR UPDATE SKIP LOCKED" if db == "postgres" else ""
     ids_open, ids_close = (" = ANY(ARRAY(", "))") if db == "postgres" else (" IN (", ")")
     running = ("AND EXISTS (SELECT 1 FROM replay_jobs j WHERE j.id = outbox.job_id "
@@ -119,12 +126,12 @@ def statements(db):
          "FROM outbox p WHERE p.order_key IS NOT NULL AND p.id IN (SELECT id FROM outbox WHERE "
          "job_id = '" + NEW + "' ORDER BY id LIMIT 500))"),
         ("mark published (500 rows)",
-         "UPDATE outbox SET status = 'published', published_partition = v.column2, "
+         mark + " status = 'published', published_partition = v.column2, "
          "published_offset = v.column3, published_at_ms = 1, lease_until_ms = NULL, "
          "last_error = NULL FROM " + claimed_values(db) + " AS v WHERE outbox.id = v.column1 "
          "AND outbox.claim_token = 't' AND outbox.status = 'claimed' RETURNING id, dead_letter_id"),
         ("mark retry / failed (held rows of a claim)",
-         "UPDATE outbox SET status = 'pending', attempts = attempts + 1 WHERE id IN (" +
+         mark + " status = 'pending', attempts = attempts + 1 WHERE id IN (" +
          ", ".join(str(OLD_JOBS * OLD_ROWS + 100 * i) for i in range(1, 51)) +
          ") AND claim_token = 't' AND status = 'claimed'"),
         ("lag: job_target_topics", "SELECT DISTINCT target_topic FROM outbox WHERE job_id = '" +
@@ -195,10 +202,10 @@ def sqlite_run():
         con.execute(s)
     con.execute("COMMIT")
     out = {}
-    for label, extra in (("old indexes", []), ("0033", diet)):
+    for label, extra in (("before", []), (f"{CANDIDATE:04d}", diet)):
         for f in extra:
             con.executescript(open(f).read())
-        for name, sql in statements("sqlite"):
+        for name, sql in statements("sqlite", bool(extra)):
             plan = "\n".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql))
             times = []
             for _ in range(5):
@@ -236,10 +243,16 @@ def postgres_run(url):
     psql(url, "ANALYZE", db)
     psql(url, "SET session_replication_role = replica; " + "; ".join(new), db)
     out = {}
-    for label, extra in (("old indexes", []), ("0033", diet)):
+    # The third column: the candidate's indexes once `ANALYZE` has seen the new job's rows
+    # (autovacuum's work, a minute or more after a job is queued).
+    for label, extra in (("before", []), (f"{CANDIDATE:04d}", diet),
+                         (f"{CANDIDATE:04d}, analyzed", None)):
+        if extra is None:
+            psql(url, "ANALYZE outbox", db)
+            extra = []
         for f in extra:
             psql(url, open(f).read(), db)
-        for name, sql in statements("postgres"):
+        for name, sql in statements("postgres", label != "before"):
             plan = psql(url, "EXPLAIN " + sql, db).strip()
             times = []
             for _ in range(5):

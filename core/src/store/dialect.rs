@@ -87,8 +87,9 @@ pub(crate) trait Dialect: Database {
     /// Whether a table in `FROM` may be followed by `INDEXED BY name` (SQLite), for the few
     /// reads whose planner choice is known wrong: SQLite plans `WHERE tier IS NULL ORDER BY
     /// id LIMIT n` as a rowid scan that passes every sorted row before the first unsorted
-    /// one, not as the partial index over the unsorted ones (`tier_candidates.rs`).
-    /// PostgreSQL has no hints and picks the partial index itself.
+    /// one, not as the partial index over the unsorted ones (`tier_candidates.rs`). The
+    /// same grammar's `NOT INDEXED` makes the relay's marks find their rows by rowid
+    /// (`outbox_mark.rs`). PostgreSQL has no hints and picks the partial index itself.
     const INDEXED_BY: bool;
     /// Whether the database has `LATERAL` subqueries (PostgreSQL; SQLite has none): a
     /// statement can then make the planner probe an index once per row of a small list

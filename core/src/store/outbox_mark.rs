@@ -77,6 +77,17 @@ struct MarkedRow {
     dead_letter_id: i64,
 }
 
+/// `UPDATE outbox<hint> SET <set>` for a mark, which finds its rows by primary key whatever
+/// the statistics say. SQLite: `NOT INDEXED` (rowid lookups stay allowed): under an empty
+/// outbox's statistics it would otherwise read the partial index of claimed rows
+/// (`outbox_leases`, migration 0034) once per marked row (docs/bench.md "2026-12-06 (7)").
+/// PostgreSQL plans the claimed rows' index or the primary key by its estimates, both a few
+/// rows (claimed rows are only the relay's in-flight claims).
+fn update_outbox<'a, DB: Dialect>(set: &str) -> QueryBuilder<'a, DB> {
+    let hint = if DB::INDEXED_BY { " NOT INDEXED" } else { "" };
+    QueryBuilder::new(format!("UPDATE outbox{hint} SET {set}"))
+}
+
 /// Appends `WHERE id IN (ids) AND claim_token = token AND status = 'claimed'`.
 fn push_held<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, ids: &[i64], token: &'a str) {
     qb.push(" WHERE id IN ");
@@ -96,8 +107,8 @@ fn mark_published_chunk<'a, DB: Dialect>(
     now: i64,
     status: &'static str,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new(
-        "UPDATE outbox SET status = 'published', published_partition = v.column2, \
+    let mut qb = update_outbox::<DB>(
+        "status = 'published', published_partition = v.column2, \
          published_offset = v.column3, published_at_ms = ",
     );
     DB::bind(&mut qb, Val::I64(Some(now)));
@@ -353,8 +364,8 @@ impl Store {
 
             // Retries: each row its own next attempt.
             for r in &b.retry {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "UPDATE outbox SET status = 'pending', attempts = attempts + 1, \
+                let mut qb = update_outbox::<DB>(
+                    "status = 'pending', attempts = attempts + 1, \
                      lease_until_ms = NULL, claim_token = NULL, next_attempt_at_ms = ",
                 );
                 DB::bind(&mut qb, Val::I64(Some(r.next_attempt_at_ms)));
@@ -370,8 +381,8 @@ impl Store {
             let mut failed_by_script = 0i64;
             for f in &b.failed {
                 let error = clean_text(&f.error);
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "UPDATE outbox SET status = 'failed', attempts = attempts + 1, \
+                let mut qb = update_outbox::<DB>(
+                    "status = 'failed', attempts = attempts + 1, \
                      lease_until_ms = NULL, last_error = ",
                 );
                 DB::bind(&mut qb, Val::OwnedText(Some(error.clone())));
@@ -420,8 +431,8 @@ impl Store {
 
             // Released without an attempt counted.
             if !b.released.is_empty() {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "UPDATE outbox SET status = 'pending', lease_until_ms = NULL, \
+                let mut qb = update_outbox::<DB>(
+                    "status = 'pending', lease_until_ms = NULL, \
                      claim_token = NULL, next_attempt_at_ms = ",
                 );
                 DB::bind(&mut qb, Val::I64(Some(b.release_at_ms)));
@@ -555,10 +566,10 @@ mod plan_tests {
     }
 
     /// A claim's marks find its rows by id, also under the statistics of an empty outbox.
-    /// With a partial index on `status = 'claimed'` (a draft of migration 0033), the SQLite
-    /// the binary bundles (3.46) marked 1,000 rows published by scanning every claimed row
-    /// and, for each, the 1,000 marked ids: 65 ms a mark instead of a few (docs/bench.md
-    /// "2026-12-06 (7)"). This keeps the next index on the outbox from doing it again.
+    /// With a partial index on `status = 'claimed'` (`outbox_leases`, migration 0034) and no
+    /// hint, the SQLite the binary bundles (3.46) marked 1,000 rows published by scanning
+    /// every claimed row and, for each, the 1,000 marked ids: 65 ms a mark instead of a few
+    /// (docs/bench.md "2026-12-06 (7)"). The retry, failure and release marks likewise.
     #[tokio::test]
     async fn sqlite_marks_a_claims_rows_by_their_ids() {
         let (store, _dir) = super::super::test_file::sqlite_store("plan.db").await;
@@ -574,19 +585,25 @@ mod plan_tests {
                 offset: i,
             })
             .collect();
-        let plan = plan(
-            pool,
+        let ids: Vec<i64> = (1..=1_000).collect();
+        let mut held = update_outbox::<sqlx::Sqlite>("status = 'pending'");
+        push_held(&mut held, &ids, "token");
+        for sql in [
             mark_published_chunk::<sqlx::Sqlite>(&chunk, "token", 0, "claimed").sql(),
-        )
-        .await;
-        assert!(
-            plan.iter()
-                .any(|l| l.contains("SEARCH outbox USING INTEGER PRIMARY KEY")),
-            "plan: {plan:?}"
-        );
-        assert!(
-            !plan.iter().any(|l| l.starts_with("SCAN outbox")),
-            "plan: {plan:?}"
-        );
+            held.sql(),
+        ] {
+            let plan = plan(pool, sql).await;
+            assert!(
+                plan.iter()
+                    .any(|l| l.contains("SEARCH outbox USING INTEGER PRIMARY KEY")),
+                "{sql}\nplan: {plan:?}"
+            );
+            assert!(
+                !plan
+                    .iter()
+                    .any(|l| l.starts_with("SCAN outbox") || l.contains("outbox_leases")),
+                "{sql}\nplan: {plan:?}"
+            );
+        }
     }
 }
