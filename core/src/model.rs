@@ -186,6 +186,20 @@ impl Status {
     pub fn parse(s: &str) -> Option<Status> {
         Status::ALL.into_iter().find(|x| x.as_str() == s)
     }
+
+    /// The status for people (the UI's badges and status filter): `replay pending`,
+    /// `replay failed`, `re-failed` (replayed, then the record came back); the others as
+    /// named. The API, the CLI and the URLs keep [`Status::as_str`].
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::New => "new",
+            Status::ReplayPending => "replay pending",
+            Status::Replayed => "replayed",
+            Status::ReplayFailed => "replay failed",
+            Status::ReFailed => "re-failed",
+            Status::Deleted => "deleted",
+        }
+    }
 }
 
 /// A row of the dead-letter list: what the list page and `GET /api/v1/dead-letters` show.
@@ -356,4 +370,30 @@ pub struct Page<T> {
     pub items: Vec<T>,
     /// Opaque cursor for the next (older) page; `None` on the last page.
     pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    /// Every status reads as words for people (no underscore), `re_failed` as "re-failed",
+    /// and each label is distinct; the machine name round-trips.
+    #[test]
+    fn statuses_read_as_words() {
+        let labels: Vec<&str> = Status::ALL.iter().map(|s| s.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "new",
+                "replay pending",
+                "replayed",
+                "replay failed",
+                "re-failed",
+                "deleted"
+            ]
+        );
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+    }
 }

@@ -30,7 +30,7 @@ pub fn FilterBar(
             let selected = status == s.as_str();
             view! {
                 <option value=s.as_str() selected=selected>
-                    {s.as_str().replace('_', " ")}
+                    {s.label()}
                 </option>
             }
         })

@@ -399,10 +399,12 @@ fn Detail(
     }
 }
 
-/// "Tier": which tier the sorter gave it, from which rule and rule-set version, why, when,
-/// and its automation state (`docs/automation.md`, "Tiers in the UI and API").
+/// "Tier": which tier the sorter gave it (its badge in the heading, "unsorted" until then),
+/// from which rule and rule-set version, why, when, and its automation state
+/// (`docs/automation.md`, "Tiers in the UI and API").
 #[component]
 fn Tiering(tiering: Option<redrive_core::automation::TierInfo>) -> impl IntoView {
+    let tier = tiering.as_ref().map(|t| t.tier);
     let body = match tiering {
         None => view! {
             <p class="dim">
@@ -435,8 +437,6 @@ fn Tiering(tiering: Option<redrive_core::automation::TierInfo>) -> impl IntoView
                     <p class="escalated">"Escalated to manual: it came back after its automatic attempts were used up."</p>
                 })}
                 <dl class="facts tiering">
-                    <dt>"Tier"</dt>
-                    <dd><TierBadge tier=Some(t.tier) /></dd>
                     <dt>"Rule"</dt>
                     <dd class="mono">{rule}</dd>
                     <dt>"Why"</dt>
@@ -454,7 +454,7 @@ fn Tiering(tiering: Option<redrive_core::automation::TierInfo>) -> impl IntoView
     };
     view! {
         <section class="tiering-section" id="tier">
-            <h2>"Tier"</h2>
+            <h2>"Tier " <TierBadge tier=tier /></h2>
             {body}
         </section>
     }
@@ -540,4 +540,36 @@ fn ReplayOutcome(
             </section>
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redrive_core::automation::{Tier, TierInfo};
+
+    /// The Tier section names the tier once (its heading, with the badge) and gives the
+    /// reason under "Why"; unsorted, the heading's badge says so.
+    #[test]
+    fn the_tier_section_names_the_tier_once() {
+        let info = TierInfo {
+            tier: Tier::Poison,
+            rule: None,
+            rule_version: Some(1),
+            reason: "header retryable=false".into(),
+            tier_at_ms: 1_000,
+            auto_attempts: 0,
+            max_attempts: None,
+            next_attempt_at_ms: None,
+            loop_guarded: false,
+            escalated: false,
+        };
+        let html = view! { <Tiering tiering=Some(info) /> }.to_html();
+        assert_eq!(html.matches(">Tier").count(), 1, "{html}");
+        assert!(html.contains("tier-poison"), "{html}");
+        assert!(html.contains(">Why</dt>"), "{html}");
+        assert!(html.contains("header retryable=false"), "{html}");
+        let html = view! { <Tiering tiering=None /> }.to_html();
+        assert_eq!(html.matches(">Tier").count(), 1, "{html}");
+        assert!(html.contains("tier-unsorted"), "{html}");
+    }
 }

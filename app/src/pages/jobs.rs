@@ -9,7 +9,8 @@ use crate::http_status::HttpStatus;
 use crate::query;
 use crate::wire;
 
-/// `/jobs`: the most recent replay jobs, newest first, each linking to its page.
+/// `/jobs`: the most recent replay jobs, newest first, each linking to its page, with its
+/// counts (came back: published records that came back as dead letters, as on its page).
 #[component]
 pub fn JobsPage() -> impl IntoView {
     let jobs = wire::resource(|| (), |_| list_replay_jobs());
@@ -49,6 +50,7 @@ pub fn JobsPage() -> impl IntoView {
                                             </td>
                                             <td class="num mono">{j.published}</td>
                                             <td class="num mono">{j.failed}</td>
+                                            <td class="num mono">{j.refailed}</td>
                                             <td class="nowrap">
                                                 <JobStatusBadge status=j.status />
                                                 {(j.total > 0 && j.status.is_active()).then(|| view! {
@@ -91,6 +93,12 @@ pub fn JobsPage() -> impl IntoView {
                                             <th class="num">"Total"</th>
                                             <th class="num">"Published"</th>
                                             <th class="num">"Failed"</th>
+                                            <th
+                                                class="num"
+                                                title="Published, then the record came back as a new dead letter"
+                                            >
+                                                "Came back"
+                                            </th>
                                             <th>"Status"</th>
                                             <th>"Target"</th>
                                             <th>"Job"</th>

@@ -115,8 +115,8 @@ pub struct ReplayJob {
     #[serde(default)]
     pub lag: JobLag,
     /// While its bulk action still queues rows: how far it has come. `None` once every row
-    /// is queued, for a job on explicit ids, and in lists ([`crate::store::Store::job`]
-    /// reads it).
+    /// is queued and for a job on explicit ids ([`crate::store::Store::job`] and
+    /// [`crate::store::Store::jobs`] read it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queueing: Option<JobQueueing>,
 }

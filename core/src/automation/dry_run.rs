@@ -125,9 +125,7 @@ impl DryRunTally {
         self.scanned += 1;
         match a.rule.as_deref().and_then(|n| self.by_name.get(n)) {
             Some(&i) => self.rules[i].matched += 1,
-            None if a.tier == Tier::Poison && a.reason.starts_with("poison:") => {
-                self.poison_count += 1
-            }
+            None if a.poison_signal => self.poison_count += 1,
             None => self.default_count += 1,
         }
         *self.tiers.entry(a.tier).or_default() += 1;
@@ -207,6 +205,25 @@ match.error_messages = ["invalid"]
             labels: &[],
             age_ms: 1_000,
         }
+    }
+
+    /// With `default_tier = "poison"`, a poison signal is still told from the default.
+    #[test]
+    fn a_poison_default_tier_is_counted_as_the_default() {
+        let set = RuleSet::parse_toml("default_tier = \"poison\"").unwrap();
+        let mut t = DryRunTally::new(&set);
+        let poison = [Header {
+            name: "retryable".into(),
+            value: Some(b"false".to_vec()),
+        }];
+        t.add(&set.assign(&input("X", "boom", &poison)), None);
+        t.add(&set.assign(&input("X", "boom", &[])), None);
+        t.add(&set.assign(&input("Y", "bang", &[])), None);
+        let r = t.finish(3);
+        assert_eq!(
+            (r.default_count, r.default_tier, r.poison_count),
+            (2, Tier::Poison, 1)
+        );
     }
 
     #[test]

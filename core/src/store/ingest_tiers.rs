@@ -211,11 +211,14 @@ mod tests {
             .unwrap();
         let (tier, version, events) = tier_of(&store, 0).await;
         assert_eq!((tier, version), (Some(Tier::Manual), None));
+        // The history names the tier once: `{tier}: {reason}`.
         assert_eq!(
             events,
-            ["(rules)|manual: no rule matched: default tier manual"]
+            ["(rules)|manual: no rule matched: the default tier"]
         );
-        assert_eq!(tier_of(&store, 1).await.0, Some(Tier::Poison));
+        let (tier, _, events) = tier_of(&store, 1).await;
+        assert_eq!(tier, Some(Tier::Poison));
+        assert_eq!(events, ["(rules)|poison: header retryable=false"]);
         let report = store.sort_unsorted(&defaults, None, 500).await.unwrap();
         assert_eq!(report.read, 0, "nothing left to the sorter");
         let status = store.sorter_status();

@@ -16,7 +16,8 @@ use crate::automation::RuleSet;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleSetOrigin {
-    /// `[automation]` of `redrive.toml`, installed at start-up because it changed.
+    /// `[automation]` of `redrive.toml`, installed at start-up because it was new to the
+    /// store or changed.
     Config,
     /// Saved in the UI.
     Ui,
@@ -96,6 +97,16 @@ impl From<VersionRow> for RuleSetVersion {
 
 const VERSION_COLUMNS: &str =
     "CAST(version AS BIGINT) AS version, source, sha256, origin, created_by, created_at_ms, reason";
+
+/// The reason of a version installed from `redrive.toml`: "changed" only when an earlier
+/// version came from the file (`installed_before`); the first one on a store says so.
+fn config_install_reason(installed_before: bool) -> &'static str {
+    if installed_before {
+        "[automation] in redrive.toml changed"
+    } else {
+        "[automation] in redrive.toml, installed for the first time"
+    }
+}
 
 fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
@@ -186,7 +197,8 @@ impl Store {
     /// Installs `redrive.toml`'s `[automation]` text at start-up when it differs from the
     /// text of the newest version that came from the config (so a restart with the same file
     /// keeps the rules users edited since, and a changed file wins). Returns the new version,
-    /// or `None` when nothing changed.
+    /// or `None` when nothing changed. Its reason says "changed" only when an earlier version
+    /// came from the file; the first one says it is the first.
     ///
     /// Errors: as [`Store::save_rule_set`].
     pub async fn install_config_rule_set(
@@ -209,14 +221,10 @@ impl Store {
             return Ok(None);
         }
         let actor = Actor::admin(CONFIG_ACTOR);
-        self.save_rule_set(
-            &actor,
-            RuleSetOrigin::Config,
-            source,
-            Some("[automation] in redrive.toml changed"),
-        )
-        .await
-        .map(Some)
+        let reason = config_install_reason(last_config.is_some());
+        self.save_rule_set(&actor, RuleSetOrigin::Config, source, Some(reason))
+            .await
+            .map(Some)
     }
 
     /// The active (newest) version; `None` before any was saved (then every dead letter
@@ -275,5 +283,55 @@ impl Store {
                 .map_err(store_error)
         })?;
         Ok(rows.into_iter().map(RuleSetVersion::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = "default_tier = \"manual\"\n";
+    const V2: &str = "default_tier = \"archive\"\n";
+
+    /// The first `[automation]` a store sees is not "changed"; the same text again installs
+    /// nothing; a different one is "changed", also after a user's edit in between.
+    #[tokio::test]
+    async fn the_config_rule_set_says_changed_only_when_it_did() {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        store.migrate().await.unwrap();
+        let first = store.install_config_rule_set(V1).await.unwrap().unwrap();
+        assert_eq!((first.version, first.origin), (1, RuleSetOrigin::Config));
+        assert_eq!(
+            first.reason.as_deref(),
+            Some("[automation] in redrive.toml, installed for the first time")
+        );
+        assert_eq!(store.install_config_rule_set(V1).await.unwrap(), None);
+
+        store
+            .save_rule_set(&Actor::operator("ana"), RuleSetOrigin::Ui, V2, None)
+            .await
+            .unwrap();
+        assert_eq!(store.install_config_rule_set(V1).await.unwrap(), None);
+        let changed = store.install_config_rule_set(V2).await.unwrap().unwrap();
+        assert_eq!(changed.version, 3);
+        assert_eq!(
+            changed.reason.as_deref(),
+            Some("[automation] in redrive.toml changed")
+        );
+        let active = store.active_rule_set().await.unwrap().unwrap();
+        assert_eq!(active.reason, changed.reason);
+
+        // A store whose rules were only ever edited: the file's first version is not a change.
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        store.migrate().await.unwrap();
+        store
+            .save_rule_set(&Actor::operator("ana"), RuleSetOrigin::Ui, V2, None)
+            .await
+            .unwrap();
+        let first = store.install_config_rule_set(V1).await.unwrap().unwrap();
+        assert_eq!(
+            first.reason.as_deref(),
+            Some("[automation] in redrive.toml, installed for the first time")
+        );
     }
 }

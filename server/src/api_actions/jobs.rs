@@ -33,6 +33,9 @@ pub struct JobItem {
     pub cancelled: i64,
     pub skipped: i64,
     pub skipped_without_target: i64,
+    /// Published records that came back as dead letters (each publish counted once;
+    /// `docs/replay.md`, "Outcome").
+    pub refailed: i64,
     pub created_by: String,
     /// RFC 3339 UTC.
     pub created_at: Option<String>,
@@ -58,8 +61,8 @@ pub struct JobItem {
     /// without one (`docs/replay.md`, "Lag-aware replay").
     pub lag: Option<JobLagItem>,
     /// While the job's bulk action still queues its outbox rows: how far it has come
-    /// (`docs/replay.md`, "Bulk actions"); `null` once every row is queued, for a job on
-    /// explicit ids, and in `GET /api/v1/replays` (read for one job only).
+    /// (`docs/replay.md`, "Bulk actions"); `null` once every row is queued and for a job on
+    /// explicit ids.
     pub queueing: Option<JobQueueingItem>,
 }
 
@@ -154,6 +157,7 @@ impl From<&ReplayJob> for JobItem {
             cancelled: j.cancelled,
             skipped: j.skipped,
             skipped_without_target: j.skipped_without_target,
+            refailed: j.refailed,
             created_by: j.created_by.clone(),
             created_at: rfc3339(j.created_at_ms),
             started_at: j.started_at_ms.and_then(rfc3339),

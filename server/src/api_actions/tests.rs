@@ -1,4 +1,5 @@
-//! Unit tests of the actions API's parsing: selections, bodies and the audit query.
+//! Unit tests of the actions API's parsing (selections, bodies and the audit query) and of
+//! the job's public shape.
 
 use axum::body::Bytes;
 use redrive_core::actions::Selection;
@@ -6,6 +7,7 @@ use serde_json::Value;
 
 use super::audit::audit_query;
 use super::delete_restore::ChangeBody;
+use super::jobs::JobItem;
 use super::request::{parse_body, selection};
 use crate::auth::ApiError;
 
@@ -67,4 +69,19 @@ fn bodies_and_queries() {
     assert_eq!(q.to_ms, None);
     assert!(audit_query(Some("who=x")).is_err());
     assert!(audit_query(Some("limit=0")).is_err());
+}
+
+/// A job of `GET /api/v1/replays` (and `/{id}`) says how many of its published records came
+/// back, as the job page does.
+#[test]
+fn a_job_counts_what_came_back() {
+    let job: redrive_core::actions::ReplayJob = serde_json::from_value(serde_json::json!({
+        "id": "j", "status": "finished", "created_by": "ana", "created_at_ms": 1_000,
+        "total": 10, "published": 10, "failed": 0, "cancelled": 0, "skipped": 0,
+        "skipped_without_target": 0, "selection": "{\"ids\":[1]}", "refailed": 3
+    }))
+    .unwrap();
+    let item = serde_json::to_value(JobItem::from(&job)).unwrap();
+    assert_eq!(item["refailed"], 3, "{item}");
+    assert_eq!(item["published"], 10, "{item}");
 }

@@ -260,7 +260,8 @@ pub fn is_queueing(job: &Value) -> bool {
     job.get("queueing").is_some_and(|q| !q.is_null())
 }
 
-/// Jobs of `GET /api/v1/replays` as a table (a job still queueing rows: "STATUS" says so).
+/// Jobs of `GET /api/v1/replays` as a table (a job still queueing rows: "STATUS" says so;
+/// "CAME BACK": its published records that came back as dead letters).
 pub fn job_table(items: &[Value]) -> String {
     let rows: Vec<Vec<String>> = items
         .iter()
@@ -273,6 +274,7 @@ pub fn job_table(items: &[Value]) -> String {
                 },
                 format!("{}/{}", n(j, "published"), n(j, "total")),
                 n(j, "failed").to_string(),
+                n(j, "refailed").to_string(),
                 s(j, "created_by").to_string(),
                 s(j, "created_at").to_string(),
                 cell(s(j, "reason"), 40),
@@ -285,6 +287,7 @@ pub fn job_table(items: &[Value]) -> String {
             "STATUS",
             "PUBLISHED",
             "FAILED",
+            "CAME BACK",
             "BY",
             "CREATED",
             "REASON",
@@ -379,5 +382,21 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[1].contains("running, queueing"), "{t}");
         assert!(!lines[2].contains("queueing"), "{t}");
+    }
+
+    #[test]
+    fn the_job_table_counts_what_came_back() {
+        let job = json!({"id": "j", "status": "finished", "total": 10, "published": 10,
+            "failed": 1, "refailed": 3, "created_by": "ana", "created_at": "t"});
+        let t = job_table(&[job]);
+        let lines: Vec<&str> = t.lines().collect();
+        let columns: Vec<&str> = lines[0].split("  ").filter(|c| !c.is_empty()).collect();
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        let at = columns
+            .iter()
+            .position(|c| c.trim() == "CAME BACK")
+            .expect(&t);
+        assert_eq!(columns[at - 1].trim(), "FAILED", "{t}");
+        assert_eq!((cells[at - 1], cells[at]), ("1", "3"), "{t}");
     }
 }

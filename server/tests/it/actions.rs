@@ -669,7 +669,7 @@ async fn history_lists_ingested_sorted_replay_requested_then_published() {
         // Sorted as ingest stored it, with the built-in rule set (no version stored).
         assert_eq!(
             h[1].detail.as_deref(),
-            Some("manual: no rule matched: default tier manual")
+            Some("manual: no rule matched: the default tier")
         );
         assert_eq!(h[1].actor.as_deref(), Some("(rules)"));
         assert_eq!(

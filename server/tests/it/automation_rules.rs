@@ -437,6 +437,11 @@ async fn the_automation_table_of_redrive_toml_is_installed_once_per_change() {
         assert_eq!(versions.len(), 1, "{}", app.log());
         assert_eq!(versions[0].created_by, "(config)");
         assert_eq!(versions[0].origin.as_str(), "config");
+        assert_eq!(
+            versions[0].reason.as_deref(),
+            Some("[automation] in redrive.toml, installed for the first time"),
+            "nothing changed on a new store"
+        );
         let installed = versions[0].compile().unwrap();
         assert_eq!(installed.rules[0].name, "timeouts");
         assert_eq!(app.audit_of("rule_set_save").await[0].actor, "(config)");
@@ -464,6 +469,10 @@ async fn the_automation_table_of_redrive_toml_is_installed_once_per_change() {
         assert_eq!(versions[0].version, 3);
         assert_eq!(versions[0].created_by, "(config)");
         assert!(versions[0].source.contains("10m"), "{}", versions[0].source);
+        assert_eq!(
+            versions[0].reason.as_deref(),
+            Some("[automation] in redrive.toml changed")
+        );
 
         // A bad table stops start-up with the rule set's own message.
         file(&BAD.replace("[[rule]]", "[automation]\n[[automation.rule]]"));

@@ -331,6 +331,10 @@ async fn demo_agent_dead_letters_a_replay_again_and_it_is_linked(backend: Backen
         "{earlier_page}"
     );
     assert!(earlier_page.contains("Its replay failed again"));
+    assert!(earlier_page.contains(">re-failed<"), "the status in words");
+    // The list of jobs counts them too, as the job page does.
+    let (_, jobs_page) = site.get("/jobs").await;
+    assert!(jobs_page.contains(">Came back<"), "{jobs_page}");
 
     redrive.stop().await;
     demo.stop().await;

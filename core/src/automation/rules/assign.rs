@@ -33,7 +33,12 @@ pub struct Assignment {
     pub tier: Tier,
     /// The rule that matched; `None` for the default tier or a poison signal.
     pub rule: Option<String>,
-    /// One line, e.g. ``rule `llm-timeouts` (#1): error class TimeoutError``.
+    /// Whether a poison signal, not a rule nor the default tier, gave it (`poison`).
+    #[serde(default)]
+    pub poison_signal: bool,
+    /// One line that does not repeat the tier (the history writes `{tier}: {reason}`), e.g.
+    /// ``rule `llm-timeouts` (#1): error class TimeoutError``, `header retryable=false`
+    /// (a poison signal), `no rule matched: the default tier`.
     pub reason: String,
 }
 
@@ -69,6 +74,7 @@ impl RuleSet {
                 return Assignment {
                     tier: r.tier,
                     rule: Some(r.name.clone()),
+                    poison_signal: false,
                     reason: format!("rule `{}` (#{}): {why}", r.name, r.position),
                 };
             }
@@ -77,13 +83,15 @@ impl RuleSet {
             return Assignment {
                 tier: Tier::Poison,
                 rule: None,
-                reason: format!("poison: {signal}"),
+                poison_signal: true,
+                reason: signal,
             };
         }
         Assignment {
             tier: self.spec.default_tier,
             rule: None,
-            reason: format!("no rule matched: default tier {}", self.spec.default_tier),
+            poison_signal: false,
+            reason: "no rule matched: the default tier".to_string(),
         }
     }
 }
