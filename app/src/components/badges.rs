@@ -34,3 +34,59 @@ pub fn TierBadge(tier: Option<Tier>) -> impl IntoView {
     };
     view! { <span class=format!("badge tier tier-{name}") title=title>{name}</span> }
 }
+
+#[cfg(test)]
+mod tests {
+    use redrive_core::actions::JobStatus;
+    use redrive_core::alerts::{AlertState, DeliveryStatus};
+
+    use super::*;
+
+    const CSS: &str = include_str!("../../../style/main.css");
+
+    /// Every class a coloured badge is given (dead letter status, tier, job status, alert state,
+    /// delivery status) has its colour rule in `style/main.css`.
+    #[test]
+    fn every_badge_class_has_a_colour_rule() {
+        let jobs = [
+            "preparing",
+            "running",
+            "waiting",
+            "paused",
+            "finished",
+            "cancelled",
+        ];
+        let deliveries = ["pending", "delivered", "failed"];
+        let classes = Status::ALL
+            .into_iter()
+            .map(|s| format!("status-{}", s.as_str()))
+            .chain(
+                Tier::ALL
+                    .into_iter()
+                    .map(|t| format!("tier-{}", t.as_str())),
+            )
+            .chain(["tier-unsorted".to_string()])
+            .chain(jobs.into_iter().map(|j| {
+                let j = JobStatus::parse(j).expect("a job status").as_str();
+                format!("job-{j}")
+            }))
+            .chain(
+                AlertState::ALL
+                    .into_iter()
+                    .map(|a| format!("alert-{}", a.as_str())),
+            )
+            .chain(deliveries.into_iter().map(|d| {
+                let d = DeliveryStatus::parse(d)
+                    .expect("a delivery status")
+                    .as_str();
+                format!("delivery-{d}")
+            }))
+            .chain(["came-back".to_string()]);
+        for class in classes {
+            assert!(
+                CSS.contains(&format!(".{class} {{")),
+                "style/main.css has no rule for .{class}"
+            );
+        }
+    }
+}

@@ -530,7 +530,9 @@ pub fn valid_topic_name(name: &str) -> bool {
 pub struct HistoryEvent {
     pub at_ms: i64,
     /// `ingested`, `replay_requested`, `published`, `replay_failed`, `re_failed`, `replay_cancelled`,
-    /// `deleted`, `restored`.
+    /// `replay_skipped`, `edited`, `deleted`, `restored`, `archive_restored`, `tier_assigned`,
+    /// `tier_moved`, `label_added`, `label_removed`, `note_set`, `note_cleared`, and the group's
+    /// triage kinds prefixed `group_` (the UI's wording for each: `app/src/components/history.rs`).
     pub kind: String,
     pub actor: Option<String>,
     /// e.g. `orders partition 2 offset 1234`, an error, or the reason.
