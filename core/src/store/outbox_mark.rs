@@ -569,7 +569,9 @@ mod plan_tests {
     /// With a partial index on `status = 'claimed'` (`outbox_leases`, migration 0034) and no
     /// hint, the SQLite the binary bundles (3.46) marked 1,000 rows published by scanning
     /// every claimed row and, for each, the 1,000 marked ids: 65 ms a mark instead of a few
-    /// (docs/bench.md "2026-12-06 (7)"). The retry, failure and release marks likewise.
+    /// (docs/bench.md "2026-12-06 (7)"). The retry, failure and release marks likewise, and
+    /// `release_next` (per-key order) its published rows, which it found by scanning
+    /// `outbox_by_order_key` (docs/bench.md "2026-12-07").
     #[tokio::test]
     async fn sqlite_marks_a_claims_rows_by_their_ids() {
         let (store, _dir) = super::super::test_file::sqlite_store("plan.db").await;
@@ -588,9 +590,11 @@ mod plan_tests {
         let ids: Vec<i64> = (1..=1_000).collect();
         let mut held = update_outbox::<sqlx::Sqlite>("status = 'pending'");
         push_held(&mut held, &ids, "token");
+        let release = super::super::order::release_next::<sqlx::Sqlite>(&ids);
         for sql in [
             mark_published_chunk::<sqlx::Sqlite>(&chunk, "token", 0, "claimed").sql(),
             held.sql(),
+            release.sql(),
         ] {
             let plan = plan(pool, sql).await;
             assert!(
@@ -599,9 +603,9 @@ mod plan_tests {
                 "{sql}\nplan: {plan:?}"
             );
             assert!(
-                !plan
-                    .iter()
-                    .any(|l| l.starts_with("SCAN outbox") || l.contains("outbox_leases")),
+                !plan.iter().any(|l| l.starts_with("SCAN outbox")
+                    || l.starts_with("SCAN p")
+                    || l.contains("outbox_leases")),
                 "{sql}\nplan: {plan:?}"
             );
         }
