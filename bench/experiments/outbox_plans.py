@@ -26,7 +26,7 @@ The statements mirror what the server sends (`core/src/store/outbox.rs` `claim` 
   then a third run with the candidate once `ANALYZE outbox` has seen the new job.
 
 Usage: `PG_URL=postgres://postgres@127.0.0.1:55433/postgres python3 outbox_plans.py`.
-Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)" (0033) and "2026-12-07" (0034).
+Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)" (0033) and "2026-12-06 (8)" (0034).
 """
 import glob
 import os

@@ -161,6 +161,10 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
     if let Keys::Shared(k) = case.keys {
         share_keys(&url, k).await?;
     }
+    let history = crate::env_usize("BENCH_REPLAY_HISTORY", 0);
+    if history > 0 {
+        write_history(&url, history).await?;
+    }
     let target = kit::unique("bench_replay");
     kit::create_topic(&target, 4, &[]).await?;
     let shutdown = CancellationToken::new();
@@ -251,6 +255,58 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
         rates.end_to_end, rates.relay, rates.first_claim_s
     );
     Ok((rates, target, store, dir))
+}
+
+/// Makes the store one that has replayed before (`BENCH_REPLAY_HISTORY`): 20 finished jobs
+/// holding `rows` published outbox rows in all (of the stored dead letters, in turn), then
+/// `ANALYZE`, so the statistics say the outbox is all published when the measured job
+/// queues its pending rows, as a store's do between autovacuum's runs (PostgreSQL) or after
+/// an `ANALYZE` (SQLite runs none itself). docs/bench.md "2026-12-06 (8)".
+async fn write_history(url: &str, rows: usize) -> Result<()> {
+    use sqlx::Connection as _;
+    const JOBS: i64 = 20;
+    let rows = rows as i64;
+    let pg = url.starts_with("postgres");
+    // `g` from 1 to the first parameter: PostgreSQL's generate_series, SQLite's recursive CTE.
+    let series = if pg {
+        "generate_series(1, $1) AS s(g)"
+    } else {
+        "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?1) \
+         SELECT g FROM s)"
+    };
+    let per_job = if pg { "$2" } else { "?2" };
+    let jobs = format!(
+        "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, total, \
+         published, selection) SELECT 'history-' || g, 'finished', 'bench', g, g, {per_job}, \
+         {per_job}, '{{}}' FROM {series}"
+    );
+    let outbox = format!(
+        "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, status, \
+         next_attempt_at_ms, created_at_ms, published_partition, published_offset, \
+         published_at_ms) SELECT 'history-' || (1 + g % {JOBS}), \
+         (SELECT MIN(id) FROM dead_letters) + g % (SELECT COUNT(*) FROM dead_letters), \
+         'history-' || g, 'bench_history', 'published', 0, 0, 0, g, 0 FROM {series}"
+    );
+    if pg {
+        let mut c = sqlx::PgConnection::connect(url).await?;
+        sqlx::query(&jobs)
+            .bind(JOBS)
+            .bind(rows / JOBS)
+            .execute(&mut c)
+            .await?;
+        sqlx::query(&outbox).bind(rows).execute(&mut c).await?;
+        sqlx::query("ANALYZE").execute(&mut c).await?;
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await?;
+        sqlx::query(&jobs)
+            .bind(JOBS)
+            .bind(rows / JOBS)
+            .execute(&mut c)
+            .await?;
+        sqlx::query(&outbox).bind(rows).execute(&mut c).await?;
+        sqlx::query("ANALYZE").execute(&mut c).await?;
+    }
+    Ok(())
 }
 
 /// Rewrites every stored key to `order-{source_offset % k}` (the key's records then follow

@@ -12,6 +12,8 @@
 //! | `BENCH_REPLAY_TRANSFORM` | `BENCH_REPLAY` | a Rhai transform adding one header, order on |
 //!
 //! `0` skips a row; `BENCH_REPLAY=0` skips every row whose variable is not set.
+//! `BENCH_REPLAY_HISTORY` (default 0) first gives every row's store that many published
+//! outbox rows of 20 finished jobs, then `ANALYZE`: a store that has replayed before.
 
 use anyhow::Result;
 use redrive_testkit::Backend;

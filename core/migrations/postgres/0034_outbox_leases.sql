@@ -1,5 +1,5 @@
 -- No index on the outbox leads with `status` any more (issue 12 item 5; docs/bench.md,
--- "2026-12-07").
+-- "2026-12-06 (8)").
 --
 -- `outbox_due (status, next_attempt_at_ms)` (0002) was read by one statement that needs it,
 -- the sweep for claims whose lease ran out (`Store::jobs_with_expired_claims`: every job's

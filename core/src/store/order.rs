@@ -183,7 +183,7 @@ pub(super) fn any_held<'a, DB: Dialect>(job_id: &'a str) -> QueryBuilder<'a, DB>
 /// marked published): one statement, one index probe per group. The published rows are
 /// found by primary key: on SQLite `NOT INDEXED`, as under an empty outbox's statistics
 /// (an analyzed store before its first replay) it scanned all of `outbox_by_order_key`
-/// instead, 38-59 ms a mark at 450,000 rows (docs/bench.md "2026-12-07").
+/// instead, 38-59 ms a mark at 450,000 rows (docs/bench.md "2026-12-06 (8)").
 pub(super) fn release_next<'a, DB: Dialect>(published: &[i64]) -> QueryBuilder<'a, DB> {
     let by_id = if DB::INDEXED_BY { " NOT INDEXED" } else { "" };
     let mut qb: QueryBuilder<'a, DB> = QueryBuilder::new(format!(

@@ -571,7 +571,7 @@ mod plan_tests {
     /// every claimed row and, for each, the 1,000 marked ids: 65 ms a mark instead of a few
     /// (docs/bench.md "2026-12-06 (7)"). The retry, failure and release marks likewise, and
     /// `release_next` (per-key order) its published rows, which it found by scanning
-    /// `outbox_by_order_key` (docs/bench.md "2026-12-07").
+    /// `outbox_by_order_key` (docs/bench.md "2026-12-06 (8)").
     #[tokio::test]
     async fn sqlite_marks_a_claims_rows_by_their_ids() {
         let (store, _dir) = super::super::test_file::sqlite_store("plan.db").await;
