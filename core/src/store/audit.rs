@@ -185,8 +185,10 @@ impl Store {
 
     /// A dead letter's history, oldest first: `ingested` (from its `ingested_at_ms`, with the
     /// DLQ position as detail), then every event the actions and the relay recorded
-    /// (`replay_requested`, `published`, `replay_failed`, `replay_cancelled`, `deleted`,
-    /// `restored`, `label_added`, `label_removed`, `note_set`, `note_cleared`) and the newest
+    /// (`replay_requested`, `published`, `replay_failed`, `re_failed`, `replay_cancelled`,
+    /// `replay_skipped`, `edited`, `deleted`, `restored`, `archive_restored`, `tier_assigned`,
+    /// `tier_moved`, `label_added`, `label_removed`, `note_set`, `note_cleared`; the UI's
+    /// words for each and the detail each carries: `app/src/components/history.rs`) and the newest
     /// 200 triage events of its error group (the same kinds prefixed `group_`), in the order
     /// they happened.
     ///
