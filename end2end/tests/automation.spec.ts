@@ -19,7 +19,7 @@ test.describe('as an admin', () => {
     await expect(page.locator('[data-active-version="1"]')).toContainText('(config)');
     await expect(page.locator('tr[data-rule="e2e-timeouts"]')).toContainText('transient');
     // Its state: none yet, or the scheduler's first check (nothing is due for this rule).
-    await expect(page.locator('tr[data-rule="e2e-timeouts"]')).toContainText(/no round yet|Last round .*nothing_due/i);
+    await expect(page.locator('tr[data-rule="e2e-timeouts"]')).toContainText(/no round yet|Last round .*nothing due/i);
     await page.getByRole('link', { name: 'Edit the rules' }).click();
     await expect(page).toHaveURL(/\/automation\/edit$/);
     await hydrated(page);

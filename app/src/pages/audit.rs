@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
-use redrive_core::actions::AuditEntry;
+use redrive_core::actions::{audit_action_label, AuditEntry, AUDIT_ACTIONS};
 use redrive_core::filter::{format_time_input, parse_time};
 
 use super::{BadQuery, LoadError};
@@ -14,20 +14,6 @@ use crate::wire;
 
 /// The audit page's filter names (what `GET /api/v1/audit` and the CSV export take too).
 const AUDIT_FILTERS: [&str; 4] = ["actor", "action", "from", "to"];
-
-/// Actions offered in the filter (any other value typed into the URL still works).
-const ACTIONS: [&str; 10] = [
-    "replay",
-    "delete",
-    "restore",
-    "cancel_job",
-    "sign_in",
-    "sign_in_failed",
-    "sign_out",
-    "user_add",
-    "token_create",
-    "token_revoke",
-];
 
 /// Most ids linked one by one in a row; the rest are counted.
 const IDS_SHOWN: usize = 12;
@@ -90,7 +76,8 @@ fn AuditFilter(pairs: Vec<(String, String)>) -> impl IntoView {
         parse_time(name, &raw).map(format_time_input).unwrap_or(raw)
     };
     let action = v("action");
-    let mut names: Vec<String> = ACTIONS.iter().map(|s| s.to_string()).collect();
+    // Every action the audit trail holds (any other value typed into the URL still works).
+    let mut names: Vec<String> = AUDIT_ACTIONS.iter().map(|s| s.to_string()).collect();
     if !action.is_empty() && !names.contains(&action) {
         names.push(action.clone());
     }
@@ -100,7 +87,7 @@ fn AuditFilter(pairs: Vec<(String, String)>) -> impl IntoView {
             let selected = a == action;
             view! {
                 <option value=a.clone() selected=selected>
-                    {a.replace('_', " ")}
+                    {audit_action_label(&a)}
                 </option>
             }
         })
@@ -242,7 +229,7 @@ fn AuditTable(items: Vec<AuditEntry>) -> impl IntoView {
                 <tr class=format!("audit-{}", a.action)>
                     <td class="mono nowrap">{format_time(a.at_ms)}</td>
                     <td class="nowrap">{who}</td>
-                    <td class="nowrap audit-action">{a.action.clone()}</td>
+                    <td class="nowrap audit-action">{audit_action_label(&a.action)}</td>
                     <td class="num mono">{a.count}</td>
                     <td class="audit-target">
                         <Target ids=a.ids.clone() filter=a.filter.clone() />
@@ -327,5 +314,49 @@ mod tests {
             ])
         );
         assert_eq!(parse_filter("[1]"), None);
+    }
+
+    fn entry(action: &str) -> AuditEntry {
+        AuditEntry {
+            id: 1,
+            at_ms: 1_000,
+            actor: "ann".into(),
+            action: action.into(),
+            count: 0,
+            ids: None,
+            filter: None,
+            reason: None,
+            client_ip: None,
+            user_agent: None,
+            outcome: "ok".into(),
+            job_id: None,
+            via_token: None,
+            detail: None,
+        }
+    }
+
+    /// The Action column says the action in the filter's words.
+    #[test]
+    fn the_action_column_is_in_words() {
+        let items = vec![entry("rule_set_save"), entry("sign_in")];
+        let html = view! { <AuditTable items=items /> }.to_html();
+        assert!(html.contains(">rule set save</td>"), "{html}");
+        assert!(html.contains(">sign in</td>"), "{html}");
+        assert!(!html.contains(">sign_in<"), "{html}");
+    }
+
+    /// The filter offers every audit action, in words, and keeps an unknown one from the URL.
+    #[test]
+    fn the_filter_offers_every_action() {
+        let pairs = vec![("action".to_string(), "made_up".to_string())];
+        let html = view! { <AuditFilter pairs=pairs /> }.to_html();
+        for a in AUDIT_ACTIONS {
+            assert!(html.contains(&format!("value=\"{a}\"")), "{a}: {html}");
+            assert!(
+                html.contains(&format!(">{}</option>", audit_action_label(a))),
+                "{a}"
+            );
+        }
+        assert!(html.contains(">made up</option>"), "{html}");
     }
 }

@@ -2,8 +2,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_location;
 use redrive_core::automation::view::{
-    describe_gate, describe_match, describe_schedule, AutomationOverview, RuleState, RuleView,
-    TierTotal,
+    describe_gate, describe_match, describe_schedule, round_outcome_label, AutomationOverview,
+    RuleState, RuleView, TierTotal,
 };
 use redrive_core::automation::Tier;
 
@@ -281,7 +281,10 @@ fn StateCell(state: Option<RuleState>, transient: bool) -> impl IntoView {
         Some(t) => format!(
             "Last round {} UTC: {}{}",
             format_time(t),
-            s.last_round_outcome.as_deref().unwrap_or("-"),
+            s.last_round_outcome
+                .as_deref()
+                .map(round_outcome_label)
+                .unwrap_or("-"),
             s.last_round_message
                 .as_deref()
                 .map(|m| format!(" ({m})"))
@@ -300,11 +303,59 @@ fn StateCell(state: Option<RuleState>, transient: bool) -> impl IntoView {
             {job}
             <div class="dim small">
                 {format!(
-                    "{} rounds run, {} skipped; {} replayed, {} came back",
-                    s.rounds_run, s.rounds_skipped, s.replayed_total, s.refailed_total
+                    "{} {} run, {} skipped; {} replayed, {} came back",
+                    s.rounds_run,
+                    if s.rounds_run == 1 { "round" } else { "rounds" },
+                    s.rounds_skipped,
+                    s.replayed_total,
+                    s.refailed_total
                 )}
             </div>
         </div>
     }
     .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(outcome: &str, rounds_run: i64) -> RuleState {
+        RuleState {
+            rule_name: "r".into(),
+            paused: false,
+            paused_reason: None,
+            paused_by: None,
+            paused_at_ms: None,
+            last_round_at_ms: Some(1_000),
+            last_round_outcome: Some(outcome.into()),
+            last_round_message: Some("lag 9 > 5".into()),
+            last_job_id: None,
+            rounds_run,
+            rounds_skipped: 2,
+            replayed_total: 4,
+            refailed_total: 1,
+        }
+    }
+
+    /// The last round's outcome is in words, and the round count agrees with its number.
+    #[test]
+    fn the_state_cell_says_the_outcome_in_words() {
+        let html =
+            view! { <StateCell state=Some(state("gate_closed", 1)) transient=true /> }.to_html();
+        assert!(html.contains(": gate closed (lag 9 &gt; 5)"), "{html}");
+        assert!(!html.contains("gate_closed"), "{html}");
+        assert!(
+            html.contains("1 round run, 2 skipped; 4 replayed, 1 came back"),
+            "{html}"
+        );
+        let html =
+            view! { <StateCell state=Some(state("nothing_due", 2)) transient=true /> }.to_html();
+        assert!(html.contains(": nothing due"), "{html}");
+        assert!(html.contains("2 rounds run,"), "{html}");
+        let html =
+            view! { <StateCell state=Some(state("new_kind", 0)) transient=true /> }.to_html();
+        assert!(html.contains(": new_kind"), "{html}");
+        assert!(html.contains("0 rounds run,"), "{html}");
+    }
 }

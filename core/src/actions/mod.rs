@@ -11,8 +11,10 @@ use crate::filter::{parse_time, Filter};
 
 pub use crate::permission::Role;
 
+mod audit_actions;
 mod job;
 
+pub use audit_actions::{audit_action_label, AUDIT_ACTIONS};
 pub use job::{JobLag, JobQueueing, JobStatus, ReplayJob, TransformCounts};
 
 /// Who is acting, and from where: written into every audit row.
@@ -361,9 +363,7 @@ pub struct AuditEntry {
     pub at_ms: i64,
     /// User name, or `-` for an anonymous failed sign-in.
     pub actor: String,
-    /// e.g. `replay`, `delete`, `restore`, `cancel_job`, `sign_in`, `sign_in_failed`,
-    /// `sign_out`, `user_add`, `token_create`, `token_revoke`, `label_add`, `label_remove`,
-    /// `note_set`, `export`.
+    /// One of [`AUDIT_ACTIONS`]: e.g. `replay`, `delete`, `sign_in`, `token_create`.
     pub action: String,
     /// How many dead letters it touched (0 for non-dead-letter actions).
     pub count: i64,
@@ -394,7 +394,7 @@ pub struct AuditEntry {
 pub struct NewAuditEntry {
     /// User name, or `-` when unknown (e.g. a failed sign-in for no such user).
     pub actor: String,
-    /// e.g. `sign_in`, `sign_in_failed`, `sign_out`, `user_add`, `token_create`, `token_revoke`.
+    /// One of [`AUDIT_ACTIONS`]: e.g. `sign_in`, `user_add`, `token_create`.
     pub action: String,
     /// `ok`, `denied`, `failed: ...`.
     pub outcome: String,

@@ -48,7 +48,8 @@ pub struct RuleState {
     pub paused_at_ms: Option<i64>,
     /// Epoch ms of the last round that ran or was skipped.
     pub last_round_at_ms: Option<i64>,
-    /// `ran`, `gate_closed`, `nothing_due`, `paused`, `error`.
+    /// `ran`, `gate_closed`, `nothing_due`, `paused`, `error` (in words:
+    /// [`round_outcome_label`]).
     pub last_round_outcome: Option<String>,
     /// What the gate said, or why the round did nothing.
     pub last_round_message: Option<String>,
@@ -59,6 +60,19 @@ pub struct RuleState {
     /// Dead letters its rounds replayed, and of those, how many came back.
     pub replayed_total: i64,
     pub refailed_total: i64,
+}
+
+/// A round outcome as stored in `rule_states.last_round_outcome` (`ran`, `gate_closed`,
+/// `nothing_due`, `paused`, `error`), in words for the UI; an unknown one as stored.
+pub fn round_outcome_label(outcome: &str) -> &str {
+    match outcome {
+        "ran" => "ran",
+        "gate_closed" => "gate closed",
+        "nothing_due" => "nothing due",
+        "paused" => "paused",
+        "error" => "error",
+        other => other,
+    }
 }
 
 /// Live dead letters of one tier (`None`: not sorted yet).
@@ -233,5 +247,20 @@ pub fn describe_gate(g: Option<&GateSpec>) -> String {
         "none (always open)".into()
     } else {
         parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_outcome_label;
+
+    #[test]
+    fn round_outcomes_in_words() {
+        assert_eq!(round_outcome_label("ran"), "ran");
+        assert_eq!(round_outcome_label("gate_closed"), "gate closed");
+        assert_eq!(round_outcome_label("nothing_due"), "nothing due");
+        assert_eq!(round_outcome_label("paused"), "paused");
+        assert_eq!(round_outcome_label("error"), "error");
+        assert_eq!(round_outcome_label("something_new"), "something_new");
     }
 }

@@ -228,17 +228,19 @@ pub fn dead_letter_text(d: &Value) -> String {
     o
 }
 
-/// A job's counts in a line: `job J finished: 10 of 10 published, 0 failed, 0 cancelled`,
-/// and whether its rows are still being queued.
+/// A job's counts in a line: `job J finished: 10 of 10 published, 0 failed, 0 cancelled,
+/// 0 came back` (came back: its published records that came back as dead letters, the jobs
+/// table's "CAME BACK"), and whether its rows are still being queued.
 pub fn job_line(job: &Value) -> String {
     let mut l = format!(
-        "job {} {}: {} of {} published, {} failed, {} cancelled",
+        "job {} {}: {} of {} published, {} failed, {} cancelled, {} came back",
         s(job, "id"),
         s(job, "status"),
         n(job, "published"),
         n(job, "total"),
         n(job, "failed"),
         n(job, "cancelled"),
+        n(job, "refailed"),
     );
     let skipped = n(job, "skipped");
     if skipped > 0 {
@@ -367,12 +369,22 @@ mod tests {
     }
 
     #[test]
+    fn a_job_line_says_how_many_came_back() {
+        let job = json!({"id": "j", "status": "finished", "total": 4, "published": 4,
+            "failed": 0, "cancelled": 0, "refailed": 3, "queueing": null});
+        assert_eq!(
+            job_line(&job),
+            "job j finished: 4 of 4 published, 0 failed, 0 cancelled, 3 came back\n"
+        );
+    }
+
+    #[test]
     fn a_job_line_says_when_its_rows_are_still_queued() {
         let job = json!({"id": "j", "status": "running", "total": 500, "published": 200,
             "failed": 0, "cancelled": 0, "queueing": {"chunks": 1}});
         assert_eq!(
             job_line(&job),
-            "job j running: 200 of 500 published, 0 failed, 0 cancelled \
+            "job j running: 200 of 500 published, 0 failed, 0 cancelled, 0 came back \
              (still queueing: the total grows)\n"
         );
         let done = json!({"id": "j", "status": "finished", "total": 1037, "published": 1037,
