@@ -263,71 +263,68 @@ async fn run(backend: Backend, case: &Case) -> Result<Ran> {
 /// queues its pending rows, as a store's do between autovacuum's runs (PostgreSQL) or after
 /// an `ANALYZE` (SQLite runs none itself). docs/bench.md "2026-12-06 (8)".
 async fn write_history(url: &str, rows: usize) -> Result<()> {
-    use sqlx::Connection as _;
-    const JOBS: i64 = 20;
-    let rows = rows as i64;
-    let pg = url.starts_with("postgres");
-    // `g` from 1 to the first parameter: PostgreSQL's generate_series, SQLite's recursive CTE.
-    let series = if pg {
-        "generate_series(1, $1) AS s(g)"
-    } else {
-        "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < ?1) \
-         SELECT g FROM s)"
+    const JOBS: usize = 20;
+    // `g` from 1 to `n`: PostgreSQL's generate_series, SQLite's recursive CTE.
+    let series = |n: usize| {
+        if url.starts_with("postgres") {
+            format!("generate_series(1, {n}) AS s(g)")
+        } else {
+            format!(
+                "(WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {n}) \
+                 SELECT g FROM s)"
+            )
+        }
     };
-    let per_job = if pg { "$2" } else { "?2" };
-    let jobs = format!(
-        "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, total, \
-         published, selection) SELECT 'history-' || g, 'finished', 'bench', g, g, {per_job}, \
-         {per_job}, '{{}}' FROM {series}"
-    );
-    let outbox = format!(
-        "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, status, \
-         next_attempt_at_ms, created_at_ms, published_partition, published_offset, \
-         published_at_ms) SELECT 'history-' || (1 + g % {JOBS}), \
-         (SELECT MIN(id) FROM dead_letters) + g % (SELECT COUNT(*) FROM dead_letters), \
-         'history-' || g, 'bench_history', 'published', 0, 0, 0, g, 0 FROM {series}"
-    );
-    if pg {
-        let mut c = sqlx::PgConnection::connect(url).await?;
-        sqlx::query(&jobs)
-            .bind(JOBS)
-            .bind(rows / JOBS)
-            .execute(&mut c)
-            .await?;
-        sqlx::query(&outbox).bind(rows).execute(&mut c).await?;
-        sqlx::query("ANALYZE").execute(&mut c).await?;
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(url).await?;
-        sqlx::query(&jobs)
-            .bind(JOBS)
-            .bind(rows / JOBS)
-            .execute(&mut c)
-            .await?;
-        sqlx::query(&outbox).bind(rows).execute(&mut c).await?;
-        sqlx::query("ANALYZE").execute(&mut c).await?;
-    }
-    Ok(())
+    let per_job = rows / JOBS;
+    execute_all(
+        url,
+        &[
+            format!(
+                "INSERT INTO replay_jobs (id, status, created_by, created_at_ms, finished_at_ms, \
+                 total, published, selection) SELECT 'history-' || g, 'finished', 'bench', g, g, \
+                 {per_job}, {per_job}, '{{}}' FROM {}",
+                series(JOBS)
+            ),
+            format!(
+                "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, \
+                 status, next_attempt_at_ms, created_at_ms, published_partition, \
+                 published_offset, published_at_ms) SELECT 'history-' || (1 + g % {JOBS}), \
+                 (SELECT MIN(id) FROM dead_letters) + g % (SELECT COUNT(*) FROM dead_letters), \
+                 'history-' || g, 'bench_history', 'published', 0, 0, 0, g, 0 FROM {}",
+                series(rows)
+            ),
+            "ANALYZE".to_string(),
+        ],
+    )
+    .await
 }
 
 /// Rewrites every stored key to `order-{source_offset % k}` (the key's records then follow
 /// each other in source-offset order, interleaved with the other keys'). No trigger reads
 /// `dead_letters.key`, so nothing else changes.
 async fn share_keys(url: &str, k: usize) -> Result<()> {
+    let sql = if url.starts_with("postgres") {
+        format!("UPDATE dead_letters SET key = convert_to('order-' || (source_offset % {k})::text, 'UTF8')")
+    } else {
+        format!("UPDATE dead_letters SET key = CAST('order-' || (source_offset % {k}) AS BLOB)")
+    };
+    execute_all(url, &[sql]).await
+}
+
+/// Runs `statements` (no parameters) in order on one connection to `url`, PostgreSQL or
+/// SQLite.
+async fn execute_all(url: &str, statements: &[String]) -> Result<()> {
     use sqlx::Connection as _;
     if url.starts_with("postgres") {
         let mut c = sqlx::PgConnection::connect(url).await?;
-        sqlx::query(
-            "UPDATE dead_letters SET key = convert_to('order-' || (source_offset % $1)::text, 'UTF8')",
-        )
-        .bind(k as i64)
-        .execute(&mut c)
-        .await?;
+        for sql in statements {
+            sqlx::query(sql).execute(&mut c).await?;
+        }
     } else {
         let mut c = sqlx::SqliteConnection::connect(url).await?;
-        sqlx::query("UPDATE dead_letters SET key = CAST('order-' || (source_offset % ?1) AS BLOB)")
-            .bind(k as i64)
-            .execute(&mut c)
-            .await?;
+        for sql in statements {
+            sqlx::query(sql).execute(&mut c).await?;
+        }
     }
     Ok(())
 }
