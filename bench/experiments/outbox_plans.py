@@ -14,7 +14,7 @@ the candidate's marks are written so and the base's are not.
 The statements mirror what the server sends (`core/src/store/outbox.rs` `claim` and
 `jobs_with_expired_claims`, `outbox_mark.rs` `finish_if_done` and the marks,
 `job_control.rs` cancel, `order.rs` `any_held`, `hold_later`, `release_next`, `canary.rs`,
-`lag.rs`, `rounds.rs`), with literals in place of binds. A plan that scans the outbox
+`lag.rs`, `rounds.rs` `refail_tally`), with literals in place of binds. A plan that scans the outbox
 (SQLite `SCAN outbox`, PostgreSQL `Seq Scan on outbox`) is flagged.
 
 - SQLite: `pysqlite3` (PyPI's `pysqlite3-binary`, a recent SQLite) when installed, else
@@ -26,7 +26,8 @@ The statements mirror what the server sends (`core/src/store/outbox.rs` `claim` 
   then a third run with the candidate once `ANALYZE outbox` has seen the new job.
 
 Usage: `PG_URL=postgres://postgres@127.0.0.1:55433/postgres python3 outbox_plans.py`.
-Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)" (0033) and "2026-12-06 (8)" (0034).
+Figures and conclusions: `docs/bench.md`, "2026-12-06 (7)" (0033), "2026-12-06 (8)" (0034)
+and "2026-12-06 (9)" (the automation tally from the jobs' counters).
 """
 import glob
 import os
@@ -48,6 +49,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MIGRATIONS = os.path.join(HERE, "..", "..", "core", "migrations")
 NOW = 1_800_000_000_000
 NEW = "job-new"
+# The automation tally's `now - replay_outcome_window_ms` (1 h, the default).
+JUDGED_BEFORE = NOW - 3_600_000
 # SQLite: ANALYZE the empty store first, as the bench's bulk-loaded store is (its statistics
 # then say the outbox is empty, and the planner takes a small partial index readily).
 ANALYZE_EMPTY = os.environ.get("ANALYZE_EMPTY") == "1"
@@ -136,17 +139,31 @@ def statements(db, candidate):
          ") AND claim_token = 't' AND status = 'claimed'"),
         ("lag: job_target_topics", "SELECT DISTINCT target_topic FROM outbox WHERE job_id = '" +
          NEW + "' ORDER BY target_topic LIMIT 33"),
-        ("rounds: refail_tally",
+        ("rounds: refail_tally, every published row (before 2026-12-06 (9))",
          "SELECT COUNT(*), SUM(CASE WHEN o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END) "
          "FROM replay_jobs j CROSS JOIN outbox o WHERE o.job_id = j.id AND j.created_by = 'rule:r' "
          "AND o.status = 'published'"),
+        # `rounds.rs` since 2026-12-06 (9): the jobs' counters, then the rows of the jobs that
+        # finished within the outcome window (1 h) or still run.
+        ("rounds: refail_tally, the jobs' counters",
+         "SELECT CAST(SUM(CASE WHEN created_at_ms > 0 THEN (replay_jobs.published + (SELECT "
+         "CAST(COALESCE(SUM(t.published), 0) AS BIGINT) FROM replay_job_tallies t WHERE t.job_id "
+         "= replay_jobs.id)) ELSE 0 END) AS BIGINT), CAST(SUM(refailed) AS BIGINT) "
+         "FROM replay_jobs WHERE created_by = 'rule:r'"),
+        ("rounds: refail_tally, rows of the jobs within the window",
+         f"SELECT CAST(SUM(CASE WHEN o.refailed_by_id IS NOT NULL OR o.published_at_ms <= {JUDGED_BEFORE} "
+         "THEN 1 ELSE 0 END) AS BIGINT) FROM replay_jobs j CROSS JOIN outbox o WHERE o.job_id = j.id "
+         f"AND j.created_by = 'rule:r' AND j.created_at_ms > 0 AND (j.finished_at_ms IS NULL OR "
+         f"j.finished_at_ms > {JUDGED_BEFORE}) AND o.status = 'published'"),
     ]
 
 
 FILL = [
-    # replay_jobs: the old jobs finished (the first one still running, with everything published), a quarter of them by rule `r`; the new one running.
-    "INSERT INTO replay_jobs (id, created_by, created_at_ms, status, total, published, failed, selection) "
-    "SELECT 'job-old-' || g, CASE WHEN g % 4 = 0 THEN 'rule:r' ELSE 'alice' END, {now} - 100000 + g, CASE WHEN g = 1 THEN 'running' ELSE 'finished' END, {old_rows}, {old_rows}, 0, '{{}}' "
+    # replay_jobs: the old jobs finished (the first one still running, with everything published), a quarter of them by rule `r`, a day or more ago; the new one running.
+    "INSERT INTO replay_jobs (id, created_by, created_at_ms, finished_at_ms, status, total, published, failed, selection) "
+    "SELECT 'job-old-' || g, CASE WHEN g % 4 = 0 THEN 'rule:r' ELSE 'alice' END, {now} - 100000000 + g * 1000, "
+    "CASE WHEN g = 1 THEN NULL ELSE {now} - 100000000 + g * 1000 + 500 END, "
+    "CASE WHEN g = 1 THEN 'running' ELSE 'finished' END, {old_rows}, {old_rows}, 0, '{{}}' "
     "FROM {series_jobs}",
     # the old jobs' rows, all published.
     "INSERT INTO outbox (job_id, dead_letter_id, idempotency_key, target_topic, status, "

@@ -27,6 +27,8 @@ mod gate;
 #[cfg(test)]
 mod gate_tests;
 mod migrate;
+#[cfg(test)]
+mod refail_tally_tests;
 mod rows;
 mod scan_share;
 mod sql;

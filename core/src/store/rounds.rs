@@ -382,6 +382,13 @@ impl Store {
     /// many of everything the rule ever published came back, beside `replayed_total` (the
     /// `/automation` page's "N replayed, M came back").
     ///
+    /// Cost: one read of the rule's jobs' counters (`replay_jobs_by_creator`; `published` and
+    /// `refailed` are kept by the marks and by ingest, `job_tallies.rs`, `outcome.rs`), plus
+    /// the published rows of only those jobs that finished less than `window_ms` ago or still
+    /// run (a job finished before `now_ms - window_ms` has every record judged). Before, each
+    /// round read every published row the rule ever replayed, the write lock held on SQLite
+    /// (`docs/bench.md`, "2026-12-06 (9)").
+    ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn refail_tally(
         &self,
@@ -392,49 +399,70 @@ impl Store {
     ) -> Result<RefailTally, StoreError> {
         let actor = format!("{RULE_ACTOR_PREFIX}{rule}");
         let judged_before = now_ms.saturating_sub(window_ms.min(i64::MAX as u64) as i64);
-        type Sums = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
-        let row: Sums = on_write_conn!(self, |conn, DB| {
-            // The rule's jobs first (`replay_jobs_by_creator`), then each one's published rows
-            // (`outbox_claimable`): SQLite keeps a `CROSS JOIN`'s order, and otherwise read
-            // every published row of every job through `outbox_due (status)`, on the write
-            // connection, each round (docs/bench.md "2026-12-06 (7)"). PostgreSQL plans it
-            // as any inner join.
+        // (replayed, refailed, judged by finishing early enough, refailed ever)
+        type JobSums = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+        let (jobs, recent): (JobSums, Option<i64>) = on_pool!(self, |pool, DB| {
+            let published = super::job_tallies::counter("published");
             let mut qb: QueryBuilder<'_, DB> =
-                QueryBuilder::new("SELECT SUM(CASE WHEN j.created_at_ms > ");
+                QueryBuilder::new("SELECT CAST(SUM(CASE WHEN created_at_ms > ");
             DB::bind(&mut qb, Val::I64(Some(since_ms)));
-            qb.push(" THEN 1 ELSE 0 END), SUM(CASE WHEN j.created_at_ms > ");
+            qb.push(format!(" THEN {published} ELSE 0 END) AS BIGINT), "));
+            qb.push("CAST(SUM(CASE WHEN created_at_ms > ");
             DB::bind(&mut qb, Val::I64(Some(since_ms)));
-            qb.push(" AND (o.refailed_by_id IS NOT NULL OR o.published_at_ms <= ");
+            qb.push(" THEN refailed ELSE 0 END) AS BIGINT), CAST(SUM(CASE WHEN created_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(since_ms)));
+            qb.push(" AND finished_at_ms <= ");
             DB::bind(&mut qb, Val::I64(Some(judged_before)));
-            qb.push(") THEN 1 ELSE 0 END), SUM(CASE WHEN j.created_at_ms > ");
-            DB::bind(&mut qb, Val::I64(Some(since_ms)));
-            qb.push(
-                " AND o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END), \
-                 SUM(CASE WHEN o.refailed_by_id IS NOT NULL THEN 1 ELSE 0 END) \
-                 FROM replay_jobs j CROSS JOIN outbox o WHERE o.job_id = j.id \
-                 AND j.created_by = ",
-            );
+            qb.push(format!(
+                " THEN {published} ELSE 0 END) AS BIGINT), CAST(SUM(refailed) AS BIGINT) \
+                 FROM replay_jobs WHERE created_by = "
+            ));
             DB::bind(&mut qb, Val::Text(Some(actor.as_str())));
-            qb.push(" AND o.status = 'published'");
-            let row: Sums = qb
+            let jobs: JobSums = qb
                 .build_query_as()
-                .fetch_one(&mut *conn)
+                .fetch_one(pool)
                 .await
                 .map_err(store_error)?;
+            // The rows of the jobs still within the window: the rule's jobs first
+            // (`replay_jobs_by_creator`), then each one's published rows (`outbox_claimable`).
+            // SQLite keeps a `CROSS JOIN`'s order; otherwise it read every published row of
+            // every job (docs/bench.md "2026-12-06 (7)").
+            let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                "SELECT CAST(SUM(CASE WHEN o.refailed_by_id IS NOT NULL OR o.published_at_ms <= ",
+            );
+            DB::bind(&mut qb, Val::I64(Some(judged_before)));
+            qb.push(
+                " THEN 1 ELSE 0 END) AS BIGINT) FROM replay_jobs j CROSS JOIN outbox o \
+                 WHERE o.job_id = j.id AND j.created_by = ",
+            );
+            DB::bind(&mut qb, Val::Text(Some(actor.as_str())));
+            qb.push(" AND j.created_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(since_ms)));
+            qb.push(" AND (j.finished_at_ms IS NULL OR j.finished_at_ms > ");
+            DB::bind(&mut qb, Val::I64(Some(judged_before)));
+            qb.push(") AND o.status = 'published'");
+            let (recent,): (Option<i64>,) = qb
+                .build_query_as()
+                .fetch_one(pool)
+                .await
+                .map_err(store_error)?;
+            Ok::<_, StoreError>((jobs, recent))
+        })?;
+        let refailed_total = jobs.3.unwrap_or(0);
+        on_write_conn!(self, |conn, DB| {
             let mut qb: QueryBuilder<'_, DB> =
                 QueryBuilder::new("UPDATE rule_states SET refailed_total = ");
-            DB::bind(&mut qb, Val::I64(Some(row.3.unwrap_or(0))));
+            DB::bind(&mut qb, Val::I64(Some(refailed_total)));
             qb.push(" WHERE rule_name = ");
             DB::bind(&mut qb, Val::Text(Some(rule)));
             qb.build().execute(&mut *conn).await.map_err(store_error)?;
-            Ok::<Sums, StoreError>(row)
+            Ok::<(), StoreError>(())
         })?;
-        let tally = RefailTally {
-            replayed: row.0.unwrap_or(0),
-            judged: row.1.unwrap_or(0),
-            refailed: row.2.unwrap_or(0),
-        };
-        Ok(tally)
+        Ok(RefailTally {
+            replayed: jobs.0.unwrap_or(0),
+            judged: jobs.2.unwrap_or(0) + recent.unwrap_or(0),
+            refailed: jobs.1.unwrap_or(0),
+        })
     }
 
     /// Pauses rule `rule` by itself (`docs/automation.md`, "Rule self-pause") at `now_ms`:
