@@ -1,5 +1,5 @@
-//! List-page latency over a filled store (`make bench` rows 3, `Store::list`, server side) and
-//! a bulk delete of every row on SQLite.
+//! List-page latency over the run's shared store (`make bench` rows 3, `Store::list`, server
+//! side; [`crate::shared_store`]) and a bulk delete of every row of a store of its own on SQLite.
 
 use std::time::Instant;
 
@@ -8,16 +8,19 @@ use redrive_core::filter::ListQuery;
 use redrive_core::Filter;
 use redrive_testkit::Backend;
 
+use crate::shared_store::SharedStores;
 use crate::{filled_store, percentile, synthetic, DAY_MS};
 
-/// (p50, p99) in ms for each of the four filters.
+/// (p50, p99) in ms for each of the four filters, over `shared`'s store of `rows` on `backend`.
 pub(crate) async fn list_latencies(
+    shared: &SharedStores,
     backend: Backend,
     rows: usize,
     queries: usize,
 ) -> Result<Vec<(f64, f64)>> {
-    let now = 1_796_104_800_000i64;
-    let (store, _dir) = filled_store(backend, rows, now).await?;
+    let now = crate::shared_store::NOW;
+    let filled = shared.get(backend, rows, "list pages").await?;
+    let store = filled.connect().await?;
     let group_fp = synthetic(7, now).fingerprint;
     let filters = [
         Filter::default(),
@@ -59,6 +62,7 @@ pub(crate) async fn list_latencies(
         out.push((percentile(&times, 0.5), percentile(&times, 0.99)));
     }
     eprintln!("list latencies on {backend:?}: {out:?}");
+    store.close().await;
     Ok(out)
 }
 

@@ -61,6 +61,7 @@ mod replay_rows;
 mod rounds;
 mod search;
 mod server_rss;
+mod shared_store;
 mod spring_records;
 mod synthetic;
 mod upgrade;
@@ -120,8 +121,11 @@ async fn main() -> Result<()> {
     let records = env_usize("BENCH_RECORDS", 200_000);
     let rows = env_usize("BENCH_ROWS", 1_000_000);
     let queries = env_usize("BENCH_QUERIES", 200);
+    // The large store the list, search, overview and load sections read, one per database,
+    // filled on first use and dropped when the run ends ([`shared_store`]).
+    let shared = shared_store::SharedStores::default();
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() == "only" {
-        return print_overview_figures(records, rows).await;
+        return print_overview_figures(&shared, records, rows).await;
     }
     if std::env::var("BENCH_UPGRADE").unwrap_or_default() == "only" {
         let figures = upgrade::measure(rows, queries).await?;
@@ -144,13 +148,15 @@ async fn main() -> Result<()> {
     }
     let load = std::env::var("BENCH_LOAD").unwrap_or_default();
     if load == "only" {
-        return print_load_figures(rows).await;
+        return print_load_figures(&shared, rows).await;
     }
     let rss_records = env_usize("BENCH_RSS_RECORDS", 1_000_000);
     if std::env::var("BENCH_RSS").unwrap_or_default() == "only" {
         return print_rss_figures(rss_records).await;
     }
-    let purge_rows = env_usize("BENCH_PURGE", rows);
+    // Purge and bulk delete fill stores of their own (they empty them): at most 1M rows
+    // unless asked, so that a 10M run does not fill two more 10M stores.
+    let purge_rows = env_usize("BENCH_PURGE", rows.min(1_000_000));
     if std::env::var("BENCH_PURGE_ONLY").unwrap_or_default() == "1" {
         println!("| measure | SQLite | PostgreSQL |");
         println!("|---|---|---|");
@@ -158,7 +164,7 @@ async fn main() -> Result<()> {
     }
     let search_rows = env_usize("BENCH_SEARCH", rows);
     if std::env::var("BENCH_SEARCH_ONLY").unwrap_or_default() == "1" {
-        return print_search_figures(search_rows, queries).await;
+        return print_search_figures(&shared, search_rows, queries).await;
     }
     if std::env::var("BENCH_ROUNDS_ONLY").unwrap_or_default() == "1" {
         let figures = rounds::measure().await?;
@@ -222,11 +228,14 @@ async fn main() -> Result<()> {
     // BENCH_ROWS=0 measures ingest only.
     if rows > 0 {
         for backend in Backend::ALL {
-            latencies.push((backend, list_latencies(backend, rows, queries).await?));
+            latencies.push((
+                backend,
+                list_latencies(&shared, backend, rows, queries).await?,
+            ));
         }
     }
     // A bulk delete of every row on SQLite, in chunks (docs/replay.md, "Bulk actions").
-    let bulk_n = env_usize("BENCH_BULK", rows);
+    let bulk_n = env_usize("BENCH_BULK", rows.min(1_000_000));
     let bulk = if bulk_n > 0 {
         Some(bulk_delete(bulk_n).await?)
     } else {
@@ -304,7 +313,7 @@ async fn main() -> Result<()> {
     if purge_rows > 0 {
         purge::print_purge_figures(purge_rows).await?;
     }
-    print_search_figures(search_rows, queries).await?;
+    print_search_figures(&shared, search_rows, queries).await?;
     if detail != "0" {
         print_detail_figures().await?;
     }
@@ -315,10 +324,11 @@ async fn main() -> Result<()> {
         instances::print(&figures, instance_records, instance_replays);
     }
     if std::env::var("BENCH_OVERVIEW").unwrap_or_default() != "0" {
-        print_overview_figures(records, rows).await?;
+        print_overview_figures(&shared, records, rows).await?;
     }
+    // Last of the sections on the shared stores: its server's ingest adds rows to them.
     if load != "0" {
-        print_load_figures(rows).await?;
+        print_load_figures(&shared, rows).await?;
     }
     if rss_records > 0 && std::env::var("BENCH_RSS").unwrap_or_default() != "0" {
         print_rss_figures(rss_records).await?;
@@ -332,7 +342,7 @@ async fn main() -> Result<()> {
 /// phase per think time of `BENCH_LOAD_THINK_MS` (ms, comma-separated, default `0,1000`: a
 /// closed loop, then users who read each page for a second).
 /// `BENCH_LOAD=only` runs just this; `0` skips it.
-async fn print_load_figures(rows: usize) -> Result<()> {
+async fn print_load_figures(shared: &shared_store::SharedStores, rows: usize) -> Result<()> {
     let users = env_usize("BENCH_LOAD_USERS", 20);
     let secs = env_usize("BENCH_LOAD_SECS", 30) as u64;
     let ingest = env_usize("BENCH_LOAD_INGEST", 1_000);
@@ -344,18 +354,7 @@ async fn print_load_figures(rows: usize) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("BENCH_LOAD_THINK_MS: {e}"))?;
     let mut figs = Vec::new();
     for backend in backends() {
-        figs.extend(
-            pages_load::figures(
-                backend,
-                rows,
-                users,
-                secs,
-                &think,
-                ingest,
-                1_796_104_800_000,
-            )
-            .await?,
-        );
+        figs.extend(pages_load::figures(shared, backend, rows, users, secs, &think, ingest).await?);
     }
     pages_load::print(rows, &figs);
     Ok(())
@@ -399,7 +398,11 @@ async fn print_ingest_figures(records: usize) -> Result<()> {
 /// The aggregates' cost at ingest (with and without the migration 0006 and 0027 triggers) and the
 /// overview page / `/metrics` latency at `rows` ([`overview_page`]). `BENCH_OVERVIEW=only`
 /// runs just this; `0` skips it.
-async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
+async fn print_overview_figures(
+    shared: &shared_store::SharedStores,
+    records: usize,
+    rows: usize,
+) -> Result<()> {
     let topic = kit::unique("bench_overview.DLT");
     kit::create_topic(&topic, 4, &[]).await?;
     produce_spring_records(&topic, records).await?;
@@ -412,9 +415,7 @@ async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
     let mut pages = Vec::new();
     if rows > 0 {
         for backend in Backend::ALL {
-            pages.push(Some(
-                overview_page::figures(backend, rows, 1_796_104_800_000).await?,
-            ));
+            pages.push(Some(overview_page::figures(shared, backend, rows).await?));
         }
     } else {
         pages = vec![None, None];
@@ -474,7 +475,11 @@ async fn print_overview_figures(records: usize, rows: usize) -> Result<()> {
 /// (`BENCH_SEARCH_INGEST` records, default 20,000, with and without), and list-page latency
 /// of searches over `rows` bulk-loaded rows ([`search`]; `rows` 0 skips those).
 /// `BENCH_SEARCH_ONLY=1` runs just this.
-async fn print_search_figures(rows: usize, queries: usize) -> Result<()> {
+async fn print_search_figures(
+    shared: &shared_store::SharedStores,
+    rows: usize,
+    queries: usize,
+) -> Result<()> {
     let records = env_usize("BENCH_SEARCH_INGEST", 20_000);
     let mut ingest = Vec::new();
     if records > 0 {
@@ -490,7 +495,7 @@ async fn print_search_figures(rows: usize, queries: usize) -> Result<()> {
     let mut figures = Vec::new();
     if rows > 0 {
         for backend in backends() {
-            figures.push(search::measure(backend, rows, queries).await?);
+            figures.push(search::measure(shared, backend, rows, queries).await?);
         }
     }
     println!();

@@ -1,8 +1,9 @@
 //! Overview page and `/metrics` latency over HTTP against the release `redrive` binary, at
 //! `BENCH_ROWS` stored dead letters (issue 8: neither may scan the store per view or scrape).
 //!
-//! How it is measured: a fresh store of each backend is filled by the database itself
-//! (`bulk_load`, the migration 0006 triggers maintaining the aggregates as rows go in), the
+//! How it is measured: the run's shared store of each backend ([`crate::shared_store`]), filled
+//! by the database itself (`bulk_load`, the migration 0006 triggers maintaining the aggregates
+//! as rows go in), the
 //! release binary serves it (beside this bench's executable, built by `scripts/bench`), and
 //! `OVERVIEW_RUNS` sequential GETs of each path are timed, request to last byte on loopback.
 //! `/metrics` serves cached store figures for 10 s, so its p50 is the cached scrape and the
@@ -17,11 +18,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use redrive_core::store::Store;
-use redrive_testkit::{self as kit, Backend};
+use redrive_testkit::Backend;
 
-use crate::bulk_load::Tiers;
 use crate::release_server::{p50_p99, ReleaseServer};
+use crate::shared_store::SharedStores;
 
 const OVERVIEW_RUNS: usize = 50;
 /// GETs of the bounded groups page (each reads ~100,000 rows).
@@ -42,17 +42,18 @@ pub struct Figures {
     pub fill_s: f64,
 }
 
-/// Fills a store of `backend` with `rows`, serves it with the release binary, times the
-/// pages. Errors: the binary is missing, the fill or the server fails.
-pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures> {
-    let (db_url, _dir) = kit::fresh_database(backend).await?;
-    let store = Store::connect(&db_url).await?;
-    store.migrate().await?;
-    let fill = crate::bulk_load::bulk_load(&db_url, rows, now, Tiers::Sorted).await?;
-    eprintln!(
-        "overview bench: filled {rows} rows on {backend:?} in {:.1} s",
-        fill.as_secs_f64()
-    );
+/// Serves `shared`'s store of `rows` on `backend` (filled first if no section did) with the
+/// release binary and times the pages. Errors: the binary is missing, the fill or the server
+/// fails.
+pub(crate) async fn figures(
+    shared: &SharedStores,
+    backend: Backend,
+    rows: usize,
+) -> Result<Figures> {
+    let now = crate::shared_store::NOW;
+    let filled = shared.get(backend, rows, "overview").await?;
+    let db_url = filled.url.clone();
+    let store = filled.connect().await?;
     let mut stats_times = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -94,6 +95,6 @@ pub async fn figures(backend: Backend, rows: usize, now: i64) -> Result<Figures>
         groups_by_topic: p50_p99(groups_by_topic),
         groups_bounded: p50_p99(groups_bounded),
         stats_ms: s[s.len() / 2],
-        fill_s: fill.as_secs_f64(),
+        fill_s: filled.fill_s,
     })
 }

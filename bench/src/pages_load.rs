@@ -4,8 +4,9 @@
 //! serving a store of `BENCH_ROWS` rows, while that same server ingests Spring records from
 //! the real broker at `BENCH_LOAD_INGEST` (default 1,000) msgs/s.
 //!
-//! How it is measured: the store is filled by the database itself, already sorted into tiers
-//! as ingest and the server's sorter would have left it (`bulk_load`, `Tiers::Sorted`), the release
+//! How it is measured: the store is the run's shared one ([`crate::shared_store`]), filled by
+//! the database itself, already sorted into tiers as ingest and the server's sorter would have
+//! left it (`bulk_load`, `Tiers::Sorted`), the release
 //! server ([`ReleaseServer`]) consumes a fresh 4-partition DLQ topic that a producer task
 //! feeds in 100 ms ticks, and each user loops over the five page kinds in turn (each user
 //! starting at a different kind), timing each GET from request to last byte. Latencies are
@@ -23,8 +24,8 @@ use redrive_core::store::{CandidateScan, MatchCount, Store};
 use redrive_core::Filter;
 use redrive_testkit::{self as kit, Backend, TestRecord};
 
-use crate::bulk_load::Tiers;
 use crate::release_server::{p50_p99, ReleaseServer};
+use crate::shared_store::SharedStores;
 
 /// The page kinds, in the order a user visits them.
 pub const KINDS: [&str; 5] = ["list", "filtered list", "search", "groups", "detail"];
@@ -74,28 +75,25 @@ pub(crate) async fn ingested(store: &Store, topic: &str) -> Result<i64> {
     })
 }
 
-/// Fills a fresh store of `backend` with `rows`, serves it with the release binary while
-/// ingest runs, and loads it with `users` users for `secs` s, once per think time in `think`
-/// (ms; one [`Figures`] each, in that order, on the same store and server).
+/// Serves `shared`'s store of `rows` on `backend` (filled first if no section did) with the
+/// release binary while ingest runs, and loads it with `users` users for `secs` s, once per
+/// think time in `think` (ms; one [`Figures`] each, in that order, on the same store and
+/// server). Its ingest adds rows to the shared store: run it after the other sections that
+/// read that store.
 ///
 /// Errors: the binary is missing, the fill, the broker or the server fails.
-pub async fn figures(
+pub(crate) async fn figures(
+    shared: &SharedStores,
     backend: Backend,
     rows: usize,
     users: usize,
     secs: u64,
     think: &[u64],
     ingest_per_s: usize,
-    now: i64,
 ) -> Result<Vec<Figures>> {
-    let (db_url, _dir) = kit::fresh_database(backend).await?;
-    let store = Store::connect(&db_url).await?;
-    store.migrate().await?;
-    let fill = crate::bulk_load::bulk_load(&db_url, rows, now, Tiers::Sorted).await?;
-    eprintln!(
-        "pages under load: filled {rows} rows on {backend:?} in {:.1} s",
-        fill.as_secs_f64()
-    );
+    let filled = shared.get(backend, rows, "pages under load").await?;
+    let db_url = filled.url.clone();
+    let store = filled.connect().await?;
     let topic = kit::unique("bench_load.DLT");
     kit::create_topic(&topic, 4, &[]).await?;
     let server = Arc::new(

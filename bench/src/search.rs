@@ -1,6 +1,6 @@
 //! Free-text search (issue 12 item 2): the list page's latency with `q` (`Store::list`, in
-//! process, without HTTP) over a bulk-loaded store of `BENCH_SEARCH` rows (default
-//! `BENCH_ROWS`), per database, for:
+//! process, without HTTP) over the run's shared store of `BENCH_SEARCH` rows (default
+//! `BENCH_ROWS`; [`crate::shared_store`]), per database, for:
 //!
 //! - a *rare* term: `order N after`, one dead letter's message (a different one for each
 //!   query, so no two queries read the same rows);
@@ -25,7 +25,8 @@ use redrive_core::store::Store;
 use redrive_core::Filter;
 use redrive_testkit::Backend;
 
-use crate::{filled_store_at, percentile, GROUPS};
+use crate::shared_store::SharedStores;
+use crate::{percentile, GROUPS};
 
 /// p50 and p99 of one search, ms, and how many items its first page held (the last query's).
 pub struct Latency {
@@ -47,13 +48,17 @@ pub struct Figures {
     pub two_percent_narrow_new: Latency,
 }
 
-/// Fills a store of `rows` synthetic dead letters and times `queries` list pages per search.
-pub async fn measure(backend: Backend, rows: usize, queries: usize) -> Result<Figures> {
-    let now = 1_796_104_800_000i64;
-    let t = Instant::now();
-    let (store, _dir, _url) = filled_store_at(backend, rows, now).await?;
-    let fill_s = t.elapsed().as_secs_f64();
-    eprintln!("search store of {rows} rows on {backend:?} filled in {fill_s:.1} s");
+/// Times `queries` list pages per search over `shared`'s store of `rows` synthetic dead
+/// letters on `backend` (filled first if no section did).
+pub(crate) async fn measure(
+    shared: &SharedStores,
+    backend: Backend,
+    rows: usize,
+    queries: usize,
+) -> Result<Figures> {
+    let filled = shared.get(backend, rows, "search").await?;
+    let fill_s = filled.fill_s;
+    let store = filled.connect().await?;
     // Rows whose message is `Failure g while processing order i after ...` (not group 7).
     let rare_row = move |k: usize| {
         let mut i = (rows / 3 + k * 7919) % rows;
@@ -132,6 +137,7 @@ pub async fn measure(backend: Backend, rows: usize, queries: usize) -> Result<Fi
         rare.p50, rare.p99, common.p50, common.p99, two_percent.p50, two_percent.p99,
         two_percent_narrow.p50, two_percent_narrow.p99
     );
+    store.close().await;
     Ok(Figures {
         backend,
         rows,
