@@ -194,7 +194,9 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     if std::env::var("BENCH_INGEST_ONLY").unwrap_or_default() == "1" {
-        return print_ingest_figures(records).await;
+        let topic = spring_backlog("bench_ingest.DLT", records).await?;
+        let raw = raw_consume_rate(&topic, records)?;
+        return print_ingest_figures(&topic, records, raw).await;
     }
     println!("redrive bench: {records} records for ingest, {rows} rows for the list, {queries} queries per filter");
 
@@ -313,6 +315,8 @@ async fn main() -> Result<()> {
     if purge_rows > 0 {
         purge::print_purge_figures(purge_rows).await?;
     }
+    // Item 4 of issue 12: ingest beside the store's own insert rate, in the same run.
+    print_ingest_figures(&topic, records, raw).await?;
     print_search_figures(&shared, search_rows, queries).await?;
     if detail != "0" {
         print_detail_figures().await?;
@@ -382,12 +386,11 @@ async fn print_rss_figures(records: usize) -> Result<()> {
     Ok(())
 }
 
-/// `BENCH_INGEST_ONLY=1`: ingest beside the store's own insert rate, with peak RSS
-/// ([`ingest_limit`]).
-async fn print_ingest_figures(records: usize) -> Result<()> {
-    let topic = spring_backlog("bench_ingest.DLT", records).await?;
-    let raw = raw_consume_rate(&topic, records)?;
-    let figures = ingest_limit::measure(&topic, records).await?;
+/// Ingest beside the store's own insert rate, with peak RSS ([`ingest_limit`]), over the
+/// `records` already in `topic` (`raw`: its raw consume rate, msgs/s). `BENCH_INGEST_ONLY=1`
+/// runs just this.
+async fn print_ingest_figures(topic: &str, records: usize, raw: f64) -> Result<()> {
+    let figures = ingest_limit::measure(topic, records).await?;
     println!();
     println!("| ingest (issue 12) | SQLite | PostgreSQL |");
     println!("|---|---|---|");
