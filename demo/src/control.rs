@@ -2,9 +2,13 @@
 //! endpoint, a raw HTTP/1.1 listener on tokio (no web framework for five routes):
 //!
 //! - `GET /status` — JSON: outage mode and whether the LLM is down now, breaker state, counters;
-//! - `GET /health` — the LLM's health: `200 OK` `{"llm":"up"}` while it is up, `503 Service
-//!   Unavailable` `{"llm":"down"}` during an outage (scheduled or switched on). The natural
-//!   target of an automatic-replay rule's health gate (`gate.http`, `docs/automation.md`);
+//! - `GET /health` — whether the agent can take work now ([`Control::health`]): `200 OK`
+//!   `{"llm":"up"}`, or `503 Service Unavailable` with why not: `{"llm":"down"}` during an
+//!   outage (scheduled or switched on), `{"llm":"breaker_open"}` while the circuit breaker is
+//!   not closed, `{"llm":"outage_soon"}` in the [`OUTAGE_NOTICE`] before a scheduled outage.
+//!   The natural target of an automatic-replay rule's health gate (`gate.http`,
+//!   `docs/automation.md`): a replay let through just before an outage would be retried into
+//!   it and come back;
 //! - `POST /outage/on` — the LLM goes down until switched back;
 //! - `POST /outage/off` — the LLM is up, scheduled outages suspended (use this before a replay);
 //! - `POST /outage/auto` — back to the schedule (`--outage-up-ms` / `--outage-down-ms`).
@@ -33,6 +37,26 @@ pub enum OutageMode {
     On,
     /// Up until switched.
     Off,
+}
+
+/// How long before a scheduled outage `/health` already answers 503 (`outage_soon`), like a
+/// maintenance notice: about the 1 + 2 + 4 s of the default retries plus the time to publish
+/// a round of replays, so that a health-gated replay does not meet the outage.
+pub const OUTAGE_NOTICE: Duration = Duration::from_secs(10);
+
+/// What `/health` says ([`Control::health`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// The LLM answers and the breaker is closed.
+    Up,
+    /// An outage is on.
+    Down,
+    /// The LLM is up but the circuit breaker is open or half-open (calls are rejected until
+    /// a probe succeeds).
+    BreakerOpen,
+    /// A scheduled outage starts within [`OUTAGE_NOTICE`].
+    OutageSoon,
 }
 
 /// Counters shown by `/status` and the periodic log line.
@@ -146,6 +170,21 @@ impl Control {
         }
     }
 
+    /// Can the agent take work at `now`? Down during an outage, then while the breaker is not
+    /// closed, then within [`OUTAGE_NOTICE`] of a scheduled outage (`Auto` mode only).
+    pub fn health(&self, now: Instant) -> Health {
+        if self.outage_active(now) {
+            Health::Down
+        } else if self.inner.breaker.state() != BreakerState::Closed {
+            Health::BreakerOpen
+        } else if self.outage_mode() == OutageMode::Auto && self.outage_active(now + OUTAGE_NOTICE)
+        {
+            Health::OutageSoon
+        } else {
+            Health::Up
+        }
+    }
+
     /// The circuit breaker around the LLM.
     pub fn breaker(&self) -> &CircuitBreaker {
         &self.inner.breaker
@@ -246,10 +285,12 @@ fn route(method: &str, path: &str, control: &Control) -> (&'static str, String) 
     match (method, path) {
         ("GET", "/status") => ("200 OK", status_json(control)),
         ("GET", "/health") => {
-            if control.outage_active(Instant::now()) {
-                ("503 Service Unavailable", r#"{"llm":"down"}"#.into())
+            let health = control.health(Instant::now());
+            let body = serde_json::json!({ "llm": health }).to_string();
+            if health == Health::Up {
+                ("200 OK", body)
             } else {
-                ("200 OK", r#"{"llm":"up"}"#.into())
+                ("503 Service Unavailable", body)
             }
         }
         ("POST", "/outage/on") => ("200 OK", set(OutageMode::On)),
@@ -337,5 +378,35 @@ mod tests {
         assert!(!at(120));
         c.set_outage(OutageMode::On);
         assert!(at(10));
+    }
+
+    #[test]
+    fn health_is_down_in_an_outage_while_the_breaker_is_open_and_just_before_an_outage() {
+        let cfg = DemoConfig {
+            outage_up_ms: 60_000,
+            outage_down_ms: 20_000,
+            breaker_failures: 1,
+            breaker_cooldown_ms: 1_000,
+            ..DemoConfig::default()
+        };
+        let c = Control::new(&cfg);
+        let t0 = c.inner.started;
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(c.health(at(0)), Health::Up);
+        // The notice before the scheduled outage at 60 s, then the outage.
+        assert_eq!(c.health(at(49_999)), Health::Up);
+        assert_eq!(c.health(at(50_000)), Health::OutageSoon);
+        assert_eq!(c.health(at(60_000)), Health::Down);
+        // Switched off: no schedule, so no notice either.
+        c.set_outage(OutageMode::Off);
+        assert_eq!(c.health(at(55_000)), Health::Up);
+        // A failed call opens the breaker (threshold 1): not healthy until a probe succeeds.
+        let permit = c.breaker().acquire(at(1_000)).unwrap();
+        c.breaker().record(permit, false, at(1_000));
+        assert_eq!(c.health(at(1_500)), Health::BreakerOpen);
+        let probe = c.breaker().acquire(at(2_500)).unwrap();
+        assert_eq!(c.health(at(2_500)), Health::BreakerOpen);
+        c.breaker().record(probe, true, at(2_600));
+        assert_eq!(c.health(at(2_600)), Health::Up);
     }
 }
