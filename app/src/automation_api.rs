@@ -268,7 +268,8 @@ pub async fn submit_rule_set(
 }
 
 /// Pauses (`op` = `pause`) or resumes (`resume`) transient rule `rule` (`manage_rules`;
-/// audited `rule_pause` / `rule_resume` with `reason`). Back to `/automation`.
+/// audited `rule_pause` / `rule_resume` with `reason`) and answers its state. Back to
+/// `/automation`.
 #[server(endpoint = "ui/automation/pause")]
 pub async fn pause_rule(
     /// The session's CSRF token; checked by the middleware before this runs.
@@ -276,7 +277,7 @@ pub async fn pause_rule(
     rule: String,
     op: String,
     #[server(default)] reason: String,
-) -> Result<(), ServerFnError> {
+) -> Result<redrive_core::automation::view::RuleState, ServerFnError> {
     let _ = csrf;
     let (paused, action, notice) = match op.as_str() {
         "pause" => (true, "rule_pause", AutomationNotice::Paused),
@@ -289,7 +290,7 @@ pub async fn pause_rule(
         }
     };
     let actor = seam::manager(action).await?;
-    seam::store()?
+    let state = seam::store()?
         .set_rule_paused(&actor, rule.trim(), paused, Some(reason.as_str()))
         .await
         .map_err(|e| seam::failed("change the rule", e))?;
@@ -298,7 +299,7 @@ pub async fn pause_rule(
         notice.code(),
         crate::query::encode(rule.trim())
     ));
-    Ok(())
+    Ok(state)
 }
 
 #[cfg(feature = "ssr")]

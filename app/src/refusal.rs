@@ -9,8 +9,10 @@
 //!   bug or a database failure, logged). The browser's server-function client reads the
 //!   message from any 4xx/5xx body, so the page shows it the same way.
 //! - Posted by a plain HTML form (`Accept: text/html`, no JavaScript) nothing is set: the
-//!   server-function layer answers 302 back to the page with the error in `__err`, which the
-//!   page shows; a status set here would replace that redirect.
+//!   server-function layer answers 302 back to the page (its `Referer`) with the error in
+//!   `__err`, which the page shows; a status set here would replace that redirect. Without a
+//!   `Referer` there is no page to go back to: the status is set, and the server answers an
+//!   HTML page with the message at that status.
 //! - 403 for a role that may not act is set where roles are checked (`actions_api::operator`).
 
 use leptos::prelude::*;
@@ -23,21 +25,29 @@ pub const CONFLICT: u16 = 409;
 /// The thing acted on is not there.
 pub const NOT_FOUND: u16 = 404;
 
-/// True when the current request is a plain HTML form post (`Accept` names `text/html`).
-fn plain_form() -> bool {
-    use leptos::server_fn::http_export::{header::ACCEPT, request::Parts};
+/// True when the current request is a plain HTML form post (`Accept` names `text/html`) that
+/// the server-function layer will redirect back to its page: leptos_axum 0.8's
+/// `handle_server_fns` answers such a post with 302 to its `Referer`, when it has one.
+fn plain_form_going_back() -> bool {
+    use leptos::server_fn::http_export::{
+        header::{ACCEPT, REFERER},
+        request::Parts,
+    };
     use_context::<Parts>().is_some_and(|p| {
         p.headers
             .get(ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/html"))
+            && p.headers.contains_key(REFERER)
     })
 }
 
 /// Sets `code` as the status of the current server function's answer, unless a plain form
-/// posted it (see the module docs). Outside a request: nothing.
+/// posted it and goes back to its page (see the module docs). A plain form without a
+/// `Referer` gets the status, which the server's form error page keeps (`server/src/site.rs`,
+/// `form_error_page`). Outside a request: nothing.
 pub fn set_status(code: u16) {
-    if !plain_form() {
+    if !plain_form_going_back() {
         crate::http_status::HttpStatus::current().set(code);
     }
 }

@@ -89,7 +89,8 @@ impl AppState {
     pub(crate) fn action_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
         match e {
             StoreError::Invalid(m) => ApiError::Unprocessable(m),
-            StoreError::NotFound(m) => ApiError::NotFound(m),
+            // The store names what is missing (`dead letter 7`, `replay job …`).
+            StoreError::NotFound(m) => ApiError::NotFound(format!("there is no {m}")),
             StoreError::Conflict(m) => ApiError::Conflict(m),
             other => {
                 self.telemetry.store_error(operation, &other);

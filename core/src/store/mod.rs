@@ -31,6 +31,8 @@ mod migrate;
 mod refail_tally_tests;
 mod rows;
 mod scan_share;
+#[cfg(test)]
+mod scope_tests;
 mod sql;
 #[cfg(test)]
 mod status_time_tests;

@@ -367,7 +367,8 @@ impl Store {
     /// The relay publishes the rows afterwards.
     ///
     /// Errors: `Invalid` (bad topic name, rate 0 or above [`crate::actions::MAX_RATE_PER_SEC`], reason too
-    /// long), `Unavailable`, `Database`. On error nothing is changed.
+    /// long), `NotFound("dead letter N")` for a picked id that is not there or outside the
+    /// actor's scope, `Unavailable`, `Database`. On error nothing is changed.
     pub async fn request_replay(
         &self,
         actor: &Actor,

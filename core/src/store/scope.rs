@@ -56,10 +56,39 @@ impl Store {
     /// Errors: `NotFound("dead letter N")` for the first one outside the scope — as if it did
     /// not exist; `Unavailable`, `Database`.
     pub async fn check_ids_in_scope(&self, actor: &Actor, ids: &[i64]) -> Result<(), StoreError> {
-        let Some(scope) = actor.topic_scope() else {
+        if actor.topic_scope().is_none() {
             return Ok(());
-        };
-        for chunk in ids.chunks(IDS_PER_QUERY) {
+        }
+        self.check_ids(actor, ids, false).await
+    }
+
+    /// `Ok` if every one of `ids` exists (in any status, `deleted` included) and is of a DLQ
+    /// topic in `actor`'s scope: what an action on dead letters picked by id needs, so that
+    /// an id that is not there is answered 404 rather than acted on as nothing.
+    /// Errors: `NotFound("dead letter N")` for the first (lowest) id missing or outside the
+    /// scope — the two read the same, so a scoped user learns nothing about other teams'
+    /// records; `Unavailable`, `Database`.
+    pub async fn check_ids_exist_in_scope(
+        &self,
+        actor: &Actor,
+        ids: &[i64],
+    ) -> Result<(), StoreError> {
+        self.check_ids(actor, ids, true).await
+    }
+
+    /// The two checks above: the ids' DLQ topics against `actor`'s scope (when it has one),
+    /// and, with `must_exist`, that each id was found.
+    async fn check_ids(
+        &self,
+        actor: &Actor,
+        ids: &[i64],
+        must_exist: bool,
+    ) -> Result<(), StoreError> {
+        let scope = actor.topic_scope();
+        let mut wanted = ids.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        for chunk in wanted.chunks(IDS_PER_QUERY) {
             let rows: Vec<(i64, String)> = on_pool!(self, |pool, DB| {
                 let mut qb: QueryBuilder<DB> =
                     QueryBuilder::new("SELECT id, dlq_topic FROM dead_letters WHERE id IN (");
@@ -73,16 +102,26 @@ impl Store {
                 qb.build_query_as::<(i64, String)>().fetch_all(pool).await
             })
             .map_err(store_error)?;
-            if let Some((id, _)) = rows.iter().find(|(_, topic)| !scope.matches(topic)) {
-                return Err(StoreError::NotFound(format!("dead letter {id}")));
+            // Both lists are sorted: the first id of `chunk` without a row, or whose row is
+            // outside the scope, is the one reported.
+            let mut found = rows.iter().peekable();
+            for id in chunk {
+                let row = found.next_if(|(r, _)| r == id);
+                let absent = match row {
+                    None => must_exist,
+                    Some((_, topic)) => scope.as_ref().is_some_and(|s| !s.matches(topic)),
+                };
+                if absent {
+                    return Err(StoreError::NotFound(format!("dead letter {id}")));
+                }
             }
         }
         Ok(())
     }
 
     /// `selection` held to `actor`'s scope: a filter limited ([`Store::limit_to_scope`]),
-    /// ids checked ([`Store::check_ids_in_scope`]). Every action entry point calls it first.
-    /// Errors: as those two.
+    /// ids checked ([`Store::check_ids_exist_in_scope`]: each must exist). Every action entry
+    /// point calls it first. Errors: as those two.
     pub async fn scope_selection(
         &self,
         actor: &Actor,
@@ -90,7 +129,7 @@ impl Store {
     ) -> Result<Selection, StoreError> {
         match selection {
             Selection::Ids(ids) => {
-                self.check_ids_in_scope(actor, ids).await?;
+                self.check_ids_exist_in_scope(actor, ids).await?;
                 Ok(selection.clone())
             }
             Selection::Filter(f) => {

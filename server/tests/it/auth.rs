@@ -430,7 +430,7 @@ async fn api_tokens_from_the_cli() {
             "/api/v1/dead-letters/delete",
             Auth::Bearer(&token),
             Csrf::Missing,
-            &json!({"ids": [12345], "reason": "token test"}),
+            &json!({"filter": {"dlq_topic": "auth-test.none"}, "reason": "token test"}),
         )
         .await;
     assert_eq!(res.status(), 200);

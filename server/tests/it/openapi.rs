@@ -290,6 +290,27 @@ async fn every_api_refusal_has_the_one_error_shape() {
     )
     .await;
     assert_error_shape(app.get("/api/v1/no-such-thing", bearer).await, 404, "route").await;
+    // An action on ids that are not all there changes nothing and names the missing one.
+    let audited = app.audit().await.len();
+    for path in [
+        "/api/v1/replays",
+        "/api/v1/dead-letters/delete",
+        "/api/v1/dead-letters/restore",
+    ] {
+        let res = app
+            .post_json(path, bearer, Csrf::Right, &json!({"ids": [1, 999999]}))
+            .await;
+        let v = assert_error_shape(res, 404, path).await;
+        assert_eq!(v["code"], "not_found", "{path}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("dead letter 999999"),
+            "{path}: {v}"
+        );
+    }
+    assert_eq!(app.audit().await.len(), audited, "nothing audited");
     // 405: a method the route does not take (axum's own answer, normalised).
     let res = client
         .patch(app.url("/api/v1/dead-letters"))

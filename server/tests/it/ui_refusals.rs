@@ -39,6 +39,30 @@ async fn as_script(
 }
 
 /// A refused call: server function, form fields, the status it answers, what it says.
+/// POSTs `fields` (and the session's CSRF token) to the list's action as a browser without
+/// JavaScript does (`Accept: text/html`), from page `referer` if given; redirects are not
+/// followed.
+async fn as_plain_form(
+    app: &TestApp,
+    session: &Session,
+    referer: Option<&str>,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut all = fields.to_vec();
+    all.push(("csrf", &session.csrf));
+    let mut req = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .post(app.url(ACT))
+        .header("Cookie", &session.cookie)
+        .header("Accept", "text/html,application/xhtml+xml");
+    if let Some(r) = referer {
+        req = req.header("Referer", r);
+    }
+    req.form(&all).send().await.expect("post")
+}
+
 type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16, &'a str);
 
 #[tokio::test]
@@ -120,6 +144,28 @@ async fn refusals_answer_4xx_with_their_message_to_a_script() {
             ),
             (CANCEL, vec![("job_id", "no-such-job")], 404, "There is no"),
             (
+                ACT,
+                vec![("op", "replay"), ("ids[]", &first), ("ids[]", "999999")],
+                404,
+                "There is no dead letter 999999.",
+            ),
+            (
+                ACT,
+                vec![("op", "delete"), ("ids[]", "999999")],
+                404,
+                "There is no dead letter 999999.",
+            ),
+            (
+                ACT,
+                vec![
+                    ("op", ""),
+                    ("ids[]", &first),
+                    ("reason", "typed, then Enter"),
+                ],
+                422,
+                "choose an action with its button",
+            ),
+            (
                 EDIT,
                 vec![
                     ("id", &first),
@@ -173,19 +219,37 @@ async fn refusals_answer_4xx_with_their_message_to_a_script() {
         assert!(body.contains("Not allowed"), "{body}");
 
         // The same refusal from a plain form still comes back to its page.
-        let res = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client")
-            .post(app.url(ACT))
-            .header("Cookie", &op.cookie)
-            .header("Accept", "text/html,application/xhtml+xml")
-            .header("Referer", app.url("/"))
-            .form(&[("op", "replay"), ("csrf", op.csrf.as_str())])
-            .send()
-            .await
-            .expect("post");
+        let res = as_plain_form(&app, &op, Some(&app.url("/")), &[("op", "replay")]).await;
         assert_eq!(res.status(), 302, "{backend:?}");
         assert!(location(&res).contains("__err="), "{backend:?}");
+        // Without a Referer (a page opened directly, or a browser that sends none), Enter
+        // in the Reason field gets a page with the message, not the server function's own
+        // error encoding (`ServerError|...`).
+        let res = as_plain_form(
+            &app,
+            &op,
+            None,
+            &[
+                ("op", ""),
+                ("ids[]", first.as_str()),
+                ("reason", "typed, then Enter"),
+            ],
+        )
+        .await;
+        let status = res.status().as_u16();
+        let html = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/html"));
+        let body = res.text().await.expect("body");
+        assert!(
+            html && (400..500).contains(&status),
+            "{backend:?}: {status} {body}"
+        );
+        assert!(
+            body.contains("choose an action with its button") && !body.contains("ServerError"),
+            "{backend:?}: {body}"
+        );
     }
 }

@@ -34,13 +34,14 @@ async fn read(app: &TestApp, auth: Auth<'_>) -> u16 {
         .as_u16()
 }
 
-/// The status of a delete of no dead letter (an operator's action that changes nothing).
+/// The status of a delete over a filter that matches nothing (an operator's action that
+/// changes nothing; a delete of an id that is not there answers 404).
 async fn act(app: &TestApp, auth: Auth<'_>) -> u16 {
     app.post_json(
         "/api/v1/dead-letters/delete",
         auth,
         Csrf::Right,
-        &json!({"ids": [987654], "reason": "users test"}),
+        &json!({"filter": {"dlq_topic": "users-test.none"}, "reason": "users test"}),
     )
     .await
     .status()

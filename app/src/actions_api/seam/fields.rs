@@ -13,10 +13,15 @@ const MAX_IDS: usize = redrive_core::request::MAX_SELECTION_IDS;
 /// The form's `op`.
 pub fn op(op: &str) -> Result<Op, ServerFnError> {
     Op::parse(op).ok_or_else(|| {
-        refused(
-            INVALID,
-            "Unknown action: use the Replay, Delete, Restore or label buttons.",
-        )
+        // Empty: Enter in a text field, which submits the list form's hidden first button
+        // (`components/bulk_actions.rs`) rather than "Replay".
+        let message = if op.trim().is_empty() {
+            "Nothing was done: choose an action with its button (Replay, Delete, Restore or a \
+             label button); Enter in a text field does not pick one."
+        } else {
+            "Unknown action: use the Replay, Delete, Restore or label buttons."
+        };
+        refused(INVALID, message)
     })
 }
 
