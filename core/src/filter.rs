@@ -19,7 +19,8 @@ pub const DEFAULT_LIMIT: u32 = 50;
 ///
 /// Query-string names (the page URL, `GET /api/v1/dead-letters`, and JSON bodies) are the field
 /// names: `fingerprint`, `error_class`, `q`, `source_topic`, `dlq_topic`, `consumer_group`,
-/// `status`, `from`, `to`, `label`, `unlabelled`, `came_back`, `tier`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
+/// `status`, `from`, `to`, `label`, `unlabelled`, `came_back`, `tier`, `replay_job`,
+/// `came_back_from_job`. Times accept RFC 3339 (`2026-12-01T06:00:00Z`), a browser's
 /// `datetime-local` value (`2026-12-01T06:00`, taken as UTC), a date (`2026-12-01`) or epoch ms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Filter {
@@ -58,6 +59,16 @@ pub struct Filter {
     /// out of them without a `status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<TierFilter>,
+    /// Taken by this replay job: one of its outbox rows is the dead letter's (the job page's
+    /// "Dead letters this replay took"). A job id as the job page shows it, at most
+    /// [`MAX_JOB_ID_CHARS`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_job: Option<String>,
+    /// Came back after this replay job published it: the new dead letters ingest linked to
+    /// one of the job's outbox rows (`outbox.refailed_by_id`, the first come-back of each:
+    /// what the job's "Came back: N of M published" counts; `docs/replay.md`, "Outcome").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub came_back_from_job: Option<String>,
     /// Only dead letters of these DLQ topics: the acting user's topic scope, resolved against
     /// the stored DLQ topics (`Store::limit_to_scope`, `crate::permission`). Never a query
     /// parameter, never shown in a URL ([`Filter::to_pairs`]); kept when a filter is stored
@@ -130,10 +141,13 @@ pub struct Cursor {
     pub id: i64,
 }
 
+/// Longest `replay_job` / `came_back_from_job` value (a job id is a 36-character UUID).
+pub const MAX_JOB_ID_CHARS: usize = 64;
+
 /// Why a filter or list request was refused; the message is meant for the person who sent it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
-    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, label, unlabelled, came_back, tier, limit, cursor")]
+    #[error("unknown parameter `{0}`; known: fingerprint, error_class, q, source_topic, dlq_topic, consumer_group, status, from, to, label, unlabelled, came_back, tier, replay_job, came_back_from_job, limit, cursor")]
     UnknownParameter(String),
     #[error("parameter `{0}` is given more than once")]
     Repeated(String),
@@ -158,6 +172,9 @@ pub enum FilterError {
     BadTier(String),
     #[error("`label` and `unlabelled` contradict each other: give one of them")]
     LabelConflict,
+    /// A `replay_job` or `came_back_from_job` that cannot be a job id: (name, value).
+    #[error("`{0}` is a replay job id of at most {MAX_JOB_ID_CHARS} characters without spaces (got `{1}`)")]
+    BadJobId(&'static str, String),
     /// `q` longer than [`crate::search::MAX_QUERY_CHARS`] characters (its length).
     #[error("`q` is a search term of at most {max} characters (got {0})", max = crate::search::MAX_QUERY_CHARS)]
     QueryTooLong(usize),
@@ -246,10 +263,24 @@ fn flag(name: &'static str, value: &str) -> Result<bool, FilterError> {
     }
 }
 
+/// A job id parameter (trimmed; empty = not set): at most [`MAX_JOB_ID_CHARS`] characters,
+/// none of them whitespace or control characters.
+fn job_id(name: &'static str, v: Option<String>) -> Result<Option<String>, FilterError> {
+    match v {
+        Some(j)
+            if j.chars().count() > MAX_JOB_ID_CHARS
+                || j.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
+            Err(FilterError::BadJobId(name, j))
+        }
+        v => Ok(v),
+    }
+}
+
 /// Every query-string parameter of a [`Filter`] ([`ListQuery::from_pairs`] reads them,
 /// [`Filter::to_pairs`] writes them): what a link or a form must carry over to keep the
 /// current filter (the app's "Replay all matching", "Next", export links).
-pub const FILTER_PARAMS: [&str; 13] = [
+pub const FILTER_PARAMS: [&str; 15] = [
     "fingerprint",
     "error_class",
     "q",
@@ -263,6 +294,8 @@ pub const FILTER_PARAMS: [&str; 13] = [
     "unlabelled",
     "came_back",
     "tier",
+    "replay_job",
+    "came_back_from_job",
 ];
 
 impl Filter {
@@ -315,6 +348,8 @@ impl Filter {
                     Some(s) => Some(TierFilter::parse(&s).ok_or(FilterError::BadTier(s))?),
                 }
             }
+            "replay_job" => self.replay_job = job_id("replay_job", v)?,
+            "came_back_from_job" => self.came_back_from_job = job_id("came_back_from_job", v)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -347,6 +382,12 @@ impl Filter {
         }
         if let Some(t) = self.tier {
             out.push(("tier", t.as_str().to_string()));
+        }
+        if let Some(j) = &self.replay_job {
+            out.push(("replay_job", j.clone()));
+        }
+        if let Some(j) = &self.came_back_from_job {
+            out.push(("came_back_from_job", j.clone()));
         }
         out
     }
@@ -428,6 +469,8 @@ mod tests {
             ("label", "a"),
             ("came_back", "true"),
             ("tier", "poison"),
+            ("replay_job", "j-1"),
+            ("came_back_from_job", "j-2"),
         ])
         .unwrap();
         let written: Vec<&str> = every
@@ -545,6 +588,22 @@ mod tests {
             let back = ListQuery::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
             assert_eq!(back.filter, q.filter);
         }
+        for bad in ["a b", &"j".repeat(MAX_JOB_ID_CHARS + 1), "a\u{7}"] {
+            assert!(matches!(
+                ListQuery::from_pairs([("replay_job", bad)]),
+                Err(FilterError::BadJobId("replay_job", _))
+            ));
+        }
+        let q = ListQuery::from_pairs([
+            ("replay_job", " 0b6e1c3e-2a39-4c57-9f3b-7a1f1d1e2c3d "),
+            ("came_back_from_job", ""),
+        ])
+        .unwrap();
+        assert_eq!(
+            q.filter.replay_job.as_deref(),
+            Some("0b6e1c3e-2a39-4c57-9f3b-7a1f1d1e2c3d")
+        );
+        assert_eq!(q.filter.came_back_from_job, None);
         let q = ListQuery::from_pairs([("unlabelled", "on"), ("came_back", "1")]).unwrap();
         assert!(q.filter.unlabelled && q.filter.came_back);
         let pairs = q.filter.to_pairs();

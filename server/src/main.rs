@@ -74,10 +74,20 @@ use crate::config::{Config, Loaded, Overrides};
 /// A self-hosted dead letter queue manager for Apache Kafka.
 ///
 /// Settings come from flags, `REDRIVE_*` environment variables and `redrive.toml` (flags win
-/// over variables, variables over the file); `redrive config` prints the result.
+/// over variables, variables over the file); `redrive config` prints the result. The client
+/// commands (`dead-letters`, `replay`, `delete`, `restore`, `jobs`) take none of them: they
+/// talk to a running server (`--server`, `--token`; docs/cli.md).
 #[derive(Debug, Parser)]
 #[command(name = "redrive", version, about, long_about)]
 struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// What the commands that read the configuration take (the server, the store commands and
+/// the demo); `global`, so each may also follow a store command's own subcommand.
+#[derive(Debug, Args)]
+struct ConfigArgs {
     /// Configuration file (TOML). Default: `redrive.toml` in the working directory, if it
     /// exists.
     #[arg(long, global = true, value_name = "PATH", env = "REDRIVE_CONFIG")]
@@ -85,46 +95,61 @@ struct Cli {
 
     #[command(flatten)]
     settings: SettingFlags,
+}
 
-    /// Store commands (`user`, `token`, `quarantine`, `archive`): create an empty SQLite
-    /// store when its file does not exist. Without it they refuse, so that a wrong
-    /// --database-url or working directory cannot make a new, empty `redrive.db`.
+/// A store command (`user`, `token`, `quarantine`, `archive`): the configuration, `--create`
+/// and the command's own subcommand `C`.
+#[derive(Debug, Args)]
+struct StoreCommand<C: Subcommand> {
+    #[command(flatten)]
+    config: ConfigArgs,
+
+    /// Create an empty SQLite store when its file does not exist. Without it the store
+    /// commands refuse, so that a wrong --database-url or working directory cannot make a
+    /// new, empty `redrive.db`.
     #[arg(long, global = true)]
     create: bool,
 
     #[command(subcommand)]
-    command: Command,
+    command: C,
+}
+
+/// `redrive demo`: the configuration (the demo connects with redrive's Kafka settings) and
+/// the demo's own options.
+#[derive(Debug, Args)]
+struct DemoCommand {
+    #[command(flatten)]
+    config: ConfigArgs,
+
+    #[command(flatten)]
+    demo: redrive_demo::DemoArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the UI, the JSON API, health and metrics, and ingest the DLQ topics, until SIGINT
     /// or SIGTERM.
-    Serve,
+    Serve(ConfigArgs),
     /// Apply the database migrations and exit (`serve` also applies them at start-up).
-    Migrate,
+    Migrate(ConfigArgs),
     /// Print the effective configuration as TOML (passwords and secrets redacted).
-    Config,
+    Config(ConfigArgs),
     /// Manage users: `user add NAME --role viewer|operator|admin --password-stdin`, `user list`.
-    #[command(subcommand)]
-    User(auth::cli::UserCommand),
+    User(StoreCommand<auth::cli::UserCommand>),
     /// Manage API tokens: `token create --user NAME [--name LABEL]` (printed once),
     /// `token list`, `token revoke ID`.
-    #[command(subcommand)]
-    Token(auth::cli::TokenCommand),
+    Token(StoreCommand<auth::cli::TokenCommand>),
     /// Records the store refused even in reduced form: `quarantine list [--limit N]`,
     /// `quarantine retry ID... | --all` (store them again, e.g. after an upgrade).
-    #[command(subcommand)]
-    Quarantine(quarantine_cli::QuarantineCommand),
+    Quarantine(StoreCommand<quarantine_cli::QuarantineCommand>),
     /// The archive (docs/retention.md): `archive create [--filter QUERY] [--location L]`
     /// writes matching dead letters out; `archive restore LOCATION` stores an archived run
     /// again (idempotent, checksums verified, audited).
-    #[command(subcommand)]
-    Archive(archive_cli::ArchiveCommand),
+    Archive(StoreCommand<archive_cli::ArchiveCommand>),
     /// Run the demo pipeline (the seed design's agent: producer, flaky LLM, retry topics,
     /// DLQ) on the configured Kafka until SIGINT or SIGTERM.
     // Boxed: its many options would make every `Command` value large.
-    Demo(Box<redrive_demo::DemoArgs>),
+    Demo(Box<DemoCommand>),
     /// Client of a running server (docs/cli.md): `dead-letters list|show|export`, with the
     /// API's filters. Needs REDRIVE_SERVER and REDRIVE_TOKEN (or --server, --token).
     DeadLetters(client::DeadLettersArgs),
@@ -137,6 +162,20 @@ enum Command {
     Restore(client::ChangeArgs),
     /// Client: replay jobs: `jobs list|show|watch|cancel`.
     Jobs(client::JobsArgs),
+}
+
+/// What a command that reads the configuration runs ([`run`]), without the arguments
+/// [`main`] has taken out of it (the configuration file, the setting flags, `--create`).
+#[derive(Debug)]
+enum StoreRun {
+    Serve,
+    Migrate,
+    Config,
+    User(auth::cli::UserCommand),
+    Token(auth::cli::TokenCommand),
+    Quarantine(quarantine_cli::QuarantineCommand),
+    Archive(archive_cli::ArchiveCommand),
+    Demo(Box<redrive_demo::DemoArgs>),
 }
 
 /// Settings that can also be given as flags (each overrides its `REDRIVE_*` variable and the
@@ -187,18 +226,25 @@ impl SettingFlags {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The client commands talk to a server's API: no store, no configuration file.
-    let command = match cli.command {
+    let (config_args, create, command) = match cli.command {
         Command::DeadLetters(a) => return client::run(client::Request::DeadLetters(a)),
         Command::Replay(a) => return client::run(client::Request::Replay(a)),
         Command::Delete(a) => return client::run(client::Request::Delete(a)),
         Command::Restore(a) => return client::run(client::Request::Restore(a)),
         Command::Jobs(a) => return client::run(client::Request::Jobs(a)),
-        other => other,
+        Command::Serve(c) => (c, false, StoreRun::Serve),
+        Command::Migrate(c) => (c, false, StoreRun::Migrate),
+        Command::Config(c) => (c, false, StoreRun::Config),
+        Command::User(c) => (c.config, c.create, StoreRun::User(c.command)),
+        Command::Token(c) => (c.config, c.create, StoreRun::Token(c.command)),
+        Command::Quarantine(c) => (c.config, c.create, StoreRun::Quarantine(c.command)),
+        Command::Archive(c) => (c.config, c.create, StoreRun::Archive(c.command)),
+        Command::Demo(d) => (d.config, false, StoreRun::Demo(Box::new(d.demo))),
     };
     let loaded = match Config::load(
-        cli.config.as_deref(),
+        config_args.config.as_deref(),
         std::env::vars(),
-        &cli.settings.overrides(),
+        &config_args.settings.overrides(),
     ) {
         Ok(l) => l,
         Err(e) => {
@@ -219,7 +265,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match run(command, loaded.config, cli.create) {
+    match run(command, loaded.config, create) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -230,25 +276,20 @@ fn main() -> ExitCode {
 
 /// Runs a command that works on the store or the configuration; `create` is `--create`
 /// (`store_open.rs`).
-fn run(command: Command, config: Config, create: bool) -> anyhow::Result<()> {
+fn run(command: StoreRun, config: Config, create: bool) -> anyhow::Result<()> {
     match command {
-        Command::Config => print!("{}", config.to_redacted_toml()?),
-        Command::User(cmd) => auth::cli::run_user(cmd, &config, create)?,
-        Command::Token(cmd) => auth::cli::run_token(cmd, &config, create)?,
-        Command::Quarantine(cmd) => quarantine_cli::run(cmd, &config, create)?,
-        Command::Archive(cmd) => archive_cli::run(cmd, &config, create)?,
-        Command::Serve => block_on(serve::serve(config))??,
-        Command::Migrate => block_on(serve::migrate(&config))??,
-        Command::Demo(args) => {
+        StoreRun::Config => print!("{}", config.to_redacted_toml()?),
+        StoreRun::User(cmd) => auth::cli::run_user(cmd, &config, create)?,
+        StoreRun::Token(cmd) => auth::cli::run_token(cmd, &config, create)?,
+        StoreRun::Quarantine(cmd) => quarantine_cli::run(cmd, &config, create)?,
+        StoreRun::Archive(cmd) => archive_cli::run(cmd, &config, create)?,
+        StoreRun::Serve => block_on(serve::serve(config))??,
+        StoreRun::Migrate => block_on(serve::migrate(&config))??,
+        StoreRun::Demo(args) => {
             // The demo connects with redrive's own Kafka settings (brokers, REDRIVE_KAFKA__*).
             let demo = args.into_config(config.kafka_brokers, config.kafka.into_iter().collect());
             block_on(redrive_demo::run_until_signal(demo))??
         }
-        Command::DeadLetters(_)
-        | Command::Replay(_)
-        | Command::Delete(_)
-        | Command::Restore(_)
-        | Command::Jobs(_) => anyhow::bail!("client commands are run by `client::run`"),
     }
     Ok(())
 }
@@ -288,5 +329,76 @@ fn report_sources(loaded: &Loaded) {
     }
     for var in &loaded.ignored_env {
         tracing::warn!("ignoring environment variable {var}: it is not a redrive setting");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command};
+
+    /// The command line is well formed (clap's own checks: no two arguments with one name,
+    /// and the like).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// The client commands talk to a server: the server's settings are neither offered in
+    /// their help nor accepted; the server and store commands take them before or after
+    /// their own subcommand.
+    #[test]
+    fn only_the_commands_that_read_the_configuration_take_its_flags() {
+        let mut cli = Cli::command();
+        cli.build();
+        for client in ["replay", "delete", "restore", "jobs", "dead-letters"] {
+            let help = cli
+                .find_subcommand_mut(client)
+                .expect(client)
+                .render_long_help()
+                .to_string();
+            for server_flag in ["--database-url", "--kafka-brokers", "--config", "--create"] {
+                assert!(
+                    !help.contains(server_flag),
+                    "{client}: {server_flag}\n{help}"
+                );
+            }
+        }
+        assert!(
+            Cli::try_parse_from(["redrive", "replay", "--database-url", "x", "--all"]).is_err()
+        );
+        let serve = Cli::try_parse_from(["redrive", "serve", "--database-url", "sqlite:x.db"])
+            .expect("serve");
+        let Command::Serve(c) = serve.command else {
+            panic!("serve")
+        };
+        assert_eq!(c.settings.database_url.as_deref(), Some("sqlite:x.db"));
+        let user = Cli::try_parse_from([
+            "redrive",
+            "user",
+            "list",
+            "--create",
+            "--database-url",
+            "sqlite:y.db",
+        ])
+        .expect("user list");
+        let Command::User(c) = user.command else {
+            panic!("user")
+        };
+        assert!(c.create);
+        assert_eq!(
+            c.config.settings.database_url.as_deref(),
+            Some("sqlite:y.db")
+        );
+        let help = cli
+            .find_subcommand_mut("serve")
+            .expect("serve")
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("--database-url") && !help.contains("--create"),
+            "{help}"
+        );
     }
 }

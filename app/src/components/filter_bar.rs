@@ -52,6 +52,28 @@ pub fn FilterBar(
         v("came_back").to_ascii_lowercase().as_str(),
         "true" | "1" | "yes" | "on"
     );
+    // A replay job's filters come from its page's links; shown (and clearable) only when set.
+    let job_field = |name: &'static str, label: &'static str, title: &'static str| {
+        let value = v(name);
+        (!value.is_empty()).then(|| {
+            view! {
+                <label title=title>
+                    <span>{label}</span>
+                    <input type="text" name=name value=value class="mono" />
+                </label>
+            }
+        })
+    };
+    let replay_job = job_field(
+        "replay_job",
+        "Replay job",
+        "The dead letters this replay job took (empty the field to drop it)",
+    );
+    let came_back_from_job = job_field(
+        "came_back_from_job",
+        "Came back from job",
+        "The dead letters that came back after this replay job published them (empty the field to drop it)",
+    );
     view! {
         <form class="filter-bar" method="get" action=action role="search">
             <label
@@ -123,6 +145,8 @@ pub fn FilterBar(
                 <input type="checkbox" name="came_back" value="true" checked=came_back />
                 <span>"Came back after replay"</span>
             </label>
+            {replay_job}
+            {came_back_from_job}
             <label class="time">
                 <span>"From (UTC)"</span>
                 <input type="datetime-local" name="from" value=time("from") />

@@ -66,6 +66,51 @@ pub fn ConfirmPage() -> impl IntoView {
     }
 }
 
+/// A replay's selection by status: "By status now: 4 new · 2 replayed." and, given
+/// `only_new` (the same confirmation with `status=new`; the filter names no status), how many
+/// of them were replayed before and would be taken again, with that link.
+#[component]
+fn ByStatus(
+    per_status: Vec<(redrive_core::Status, i64)>,
+    only_new: Option<String>,
+) -> impl IntoView {
+    use redrive_core::Status;
+    (!per_status.is_empty()).then(|| {
+        let parts = per_status
+            .iter()
+            .map(|(s, n)| format!("{n} {}", s.label()))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        let again: i64 = per_status
+            .iter()
+            .filter(|(s, _)| {
+                matches!(
+                    s,
+                    Status::Replayed | Status::ReplayFailed | Status::ReFailed
+                )
+            })
+            .map(|(_, n)| n)
+            .sum();
+        let hint = only_new.filter(|_| again > 0).map(|href| {
+            let sentence = if again == 1 {
+                "1 of these was replayed before; the replay takes it again. ".to_string()
+            } else {
+                format!("{again} of these were replayed before; the replay takes them again. ")
+            };
+            view! {
+                " "
+                <span class="dim">{sentence}</span>
+                <a href=href class="only-new">"Replay only the new ones…"</a>
+            }
+        });
+        view! {
+            <p class="per-status">
+                "By status now: " <span class="mono">{parts}</span> "." {hint}
+            </p>
+        }
+    })
+}
+
 #[component]
 fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> impl IntoView {
     let Preview {
@@ -135,8 +180,30 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         }
         .into_any()
     };
+    // "Replay only the new ones": the same page with `status=new` added (the target topic
+    // and the transform kept).
+    let only_new = {
+        let mut p: Vec<(&str, &str)> = vec![("op", "replay")];
+        p.extend(pairs.iter().copied());
+        p.push(("status", "new"));
+        if let Some(t) = &target_topic {
+            p.push(("target_topic", t.as_str()));
+        }
+        if let Some(t) = &transform {
+            p.push(("transform", t.as_str()));
+        }
+        query::href("/confirm", p)
+    };
+    let filter_has_status = pairs.iter().any(|(k, _)| *k == "status");
     let summary = match (op, dry_run) {
         (Op::Replay, Some(d)) => {
+            // Without a status in the filter, the link that leaves out what was replayed.
+            let by_status = view! {
+                <ByStatus
+                    per_status=d.per_status.clone()
+                    only_new=(!filter_has_status).then(|| only_new.clone())
+                />
+            };
             let topics = d
                 .per_target
                 .iter()
@@ -215,6 +282,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                         <tbody>{topics}</tbody>
                     </table>
                 })}
+                {by_status}
                 {no_target}
                 {skipped}
                 {guarded}
@@ -356,6 +424,9 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
                     <button type="submit" class:danger=danger>{confirm_label}</button>
                     <a class="button secondary" href=cancel_href>"Cancel"</a>
                 </div>
+                <p class="dim small counted-now">
+                    "The counts are from when this page was shown; Confirm acts on what matches the filter when you press it, including dead letters that arrived since."
+                </p>
             </ActionForm>
         }
         .into_any()
@@ -436,5 +507,50 @@ fn ConfirmAllField(op: Op, matched: i64) -> impl IntoView {
                 />
             </label>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redrive_core::Status;
+
+    /// The statuses in words; the dead letters a replay takes again (replayed, failed to
+    /// replay, came back) are counted, with the link that leaves them out — unless the
+    /// filter names a status already.
+    #[test]
+    fn the_breakdown_by_status_offers_to_leave_out_what_was_replayed() {
+        let per_status = vec![
+            (Status::New, 60),
+            (Status::Replayed, 10),
+            (Status::ReFailed, 2),
+        ];
+        let link = "/confirm?op=replay&dlq_topic=t&status=new".to_string();
+        let html =
+            view! { <ByStatus per_status=per_status.clone() only_new=Some(link) /> }.to_html();
+        assert!(
+            html.contains("60 new · 10 replayed · 2 re-failed"),
+            "{html}"
+        );
+        assert!(
+            html.contains("12 of these were replayed before; the replay takes them again."),
+            "{html}"
+        );
+        assert!(
+            html.contains("href=\"/confirm?op=replay&amp;dlq_topic=t&amp;status=new\""),
+            "{html}"
+        );
+        let html = view! { <ByStatus per_status=per_status only_new=None /> }.to_html();
+        assert!(!html.contains("only-new"), "{html}");
+        let html = view! {
+            <ByStatus per_status=vec![(Status::New, 3)] only_new=Some("/x".to_string()) />
+        }
+        .to_html();
+        assert!(
+            html.contains("3 new") && !html.contains("only-new"),
+            "{html}"
+        );
+        let html = view! { <ByStatus per_status=vec![] only_new=None /> }.to_html();
+        assert!(!html.contains("per-status"), "{html}");
     }
 }

@@ -99,6 +99,13 @@ fn Job(
     let paused = job.status == redrive_core::actions::JobStatus::Paused;
     let id = job.id.clone();
     let (pause_id, resume_id) = (id.clone(), id.clone());
+    // The list, narrowed to this job's dead letters (`replay_job`, `came_back_from_job`).
+    let took = crate::query::href("/", [("replay_job", id.as_str())]);
+    let came_back = crate::query::href("/", [("came_back_from_job", id.as_str())]);
+    let failed = crate::query::href(
+        "/",
+        [("replay_job", id.as_str()), ("status", "replay_failed")],
+    );
     let title = format!(
         "Replay job {} · redrive",
         job.id.chars().take(8).collect::<String>()
@@ -191,12 +198,12 @@ fn Job(
                 </span>
             </ActionForm>
         })}
-        <p>
-            <a href="/?came_back=true">"Came back after replay"</a>
+        <p class="job-links">
+            <a href=took>"Dead letters this replay took"</a>
             " · "
-            <a href="/?status=replayed">"Replayed dead letters"</a>
+            <a href=came_back>"Came back after this replay"</a>
             " · "
-            <a href="/?status=replay_failed">"Failed replays"</a>
+            <a href=failed>"Its failed publishes"</a>
             " · "
             <a href="/audit?action=replay">"Audit trail"</a>
         </p>

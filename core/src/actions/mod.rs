@@ -347,6 +347,11 @@ pub struct DryRun {
     /// and a reason.
     #[serde(default)]
     pub loop_guarded: i64,
+    /// (status, count) of the selected dead letters, in [`Status::ALL`]'s order, only the
+    /// statuses present: what a replay "of all matching" takes besides `new` ones (a filter
+    /// without `status` takes every status but `deleted` and `replay_pending`).
+    #[serde(default)]
+    pub per_status: Vec<(crate::model::Status, i64)>,
 }
 
 impl DryRun {

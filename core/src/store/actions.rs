@@ -28,6 +28,7 @@ use super::sql;
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, DryRun, NewAuditEntry, Selection};
 use crate::filter::Filter;
+use crate::model::Status;
 
 /// Statuses a replay or delete leaves alone.
 pub(super) const NOT_ACTIONABLE: &str = "('deleted', 'replay_pending')";
@@ -138,23 +139,28 @@ pub(super) fn push_restorable<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>) {
     qb.push(" AND status = 'deleted'");
 }
 
-/// One group of the replay dry run.
+/// One group of the replay dry run: a target topic and a status.
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct DryRow {
     target: Option<String>,
-    skip: i32,
+    status: String,
     n: i64,
+}
+
+/// `SELECT <target>, status, COUNT(*) ... FROM dead_letters` of [`DryRow`]s, to which the
+/// caller appends its WHERE and ` GROUP BY 1, 2`.
+pub(super) fn dry_run_head<'a, DB: Dialect>(target: Option<&'a str>) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new("SELECT COALESCE(");
+    DB::bind(&mut qb, Val::Text(target));
+    qb.push(", source_topic) AS target, status, COUNT(*) AS n FROM dead_letters");
+    qb
 }
 
 pub(super) fn dry_run_query<'a, DB: Dialect>(
     sel: &'a Selection,
     target: Option<&'a str>,
 ) -> QueryBuilder<'a, DB> {
-    let mut qb = QueryBuilder::new("SELECT COALESCE(");
-    DB::bind(&mut qb, Val::Text(target));
-    qb.push(", source_topic) AS target, CASE WHEN status IN ")
-        .push(NOT_ACTIONABLE)
-        .push(" THEN 1 ELSE 0 END AS skip, COUNT(*) AS n FROM dead_letters");
+    let mut qb = dry_run_head(target);
     push_selection(&mut qb, sel);
     qb.push(" GROUP BY 1, 2");
     qb
@@ -167,17 +173,31 @@ pub(super) fn dry_run_from(rows: Vec<DryRow>) -> DryRun {
         without_target: 0,
         skipped: 0,
         loop_guarded: 0,
+        per_status: Vec::new(),
     };
+    let mut per_target: std::collections::BTreeMap<String, i64> = Default::default();
+    let mut per_status: std::collections::HashMap<Status, i64> = Default::default();
     for r in rows {
         out.total += r.n;
-        match (r.skip != 0, r.target) {
+        let status = Status::parse(&r.status);
+        if let Some(s) = status {
+            *per_status.entry(s).or_default() += r.n;
+        }
+        // What `NOT_ACTIONABLE` names: a replay skips them.
+        let skip = matches!(status, Some(Status::Deleted | Status::ReplayPending));
+        match (skip, r.target) {
             (true, _) => out.skipped += r.n,
             (false, None) => out.without_target += r.n,
-            (false, Some(t)) => out.per_target.push((t, r.n)),
+            (false, Some(t)) => *per_target.entry(t).or_default() += r.n,
         }
     }
+    out.per_target = per_target.into_iter().collect();
     out.per_target
         .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out.per_status = Status::ALL
+        .into_iter()
+        .filter_map(|s| per_status.get(&s).map(|n| (s, *n)))
+        .collect();
     out
 }
 
@@ -297,7 +317,8 @@ impl Store {
     /// They leave the default list, stay under `status=deleted`, and can be restored.
     /// Returns how many were deleted (the audit row's count).
     ///
-    /// Errors: `Invalid` (reason too long), `Unavailable`, `Database`.
+    /// Errors: `Invalid` (reason too long), `NotFound("dead letter N")` for a picked id that
+    /// is not there or outside the actor's scope (nothing changed), `Unavailable`, `Database`.
     pub async fn delete(
         &self,
         actor: &Actor,
@@ -312,7 +333,8 @@ impl Store {
     /// in ONE transaction with a `restored` history event each and one audit row (`restore`).
     /// Returns how many were restored.
     ///
-    /// Errors: `Invalid` (reason too long), `Unavailable`, `Database`.
+    /// Errors: `Invalid` (reason too long), `NotFound("dead letter N")` for a picked id that
+    /// is not there or outside the actor's scope (nothing changed), `Unavailable`, `Database`.
     pub async fn restore(
         &self,
         actor: &Actor,
@@ -498,37 +520,20 @@ mod tests {
 
     #[test]
     fn dry_run_groups_add_up() {
+        let row = |target: Option<&str>, status: &str, n: i64| DryRow {
+            target: target.map(String::from),
+            status: status.into(),
+            n,
+        };
         let d = dry_run_from(vec![
-            DryRow {
-                target: Some("b".into()),
-                skip: 0,
-                n: 2,
-            },
-            DryRow {
-                target: Some("a".into()),
-                skip: 0,
-                n: 2,
-            },
-            DryRow {
-                target: Some("c".into()),
-                skip: 0,
-                n: 5,
-            },
-            DryRow {
-                target: None,
-                skip: 0,
-                n: 1,
-            },
-            DryRow {
-                target: Some("a".into()),
-                skip: 1,
-                n: 3,
-            },
-            DryRow {
-                target: None,
-                skip: 1,
-                n: 1,
-            },
+            row(Some("b"), "new", 2),
+            row(Some("a"), "new", 1),
+            row(Some("a"), "re_failed", 1),
+            row(Some("c"), "replayed", 5),
+            row(None, "new", 1),
+            row(Some("a"), "deleted", 2),
+            row(Some("a"), "replay_pending", 1),
+            row(None, "deleted", 1),
         ]);
         assert_eq!(d.total, 14);
         assert_eq!(
@@ -538,5 +543,15 @@ mod tests {
         assert_eq!(d.without_target, 1);
         assert_eq!(d.skipped, 4);
         assert_eq!(d.queued(), 9);
+        assert_eq!(
+            d.per_status,
+            vec![
+                (Status::New, 4),
+                (Status::ReplayPending, 1),
+                (Status::Replayed, 5),
+                (Status::ReFailed, 1),
+                (Status::Deleted, 3),
+            ]
+        );
     }
 }

@@ -46,14 +46,36 @@ pub struct GroupListing {
 /// True when `f` names only what `dl_stats_groups` keeps: fingerprint, DLQ topic, source
 /// topic, status, tier, and the user's DLQ-topic scope.
 pub(crate) fn aggregate_answers(f: &Filter) -> bool {
-    f.error_class.is_none()
-        && f.q.is_none()
-        && f.consumer_group.is_none()
-        && f.from_ms.is_none()
-        && f.to_ms.is_none()
-        && f.label.is_none()
-        && !f.unlabelled
-        && !f.came_back
+    // Every field named, so that a new one cannot be left out (a filter the aggregate does
+    // not keep would be counted as if it were not there).
+    let Filter {
+        fingerprint: _,
+        dlq_topic: _,
+        source_topic: _,
+        status: _,
+        tier: _,
+        dlq_topic_in: _,
+        error_class,
+        q,
+        consumer_group,
+        from_ms,
+        to_ms,
+        label,
+        unlabelled,
+        came_back,
+        replay_job,
+        came_back_from_job,
+    } = f;
+    error_class.is_none()
+        && q.is_none()
+        && consumer_group.is_none()
+        && from_ms.is_none()
+        && to_ms.is_none()
+        && label.is_none()
+        && !unlabelled
+        && !came_back
+        && replay_job.is_none()
+        && came_back_from_job.is_none()
 }
 
 /// Appends the ` WHERE ...` of `f` over `dl_stats_groups` (`aggregate_answers(f)` holds).

@@ -82,6 +82,18 @@ pub(crate) fn push_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a
     if f.came_back {
         qb.push(" AND id IN (SELECT dead_letter_id FROM dead_letter_links)");
     }
+    // A replay job's rows (`outbox_claimable`, migration 0016, is a range by `job_id`): the
+    // dead letters it took, and the ones that came back from what it published.
+    if let Some(job) = &f.replay_job {
+        qb.push(" AND id IN (SELECT dead_letter_id FROM outbox WHERE job_id = ");
+        DB::bind(qb, Val::Text(Some(job.as_str())));
+        qb.push(")");
+    }
+    if let Some(job) = &f.came_back_from_job {
+        qb.push(" AND id IN (SELECT refailed_by_id FROM outbox WHERE job_id = ");
+        DB::bind(qb, Val::Text(Some(job.as_str())));
+        qb.push(" AND refailed_by_id IS NOT NULL)");
+    }
     if f.unlabelled {
         qb.push(
             " AND id NOT IN (SELECT dead_letter_id FROM dead_letter_labels) \

@@ -72,6 +72,14 @@ pub struct TargetCount {
     pub count: i64,
 }
 
+/// One status of a dry run's selection.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StatusCount {
+    /// `new`, `replay_pending`, `replayed`, `replay_failed`, `re_failed` or `deleted`.
+    pub status: &'static str,
+    pub count: i64,
+}
+
 /// Answer of `POST /api/v1/replays/dry-run`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DryRunResult {
@@ -88,6 +96,10 @@ pub struct DryRunResult {
     /// Loop-guarded ones (`docs/automation.md`): the replay needs the `approve` permission
     /// and a reason, else it is refused with 422.
     pub loop_guarded: i64,
+    /// The selected dead letters by status (only those present, in the status order of
+    /// `docs/triage.md`): a filter without `status` replays `replayed`, `replay_failed` and
+    /// `re_failed` ones too; add `"status": "new"` to take only the new ones.
+    pub per_status: Vec<StatusCount>,
     /// True when the filter is empty: the replay needs `"confirm_all"` (module doc).
     pub requires_confirm_all: bool,
     /// The number to send as `"confirm_all"` (the dead letters the empty filter matches
@@ -116,6 +128,14 @@ impl From<DryRun> for DryRunResult {
             without_target: d.without_target,
             skipped: d.skipped,
             loop_guarded: d.loop_guarded,
+            per_status: d
+                .per_status
+                .into_iter()
+                .map(|(s, count)| StatusCount {
+                    status: s.as_str(),
+                    count,
+                })
+                .collect(),
             requires_confirm_all: false,
             confirm_all: None,
             sample: Default::default(),

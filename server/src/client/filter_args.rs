@@ -66,6 +66,12 @@ pub struct FilterArgs {
     /// every tier but archive; docs/automation.md).
     #[arg(long, value_name = "TIER", help_heading = "Filter")]
     pub tier: Option<String>,
+    /// Taken by this replay job (its id, as `redrive jobs list` prints it).
+    #[arg(long, value_name = "JOB", help_heading = "Filter")]
+    pub replay_job: Option<String>,
+    /// Came back as dead letters after this replay job published them.
+    #[arg(long, value_name = "JOB", help_heading = "Filter")]
+    pub came_back_from_job: Option<String>,
 }
 
 impl FilterArgs {
@@ -95,6 +101,14 @@ impl FilterArgs {
         }
         if let Some(t) = &self.tier {
             out.push(("tier", t.clone()));
+        }
+        for (k, v) in [
+            ("replay_job", &self.replay_job),
+            ("came_back_from_job", &self.came_back_from_job),
+        ] {
+            if let Some(v) = v {
+                out.push((k, v.clone()));
+            }
         }
         out
     }
@@ -231,6 +245,8 @@ mod tests {
             unlabelled: false,
             came_back: true,
             tier: Some("transient".into()),
+            replay_job: Some("j-1".into()),
+            came_back_from_job: Some("j-2".into()),
         }
     }
 
@@ -252,6 +268,8 @@ mod tests {
             unlabelled: true,
             came_back: true,
             tier: Some(redrive_core::filter::TierFilter::Transient),
+            replay_job: Some("j".into()),
+            came_back_from_job: Some("k".into()),
             dlq_topic_in: None,
         };
         let core: Vec<&str> = full.to_pairs().into_iter().map(|(k, _)| k).collect();

@@ -133,6 +133,12 @@ pub(super) fn filter_params() -> Vec<Parameter> {
             enumeration(&["transient", "manual", "poison", "archive", "unsorted"]),
             "Automation tier (`docs/automation.md`).",
         ),
+        query("replay_job", string(), "Taken by this replay job (its id)."),
+        query(
+            "came_back_from_job",
+            string(),
+            "Came back after this replay job published it (`docs/replay.md`, \"Outcome\").",
+        ),
     ]
 }
 

@@ -292,6 +292,25 @@ async fn demo_agent_dead_letters_a_replay_again_and_it_is_linked(backend: Backen
         })
         .await;
     assert_eq!(refailed, first);
+    // The job's own filters: what it took, what came back from what it published.
+    let job_filter = |took: Option<&str>, back: Option<&str>| Filter {
+        replay_job: took.map(String::from),
+        came_back_from_job: back.map(String::from),
+        ..Filter::default()
+    };
+    assert_eq!(redrive.ids(job_filter(Some(&job.id), None)).await, first);
+    assert_eq!(
+        redrive.ids(job_filter(None, Some(&job.id))).await,
+        came_back
+    );
+    assert!(redrive
+        .ids(job_filter(Some("no-such-job"), None))
+        .await
+        .is_empty());
+    assert!(redrive
+        .ids(job_filter(None, Some("no-such-job")))
+        .await
+        .is_empty());
     let totals = redrive.store.stats(i64::MAX / 2).await.unwrap().totals();
     assert_eq!(totals.counts.re_failed, POISON as i64);
     assert_eq!(totals.counts.new, POISON as i64);
@@ -311,6 +330,20 @@ async fn demo_agent_dead_letters_a_replay_again_and_it_is_linked(backend: Backen
         list.matches("came back ×1").count() as u64,
         POISON,
         "{list}"
+    );
+    // The job page links to its own come-backs, which the list shows with the field set.
+    let own = format!("/?came_back_from_job={}", job.id);
+    assert!(job_page.contains(&format!("href=\"{own}\"")), "{job_page}");
+    let (status, list) = site.get(&own).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        list.matches("came back ×1").count() as u64,
+        POISON,
+        "{list}"
+    );
+    assert!(
+        list.contains("name=\"came_back_from_job\"") && list.contains(&job.id),
+        "the filter bar shows the job"
     );
     let (new_id, earlier_id) = (came_back[0], earlier_seen[0]);
     let new_link = redrive

@@ -470,6 +470,10 @@ async fn the_confirmation_page_shows_the_dry_run_and_acts_on_confirm() {
     );
     assert!(html.contains("Confirm: replay 3 dead letters"), "{html}");
     assert!(
+        html.contains("By status now: <span class=\"mono\">4 new</span>."),
+        "{html}"
+    );
+    assert!(
         html.contains(&format!("action=\"{ACT_ON_FILTER}\"")),
         "{html}"
     );

@@ -12,7 +12,7 @@ use crate::actions::{JobStatus, NewAuditEntry, ReplayJob};
 use crate::store::actions::{
     action_audit, clean_text, dry_run_from, ids_json, insert_events_for_ids, now_ms,
     push_deletable, push_replayable, push_restorable, push_status_changed_at, reason_suffix,
-    DryRow, NOT_ACTIONABLE,
+    DryRow,
 };
 use crate::store::dialect::{store_error, Dialect, Val};
 use crate::store::label_bulk::{label_change_query, label_matched_query};
@@ -157,11 +157,8 @@ impl Store {
             } else {
                 match next.kind {
                     BulkKind::Replay => {
-                        let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new("SELECT COALESCE(");
-                        DB::bind(&mut qb, Val::Text(target));
-                        qb.push(", source_topic) AS target, CASE WHEN status IN ")
-                            .push(NOT_ACTIONABLE)
-                            .push(" THEN 1 ELSE 0 END AS skip, COUNT(*) AS n FROM dead_letters");
+                        let mut qb: QueryBuilder<'_, DB> =
+                            crate::store::actions::dry_run_head(target);
                         crate::store::actions::push_selection(&mut qb, &selection);
                         push_ids(&mut qb, ids);
                         qb.push(" GROUP BY 1, 2");
