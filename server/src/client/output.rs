@@ -321,6 +321,31 @@ pub fn dry_run_text(d: &Value) -> String {
             o.push_str(&format!("  {:>8}  → {}\n", n(t, "count"), s(t, "topic")));
         }
     }
+    // By status; when new ones and ones replayed before are mixed, how to leave the latter out.
+    if let Some(statuses) = d
+        .get("per_status")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let parts: Vec<String> = statuses
+            .iter()
+            .map(|x| format!("{} {}", n(x, "count"), s(x, "status")))
+            .collect();
+        o.push_str(&format!("by status: {}\n", parts.join(", ")));
+        let count_of = |wanted: &[&str]| -> i64 {
+            statuses
+                .iter()
+                .filter(|x| wanted.contains(&s(x, "status")))
+                .map(|x| n(x, "count"))
+                .sum()
+        };
+        let again = count_of(&["replayed", "replay_failed", "re_failed"]);
+        if again > 0 && count_of(&["new"]) > 0 {
+            o.push_str(&format!(
+                "{again} of them were replayed before: add --status new to replay only the new ones\n"
+            ));
+        }
+    }
     if let Some(c) = d.get("canary").filter(|c| !c.is_null()) {
         o.push_str(&format!("canary: {}\n", s(c, "plan")));
     }
@@ -410,5 +435,36 @@ mod tests {
             .expect(&t);
         assert_eq!(columns[at - 1].trim(), "FAILED", "{t}");
         assert_eq!((cells[at - 1], cells[at]), ("1", "3"), "{t}");
+    }
+    #[test]
+    fn a_dry_run_says_what_it_takes_by_status() {
+        let d = serde_json::json!({
+            "total": 69, "queued": 69, "skipped": 0, "without_target": 0,
+            "per_target": [{"topic": "requests", "count": 69}],
+            "per_status": [
+                {"status": "new", "count": 17},
+                {"status": "replayed", "count": 51},
+                {"status": "re_failed", "count": 1}
+            ],
+            "canary": null
+        });
+        let text = dry_run_text(&d);
+        assert!(
+            text.contains("by status: 17 new, 51 replayed, 1 re_failed\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("52 of them were replayed before: add --status new"),
+            "{text}"
+        );
+        let only_new = serde_json::json!({
+            "total": 17, "queued": 17,
+            "per_status": [{"status": "new", "count": 17}]
+        });
+        let text = dry_run_text(&only_new);
+        assert!(
+            text.contains("by status: 17 new\n") && !text.contains("--status new"),
+            "{text}"
+        );
     }
 }
