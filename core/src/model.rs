@@ -187,6 +187,16 @@ impl Status {
         Status::ALL.into_iter().find(|x| x.as_str() == s)
     }
 
+    /// True for `replayed`, `replay_failed` and `re_failed`: replayed before, so a replay
+    /// "of all matching" (which takes every status but `deleted` and `replay_pending`) would
+    /// publish it again. The confirmation page and the CLI's dry run count these.
+    pub fn was_replayed(self) -> bool {
+        matches!(
+            self,
+            Status::Replayed | Status::ReplayFailed | Status::ReFailed
+        )
+    }
+
     /// The status for people (the UI's badges and status filter): `replay pending`,
     /// `replay failed`, `re-failed` (replayed, then the record came back); the others as
     /// named. The API, the CLI and the URLs keep [`Status::as_str`].

@@ -74,7 +74,6 @@ fn ByStatus(
     per_status: Vec<(redrive_core::Status, i64)>,
     only_new: Option<String>,
 ) -> impl IntoView {
-    use redrive_core::Status;
     (!per_status.is_empty()).then(|| {
         let parts = per_status
             .iter()
@@ -83,12 +82,7 @@ fn ByStatus(
             .join(" · ");
         let again: i64 = per_status
             .iter()
-            .filter(|(s, _)| {
-                matches!(
-                    s,
-                    Status::Replayed | Status::ReplayFailed | Status::ReFailed
-                )
-            })
+            .filter(|(s, _)| s.was_replayed())
             .map(|(_, n)| n)
             .sum();
         let hint = only_new.filter(|_| again > 0).map(|href| {

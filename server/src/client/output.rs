@@ -332,15 +332,16 @@ pub fn dry_run_text(d: &Value) -> String {
             .map(|x| format!("{} {}", n(x, "count"), s(x, "status")))
             .collect();
         o.push_str(&format!("by status: {}\n", parts.join(", ")));
-        let count_of = |wanted: &[&str]| -> i64 {
+        // The one definition of "replayed before" (`Status::was_replayed`).
+        let count_of = |wanted: fn(redrive_core::Status) -> bool| -> i64 {
             statuses
                 .iter()
-                .filter(|x| wanted.contains(&s(x, "status")))
+                .filter(|x| redrive_core::Status::parse(s(x, "status")).is_some_and(wanted))
                 .map(|x| n(x, "count"))
                 .sum()
         };
-        let again = count_of(&["replayed", "replay_failed", "re_failed"]);
-        if again > 0 && count_of(&["new"]) > 0 {
+        let again = count_of(redrive_core::Status::was_replayed);
+        if again > 0 && count_of(|s| s == redrive_core::Status::New) > 0 {
             o.push_str(&format!(
                 "{again} of them were replayed before: add --status new to replay only the new ones\n"
             ));
