@@ -460,7 +460,12 @@ async fn print_overview_figures(
                 b.groups_by_topic,
             ),
             (
-                "GET /groups?consumer_group=group1 (bounded: newest 100,000 matches)",
+                "GET /groups?consumer_group=group1&error_class=… (aggregate, migration 0035)",
+                a.groups_by_group,
+                b.groups_by_group,
+            ),
+            (
+                "GET /groups?from=(the last day) (bounded: newest 100,000 matches)",
                 a.groups_bounded,
                 b.groups_bounded,
             ),

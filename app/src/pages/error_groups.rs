@@ -78,7 +78,7 @@ fn bounded_note(n: i64) -> String {
     }
     format!(
         "Counted among the newest {grouped} matching dead letters only: this filter (free \
-         text, time range, consumer group, error class, labels or came back) is not kept in \
+         text, time range, labels, came back or a replay job) is not kept in \
          the maintained counts, and more dead letters match it. Counts are at least these; \
          groups whose dead letters are all older are not shown."
     )

@@ -2,12 +2,12 @@
 //! `docs/stats.md`, "Error groups per filter").
 //!
 //! `dl_stats_groups` counts the stored dead letters per (fingerprint, DLQ topic, source topic,
-//! status, tier), kept exact by database triggers in the same transaction as every write.
+//! consumer group, error class, status, tier; migration 0035 added the two in the middle),
+//! kept exact by database triggers in the same transaction as every write.
 //! A filter that names only those dimensions (and the user's DLQ-topic scope) is answered
 //! from it: the groups' sizes exactly, then — for the at most `limit` groups shown — their
 //! first / last seen and example dead letter by index seeks on `dead_letters_by_fingerprint`.
-//! Any other filter (free text, time range, consumer group, error class, labels, came back)
-//! is answered from the newest [`GROUPS_SCAN_ROWS`] matching rows only, and says so
+//! Any other filter (free text, time range, labels, came back, a replay job) is answered from the newest [`GROUPS_SCAN_ROWS`] matching rows only, and says so
 //! ([`GroupsCounted::AmongNewest`]).
 
 use sqlx::QueryBuilder;
@@ -44,7 +44,7 @@ pub struct GroupListing {
 }
 
 /// True when `f` names only what `dl_stats_groups` keeps: fingerprint, DLQ topic, source
-/// topic, status, tier, and the user's DLQ-topic scope.
+/// topic, consumer group, error class, status, tier, and the user's DLQ-topic scope.
 pub(crate) fn aggregate_answers(f: &Filter) -> bool {
     // Every field named, so that a new one cannot be left out (a filter the aggregate does
     // not keep would be counted as if it were not there).
@@ -55,9 +55,9 @@ pub(crate) fn aggregate_answers(f: &Filter) -> bool {
         status: _,
         tier: _,
         dlq_topic_in: _,
-        error_class,
+        error_class: _,
+        consumer_group: _,
         q,
-        consumer_group,
         from_ms,
         to_ms,
         label,
@@ -66,9 +66,7 @@ pub(crate) fn aggregate_answers(f: &Filter) -> bool {
         replay_job,
         came_back_from_job,
     } = f;
-    error_class.is_none()
-        && q.is_none()
-        && consumer_group.is_none()
+    q.is_none()
         && from_ms.is_none()
         && to_ms.is_none()
         && label.is_none()
@@ -86,10 +84,13 @@ pub(crate) fn push_aggregate_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, D
     };
     qb.push(" WHERE status").push(op);
     DB::bind(qb, Val::Text(Some(status.as_str())));
+    // '' stands for "none" in the aggregate; a filter value is never empty (`filter.rs`).
     for (column, value) in [
         ("fingerprint", &f.fingerprint),
         ("dlq_topic", &f.dlq_topic),
         ("source_topic", &f.source_topic),
+        ("consumer_group", &f.consumer_group),
+        ("error_class", &f.error_class),
     ] {
         if let Some(v) = value {
             qb.push(" AND ").push(column).push(" = ");
@@ -130,9 +131,15 @@ fn push_seek_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filte
         qb.push(" AND d.dlq_topic || '' = ");
         DB::bind(qb, Val::Text(Some(t.as_str())));
     }
-    if let Some(t) = &f.source_topic {
-        qb.push(" AND COALESCE(d.source_topic, '') = ");
-        DB::bind(qb, Val::Text(Some(t.as_str())));
+    for (column, value) in [
+        ("source_topic", &f.source_topic),
+        ("consumer_group", &f.consumer_group),
+        ("error_class", &f.error_class),
+    ] {
+        if let Some(v) = value {
+            qb.push(" AND COALESCE(d.").push(column).push(", '') = ");
+            DB::bind(qb, Val::Text(Some(v.as_str())));
+        }
     }
     match f.tier.map(|t| t.tier()) {
         Some(Some(t)) => {
@@ -236,9 +243,9 @@ impl Store {
     /// Error groups of the dead letters matching `filter`, largest first, at most `limit`,
     /// and how they were counted.
     ///
-    /// A filter naming only fingerprint, DLQ topic, source topic, status and tier is answered
-    /// from the maintained aggregate (migration 0027): exact counts, no scan; the first /
-    /// last seen (ms) and the example (class and message of the group's newest matching dead
+    /// A filter naming only fingerprint, DLQ topic, source topic, consumer group, error class,
+    /// status and tier is answered from the maintained aggregate (migrations 0027, 0035):
+    /// exact counts, no scan; the first / last seen (ms) and the example (class and message of the group's newest matching dead
     /// letter) are read for the shown groups only. Any other filter counts the newest
     /// [`GROUPS_SCAN_ROWS`] matching dead letters ([`GroupsCounted::AmongNewest`] when more
     /// match; the example is then the newest stored by id among them). Ties: latest
