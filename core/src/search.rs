@@ -157,6 +157,19 @@ pub fn rarest_word(q: &str) -> Option<&str> {
     (best.len() < q.len()).then_some(best)
 }
 
+/// The word a search asks the trigram index for before it reads any dead letter (SQLite's
+/// rare-word probe, `core/src/store/search.rs`, step 0): [`rarest_word`], or `q` itself when
+/// `q` is one such word (an order number or an id searched alone). `None` when `q` holds no
+/// word of at least 4 characters with a digit.
+pub fn probe_word(q: &str) -> Option<&str> {
+    rarest_word(q).or_else(|| {
+        let alone = q.chars().count() > MIN_INDEXED_CHARS
+            && q.chars().all(char::is_alphanumeric)
+            && q.chars().any(char::is_numeric);
+        alone.then_some(q)
+    })
+}
+
 /// Lowercases `s` and remembers, for every byte of the result, the byte offset in `s` of the
 /// character it came from (a character may lowercase to several).
 fn folded(s: &str) -> (String, Vec<usize>) {
@@ -248,6 +261,18 @@ mod tests {
         // A word that is all of `q` is no cheaper than `q`.
         assert_eq!(rarest_word("123457"), None);
         assert_eq!(rarest_word(""), None);
+    }
+
+    #[test]
+    fn the_probe_word_is_the_rarest_or_the_whole_of_a_one_word_term() {
+        assert_eq!(probe_word("order 123457 after"), Some("123457"));
+        assert_eq!(probe_word("123457"), Some("123457"));
+        assert_eq!(probe_word("0b5e6f7a8c9d"), Some("0b5e6f7a8c9d"));
+        // Letters only, 3 characters, or not one word: none.
+        assert_eq!(probe_word("processing"), None);
+        assert_eq!(probe_word("777"), None);
+        assert_eq!(probe_word("order 777"), None);
+        assert_eq!(probe_word(""), None);
     }
     use super::*;
 

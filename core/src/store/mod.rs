@@ -265,6 +265,7 @@ mod rule_dry_run;
 mod rule_sets;
 mod rule_states;
 mod scope;
+pub use self::scope::there_is_no;
 // Free-text search (issue 12 item 2, migration 0024).
 mod search;
 // The SQL of a search: text checks per database, the index step's queries, backlog rows.
@@ -274,7 +275,8 @@ mod search_index;
 pub use self::search::{
     BACKLOG_SCAN_ROWS as SEARCH_BACKLOG_SCAN_ROWS, COMMON_HITS as SEARCH_COMMON_HITS,
     EXTENDED_SCAN_ROWS as SEARCH_EXTENDED_SCAN_ROWS, INDEX_ROWS as SEARCH_INDEX_ROWS,
-    SCAN_ROWS as SEARCH_SCAN_ROWS, WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
+    PROBE_ROWS as SEARCH_PROBE_ROWS, SCAN_ROWS as SEARCH_SCAN_ROWS,
+    WORD_CANDIDATES as SEARCH_WORD_CANDIDATES,
 };
 mod stats;
 // Sorting dead letters into tiers (issue 13, migration 0022).

@@ -27,6 +27,14 @@
 //! **Bounded work** ([`Store::search_rows`]). A list page of a search is answered in at most
 //! two steps, each bounded whatever the store's size and the term's frequency:
 //!
+//! 0. *rare word* (SQLite only): when `q` holds a word of 4 or more characters with a digit
+//!    ([`search::probe_word`]: an order number, an id), FTS5 is asked for at most
+//!    [`PROBE_ROWS`] dead letters holding it, before any row is read. When fewer hold it,
+//!    those checked against the whole of `q`, and the backlog's matches, are every match:
+//!    the page is read from them, and neither step below runs. The scan step's 2,000 row
+//!    checks were most of a rare term's time (`docs/bench.md`, "2026-12-07"). FTS5 stops at
+//!    the LIMIT, so a common word costs little before the steps below; PostgreSQL's GIN
+//!    index reads a word's whole lists first, so it keeps the steps' order.
 //! 1. *scan*: the newest [`SCAN_ROWS`] dead letters that pass the other filters (the list's
 //!    own index, in list order), each checked against its text by primary key. A common term
 //!    fills its page here. When it found some matches but not a page, and at their rate a
@@ -57,6 +65,7 @@ use sqlx::QueryBuilder;
 
 use super::common_terms::{StepOutcome, Turn};
 use super::dialect::{store_error, Dialect, Val};
+use super::gate::begin_read;
 use super::rows::SummaryRow;
 use super::search_sql::{
     backlog_candidates, index_candidates, is_sqlite, push_bound, push_from_ids, push_row_check,
@@ -108,7 +117,7 @@ macro_rules! index_ids {
         if !backlog_read {
             decided = Some(Vec::new());
         } else if let Some(word) = search::rarest_word($q) {
-            let rows: Vec<Option<i64>> = word_candidates::<$db>($q, word)
+            let rows: Vec<Option<i64>> = word_candidates::<$db>($q, word, WORD_CANDIDATES)
                 .build_query_scalar()
                 .persistent(false)
                 .fetch_all(&mut *tx)
@@ -321,6 +330,10 @@ pub fn scan_more(found: usize, fetch: i64) -> Option<i64> {
     (need <= EXTENDED_SCAN_ROWS - SCAN_ROWS).then_some(need)
 }
 
+/// Most dead letters holding a term's rare word ([`search::probe_word`]) that SQLite's step 0
+/// checks against the whole term: a word held by more goes to the scan step (module docs).
+pub const PROBE_ROWS: i64 = 1_000;
+
 /// Dead letters whose text holds `word` that the index step checks for the whole of `q`
 /// before it gives up on the word and asks for all of `q`: 4–8 µs each on PostgreSQL, so a
 /// word that turns out common costs at most about 40 ms more (measured at 1M rows).
@@ -344,6 +357,11 @@ impl Store {
             ..query.filter.clone()
         };
         let cursor = query.cursor;
+        // Step 0: a rare word's dead letters, before any scan (its count does the same).
+        if let Some(ids) = self.rare_word_matches(q).await? {
+            let rows = self.page_from_ids(&base, cursor, q, &ids, fetch).await?;
+            return Ok((rows, None));
+        }
         // The first page's scan is the one its count makes too (`scan_share.rs`).
         let announced = cursor
             .is_none()
@@ -388,13 +406,78 @@ impl Store {
             let Some(ids) = shared_index_step!(self, pool, DB, q, phrase) else {
                 return Ok((rows, Some(bound)));
             };
-            let json =
-                serde_json::to_string(&*ids).map_err(|e| StoreError::Database(e.to_string()))?;
+            let rows = self.page_from_ids(&base, cursor, q, &ids, fetch).await?;
+            Ok((rows, None))
+        })
+    }
+
+    /// Step 0 (module docs; SQLite only): every dead letter matching `q`, ascending ids, when
+    /// fewer than [`PROBE_ROWS`] hold its probe word ([`search::probe_word`]) and the backlog
+    /// is short enough to read ([`BACKLOG_SCAN_ROWS`]); else `None` (the steps decide). Not
+    /// asked for a term remembered as too common. One read transaction: on SQLite one
+    /// snapshot, so the index and the backlog are read as of one moment (a row the indexer
+    /// moves is in exactly one of them).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn rare_word_matches(&self, q: &str) -> Result<Option<Vec<i64>>, StoreError> {
+        let Some(word) = search::probe_word(q) else {
+            return Ok(None);
+        };
+        if self.common_terms.is_common(q) {
+            return Ok(None);
+        }
+        on_pool!(self, |pool, DB| {
+            if !is_sqlite::<DB>() {
+                return Ok(None);
+            }
+            let mut tx = begin_read(pool).await?;
+            let indexed: Vec<Option<i64>> = word_candidates::<DB>(q, word, PROBE_ROWS)
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            if indexed.iter().any(Option::is_none) {
+                tx.rollback().await.map_err(store_error)?;
+                return Ok(None);
+            }
+            let backlog: Vec<Option<i64>> = backlog_candidates::<DB>(q)
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.rollback().await.map_err(store_error)?;
+            if backlog.iter().any(Option::is_none) {
+                return Ok(None);
+            }
+            let mut ids: Vec<i64> = indexed.into_iter().chain(backlog).flatten().collect();
+            ids.sort_unstable();
+            ids.dedup();
+            Ok(Some(ids))
+        })
+    }
+
+    /// At most `fetch` dead letters of `ids` (every match of `q`: step 0's or the index
+    /// step's) under `base`, in list order after `cursor`, each checked against `q` again
+    /// on its row. Read by primary key ([`push_from_ids`]).
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn page_from_ids(
+        &self,
+        base: &Filter,
+        cursor: Option<Cursor>,
+        q: &str,
+        ids: &[i64],
+        fetch: i64,
+    ) -> Result<Vec<SummaryRow>, StoreError> {
+        let json = serde_json::to_string(ids).map_err(|e| StoreError::Database(e.to_string()))?;
+        on_pool!(self, |pool, DB| {
             let mut qb = sql::page_with::<DB>(
                 "",
                 SUMMARY_COLUMNS,
                 |qb| push_from_ids(qb, json),
-                &base,
+                base,
                 cursor,
                 |qb| {
                     qb.push(" AND dead_letters.id = m.mid");
@@ -402,13 +485,31 @@ impl Store {
                 },
                 fetch,
             );
-            let rows: Vec<SummaryRow> = qb
-                .build_query_as()
+            qb.build_query_as()
                 .persistent(false)
                 .fetch_all(pool)
                 .await
-                .map_err(store_error)?;
-            Ok((rows, None))
+                .map_err(store_error)
+        })
+    }
+
+    /// How many dead letters of `ids` (every match of `q`) are under `base`, each checked
+    /// against `q` again on its row.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn count_from_ids(&self, base: &Filter, q: &str, ids: &[i64]) -> Result<i64, StoreError> {
+        let json = serde_json::to_string(ids).map_err(|e| StoreError::Database(e.to_string()))?;
+        on_pool!(self, |pool, DB| {
+            let mut qb = QueryBuilder::<DB>::new("SELECT CAST(COUNT(*) AS BIGINT) FROM ");
+            push_from_ids(&mut qb, json);
+            sql::push_filter(&mut qb, base);
+            qb.push(" AND dead_letters.id = m.mid");
+            push_row_check(&mut qb, q);
+            qb.build_query_scalar()
+                .persistent(false)
+                .fetch_one(pool)
+                .await
+                .map_err(store_error)
         })
     }
 
@@ -499,6 +600,10 @@ impl Store {
                 MatchCount::Exact(n)
             }
         };
+        // Step 0, as the page takes it (the page then announces no scan to share).
+        if let Some(ids) = self.rare_word_matches(q).await? {
+            return Ok(capped(self.count_from_ids(&base, q, &ids).await?));
+        }
         let shared = self.scan_share.take(&scan_share::key(&base, q)).await;
         on_pool!(self, |pool, DB| {
             let (scanned, bound) = match shared {
@@ -518,20 +623,7 @@ impl Store {
             let Some(ids) = shared_index_step!(self, pool, DB, q, phrase) else {
                 return Ok(MatchCount::AtLeast(scanned));
             };
-            let json =
-                serde_json::to_string(&*ids).map_err(|e| StoreError::Database(e.to_string()))?;
-            let mut qb = QueryBuilder::<DB>::new("SELECT CAST(COUNT(*) AS BIGINT) FROM ");
-            push_from_ids(&mut qb, json);
-            sql::push_filter(&mut qb, &base);
-            qb.push(" AND dead_letters.id = m.mid");
-            push_row_check(&mut qb, q);
-            let n: i64 = qb
-                .build_query_scalar()
-                .persistent(false)
-                .fetch_one(pool)
-                .await
-                .map_err(store_error)?;
-            Ok(capped(n))
+            Ok(capped(self.count_from_ids(&base, q, &ids).await?))
         })
     }
 }

@@ -5,7 +5,7 @@
 use sqlx::QueryBuilder;
 
 use super::dialect::{Dialect, Val};
-use super::search::{BACKLOG_SCAN_ROWS, INDEX_ROWS, WORD_CANDIDATES};
+use super::search::{BACKLOG_SCAN_ROWS, INDEX_ROWS};
 use super::sql::{like_pattern, LIKE_ESCAPE};
 use crate::filter::Cursor;
 use crate::search;
@@ -223,12 +223,18 @@ pub(super) fn backlog_candidates<'a, DB: Dialect>(q: &'a str) -> QueryBuilder<'a
     qb
 }
 
-/// The index step by `word`, the rarest word of `q` ([`search::rarest_word`]): of at most
-/// [`WORD_CANDIDATES`] dead letters whose text holds `word` (the trigram index: `pg_trgm`,
-/// FTS5), the ids of those that match `q` (checked on the row, not through the index), at
-/// most `INDEX_ROWS + 1`, then one NULL when the candidates reached the cap (some may be left
-/// unchecked: the answer is not complete). Rows: `Option<i64>`.
-pub(super) fn word_candidates<'a, DB: Dialect>(q: &'a str, word: &'a str) -> QueryBuilder<'a, DB> {
+/// The index step by `word`, a word of `q` ([`search::rarest_word`], [`search::probe_word`]):
+/// of at most `cap` dead letters whose text holds `word` (the trigram index: `pg_trgm`,
+/// FTS5; the index step's cap is [`WORD_CANDIDATES`](super::search::WORD_CANDIDATES), step
+/// 0's [`PROBE_ROWS`](super::search::PROBE_ROWS)), the ids of those that match `q` (checked
+/// on the row, not through the index), at most `INDEX_ROWS + 1`, then one NULL when the
+/// candidates reached the cap (some may be left unchecked: the answer is not complete).
+/// Rows: `Option<i64>`.
+pub(super) fn word_candidates<'a, DB: Dialect>(
+    q: &'a str,
+    word: &'a str,
+    cap: i64,
+) -> QueryBuilder<'a, DB> {
     let mut qb = QueryBuilder::new("WITH c AS MATERIALIZED (SELECT t.id, ");
     push_indexed_row_match(&mut qb, q);
     qb.push(" AS ok FROM dead_letter_text t WHERE ");
@@ -237,20 +243,20 @@ pub(super) fn word_candidates<'a, DB: Dialect>(q: &'a str, word: &'a str) -> Que
         qb.push("t.id IN (SELECT rowid FROM dead_letter_fts WHERE dead_letter_fts MATCH ");
         DB::bind(&mut qb, Val::OwnedText(Some(phrase)));
         qb.push(" LIMIT ");
-        DB::bind(&mut qb, Val::I64(Some(WORD_CANDIDATES)));
+        DB::bind(&mut qb, Val::I64(Some(cap)));
         qb.push(")");
     } else {
         push_text_match(&mut qb, "t", word);
     }
     qb.push(" LIMIT ");
-    DB::bind(&mut qb, Val::I64(Some(WORD_CANDIDATES)));
+    DB::bind(&mut qb, Val::I64(Some(cap)));
     // The LIMIT stops the first branch, and with it the count's read of `c`, at
     // `INDEX_ROWS + 1` matches: a common term costs no more candidates than that.
     qb.push(
         ") SELECT id FROM c WHERE ok \
          UNION ALL SELECT CAST(NULL AS BIGINT) FROM (SELECT COUNT(*) AS n FROM c) k WHERE k.n >= ",
     );
-    DB::bind(&mut qb, Val::I64(Some(WORD_CANDIDATES)));
+    DB::bind(&mut qb, Val::I64(Some(cap)));
     qb.push(" LIMIT ");
     DB::bind(&mut qb, Val::I64(Some(INDEX_ROWS as i64 + 1)));
     qb

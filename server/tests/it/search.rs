@@ -16,7 +16,7 @@ use redrive_core::model::{
 };
 use redrive_core::store::{
     MatchCount, Store, DEPENDENT_TABLES, SEARCH_BACKLOG_SCAN_ROWS, SEARCH_INDEX_ROWS,
-    SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
+    SEARCH_PROBE_ROWS, SEARCH_SCAN_ROWS, SEARCH_WORD_CANDIDATES,
 };
 use redrive_core::{Cursor, Filter, ListQuery};
 use redrive_testkit::{
@@ -638,6 +638,106 @@ async fn check_rarest_word(store: &Store, backend: Backend, common: i64) {
             store.count_matching(&only(term), 1000).await.unwrap(),
             MatchCount::Exact(1),
             "{backend:?}: {term}"
+        );
+    }
+}
+
+/// A term with a word of 4 or more characters with a digit (SQLite asks FTS5 for that word
+/// before any scan: step 0 of `core/src/store/search.rs`): matches older than the scan's
+/// window are found exactly, in list order over two pages, under another filter, and counted
+/// exactly; a one-word term (an order number alone) too; a word in more rows than step 0
+/// checks (`SEARCH_PROBE_ROWS`) still finds its one match through the steps. The same
+/// answers before the indexer ran (every text in the backlog) and after, on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rare_word_is_found_exactly_before_and_after_indexing() {
+    for backend in Backend::ALL {
+        let (url, _dir) = fresh_database(backend).await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        // Oldest: 60 lines of one invoice (topic a) and a word in more rows than step 0
+        // checks (topic b); newest: more filler than the scan reads.
+        let mut rows: Vec<NewDeadLetter> = (0..60)
+            .map(|i| {
+                dl(
+                    "a.DLT",
+                    i,
+                    1_000_000 + i,
+                    &format!("invoice 4242424 line {i}"),
+                )
+            })
+            .collect();
+        let many = SEARCH_PROBE_ROWS + 5;
+        rows.extend((0..many).map(|i| {
+            dl(
+                "b.DLT",
+                i,
+                2_000_000 + i,
+                &format!("batch 9090909 part {i}"),
+            )
+        }));
+        rows.push(dl("b.DLT", many, 1_500_000, "batch 9090909 needle"));
+        rows.extend(
+            (0..SEARCH_SCAN_ROWS + 500)
+                .map(|i| dl("c.DLT", i, 5_000_000 + i, &format!("filler {i} after"))),
+        );
+        for chunk in rows.chunks(2000) {
+            store.insert_batch(chunk).await.unwrap();
+        }
+        check_rare_word(&store, backend, many).await;
+        index_all(&store).await;
+        check_rare_word(&store, backend, many).await;
+    }
+}
+
+/// The assertions of [`a_rare_word_is_found_exactly_before_and_after_indexing`].
+async fn check_rare_word(store: &Store, backend: Backend, many: i64) {
+    let search = |q: &str, dlq_topic: Option<&str>| Filter {
+        q: Some(q.into()),
+        dlq_topic: dlq_topic.map(str::to_string),
+        ..Filter::default()
+    };
+    // Two pages, newest first.
+    let all = search("4242424", None);
+    let first = first_page(store, &all).await;
+    let got: Vec<i64> = first.items.iter().map(|s| s.dlq_offset).collect();
+    assert_eq!(got, (10..60).rev().collect::<Vec<_>>(), "{backend:?}");
+    let cursor = Cursor::decode(first.next_cursor.as_deref().expect("a second page")).unwrap();
+    let second = store
+        .list(&ListQuery {
+            filter: all.clone(),
+            limit: 50,
+            cursor: Some(cursor),
+        })
+        .await
+        .unwrap();
+    let got: Vec<i64> = second.items.iter().map(|s| s.dlq_offset).collect();
+    assert_eq!(got, (0..10).rev().collect::<Vec<_>>(), "{backend:?}");
+    assert_eq!(second.next_cursor, None, "{backend:?}");
+    assert_eq!(
+        store.count_matching(&all, 1000).await.unwrap(),
+        MatchCount::Exact(60),
+        "{backend:?}"
+    );
+    for (q, topic, want) in [
+        // The whole term, its word first.
+        ("invoice 4242424 line 17", None, vec![17]),
+        ("INVOICE 4242424 LINE 17", Some("a.DLT"), vec![17]),
+        // Under a filter no match meets.
+        ("4242424", Some("b.DLT"), vec![]),
+        // The word holds no match of the whole term.
+        ("4242424 part", None, vec![]),
+        // A word in more rows than step 0 checks: the steps find the one match.
+        ("9090909 needle", None, vec![many]),
+    ] {
+        let filter = search(q, topic);
+        let page = first_page(store, &filter).await;
+        let got: Vec<i64> = page.items.iter().map(|s| s.dlq_offset).collect();
+        assert_eq!(got, want, "{backend:?}: {q} in {topic:?}");
+        assert_eq!(page.next_cursor, None, "{backend:?}: {q} in {topic:?}");
+        assert_eq!(
+            store.count_matching(&filter, 1000).await.unwrap(),
+            MatchCount::Exact(want.len() as i64),
+            "{backend:?}: count of {q} in {topic:?}"
         );
     }
 }
