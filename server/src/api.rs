@@ -53,11 +53,71 @@ pub fn rfc3339(ms: i64) -> Option<String> {
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
 }
 
-/// Any other path under `/api/`: a JSON 404 instead of the UI's HTML page.
+/// Any other path under `/api/`: a JSON 404 instead of the UI's HTML page, naming the routes
+/// the caller was probably after ([`not_found_message`]).
 pub async fn api_not_found(method: Method, uri: Uri) -> ApiError {
-    ApiError::NotFound(format!(
-        "no API route {method} {}; see /api/v1/dead-letters, /api/v1/dead-letters/{{id}} and \
-         /api/v1/error-groups",
-        uri.path()
-    ))
+    let documented = crate::openapi::spec()
+        .paths
+        .paths
+        .keys()
+        .map(String::as_str);
+    ApiError::NotFound(not_found_message(&method, uri.path(), documented))
+}
+
+/// Most routes one 404 names; the rest are counted (all are at `/api/docs`).
+const MAX_ROUTES_NAMED: usize = 8;
+
+/// The message of the API's 404 for `method` `path`, given the documented route templates
+/// (`/api/v1/dead-letters/{id}`, ...). Under a prefix of documented routes (`/api/v1/automation`,
+/// or `/api/v1/automation/nope` under it) it names the routes under the longest such prefix,
+/// a `{param}` segment of a route matching any segment of the path; elsewhere the main routes.
+/// Both end with where every route is described.
+pub(crate) fn not_found_message<'a>(
+    method: &Method,
+    path: &str,
+    documented: impl Iterator<Item = &'a str> + Clone,
+) -> String {
+    let docs = crate::openapi::DOCS_PATH;
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // `/api/v1` itself is not a prefix worth naming: everything is under it.
+    for n in (3..=segments.len()).rev() {
+        let prefix = &segments[..n];
+        let under: Vec<&str> = documented
+            .clone()
+            .filter(|route| {
+                let route: Vec<&str> = route.split('/').filter(|s| !s.is_empty()).collect();
+                route.len() > n
+                    && route
+                        .iter()
+                        .zip(prefix)
+                        .all(|(r, p)| r == p || (r.starts_with('{') && r.ends_with('}')))
+            })
+            .collect();
+        if under.is_empty() {
+            continue;
+        }
+        let mut named = under
+            .iter()
+            .take(MAX_ROUTES_NAMED)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if under.len() > MAX_ROUTES_NAMED {
+            named.push_str(&format!(" and {} more", under.len() - MAX_ROUTES_NAMED));
+        }
+        let (routes, are) = if under.len() == 1 {
+            ("route", "is")
+        } else {
+            ("routes", "are")
+        };
+        return format!(
+            "no API route {method} {path}; the {routes} under /{} {are} {named} (every route, \
+             with its methods, is described at {docs})",
+            prefix.join("/")
+        );
+    }
+    format!(
+        "no API route {method} {path}; see /api/v1/dead-letters, /api/v1/dead-letters/{{id}} and \
+         /api/v1/error-groups (every route is described at {docs})"
+    )
 }

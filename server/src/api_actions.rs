@@ -89,8 +89,9 @@ impl AppState {
     pub(crate) fn action_failed(&self, operation: &'static str, e: StoreError) -> ApiError {
         match e {
             StoreError::Invalid(m) => ApiError::Unprocessable(m),
-            // The store names what is missing (`dead letter 7`, `replay job …`).
-            StoreError::NotFound(m) => ApiError::NotFound(format!("there is no {m}")),
+            // The store names what is missing (`dead letter 7`, `replay job …`, `dead letters
+            // 7, 9 (2 of the 40 asked)`).
+            StoreError::NotFound(m) => ApiError::NotFound(redrive_core::store::there_is_no(&m)),
             StoreError::Conflict(m) => ApiError::Conflict(m),
             other => {
                 self.telemetry.store_error(operation, &other);

@@ -403,10 +403,12 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     );
     let server_task = tokio::spawn(server);
 
-    tracing::info!("listening on http://{addr}");
-    // Also on stdout, alone on its line, for scripts and tests that start redrive on port 0
-    // (the log goes to stderr and its level is configurable).
+    // On stdout, alone on its line: what scripts and tests that start redrive on port 0 wait
+    // for (`server/tests/it/support`). The log (stderr, often shipped elsewhere) has it as a
+    // field of its own line, worded differently so that a terminal showing both does not read
+    // the same sentence twice.
     println!("listening on http://{addr}");
+    tracing::info!(%addr, "serving HTTP");
 
     // Run until a signal, the server failing, or ingest stopping on its own (bad config).
     let mut ingest_task = ingest_task;

@@ -87,14 +87,17 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    // The label of a label change travels as `op_label` (`label` is the filter's).
-    let label = if op.is_label() {
-        match redrive_core::labels::parse_label(crate::query::value(&pairs, "op_label")) {
-            Ok(l) => Some(l),
-            Err(e) => return Ok(Listing::BadQuery(format!("`op_label`: {e}"))),
+    // The label of a label change travels as `op_label` (`label` is the filter's). A missing
+    // or unusable one is the label's refusal, not the filter's: the page says what to type.
+    let (label, label_error) = if op.is_label() {
+        use redrive_core::labels::{parse_label, LabelError};
+        match parse_label(crate::query::value(&pairs, "op_label")) {
+            Ok(l) => (Some(l), None),
+            Err(LabelError::Empty) => (None, op.missing_label().map(str::to_string)),
+            Err(e) => (None, Some(format!("This label cannot be used: {e}."))),
         }
     } else {
-        None
+        (None, None)
     };
     let selection = Selection::Filter(q.filter);
     let confirm_all = if selection.is_all() {
@@ -185,6 +188,7 @@ pub async fn preview_action(query: String) -> Result<Listing<Preview>, ServerFnE
         transform,
         transform_error,
         sample,
+        label_error,
     }))
 }
 

@@ -32,6 +32,21 @@ impl Op {
         matches!(self, Op::LabelAdd | Op::LabelRemove)
     }
 
+    /// For a label change asked without a label (an empty or blank label field): the
+    /// refusal the page shows, saying what to type. `None` for the other actions.
+    pub fn missing_label(self) -> Option<&'static str> {
+        match self {
+            Op::LabelAdd => Some(
+                "Type a label to add: the label field is empty, so nothing was labelled \
+                 (a label is short text such as needs-fix or known: INC-1234).",
+            ),
+            Op::LabelRemove => {
+                Some("Type the label to remove: the label field is empty, so no label was removed.")
+            }
+            _ => None,
+        }
+    }
+
     /// The permission this action needs.
     pub fn permission(self) -> redrive_core::permission::Permission {
         use redrive_core::permission::Permission;

@@ -49,6 +49,10 @@ pub struct Preview {
     /// A replay's sample: the first records per target topic, after the transform if any.
     #[serde(default)]
     pub sample: Option<redrive_core::replay_sample::ReplaySample>,
+    /// Why a label change cannot be confirmed: no label was typed, or it is not a label
+    /// (`label` is then `None`). The page says what to type (422) and offers no Confirm.
+    #[serde(default)]
+    pub label_error: Option<String>,
 }
 
 /// A replay job as read at `as_of_ms` (epoch ms, the server's clock: the reference for a

@@ -42,6 +42,11 @@ pub fn ConfirmPage() -> impl IntoView {
                     match preview.await {
                         Ok(Listing::Found(p)) => {
                             let can_act = may(&s, p.op.permission());
+                            // A label change without a usable label: the page says what to
+                            // type, as a refused form does (`crate::refusal::INVALID`).
+                            if p.label_error.is_some() {
+                                status.set(422);
+                            }
                             view! {
                             <Confirm preview=p can_act=can_act act=act />
                             }
@@ -118,6 +123,7 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         transform,
         transform_error,
         sample,
+        label_error,
     } = preview;
     let label = label.unwrap_or_default();
     let pairs: Vec<(&str, &str)> = filter
@@ -133,6 +139,10 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         Op::Replay => "Replay all matching this filter?".to_string(),
         Op::Delete => "Delete all matching this filter?".to_string(),
         Op::Restore => "Restore all matching this filter?".to_string(),
+        Op::LabelAdd if label_error.is_some() => "Add a label to all matching this filter".into(),
+        Op::LabelRemove if label_error.is_some() => {
+            "Remove a label from all matching this filter".into()
+        }
         Op::LabelAdd => {
             format!("Add the label \u{201c}{label}\u{201d} to all matching this filter?")
         }
@@ -346,7 +356,35 @@ fn Confirm(preview: Preview, can_act: bool, act: ServerAction<ActOnFilter>) -> i
         dead_letters(count)
     );
     let danger = op == Op::Delete;
-    let form = if !can_act {
+    let form = if let Some(message) = label_error {
+        // The label's refusal, and the field to type it again (a GET of this page: it
+        // counts again before anything happens).
+        let hidden = pairs
+            .iter()
+            .map(|(k, v)| view! { <input type="hidden" name=k.to_string() value=v.to_string() /> })
+            .collect_view();
+        view! {
+            <div class="error-box label-refused" role="alert">
+                <p>{message}</p>
+            </div>
+            <form class="inline-form" method="get" action="/confirm">
+                <input type="hidden" name="op" value=op.as_str() />
+                {hidden}
+                <label>
+                    <span>"Label"</span>
+                    <input
+                        type="text"
+                        name="op_label"
+                        required
+                        maxlength=redrive_core::labels::MAX_LABEL_CHARS
+                        placeholder="e.g. known: INC-1234"
+                    />
+                </label>
+                <button type="submit" class="secondary-button">"Count again and preview"</button>
+            </form>
+        }
+        .into_any()
+    } else if !can_act {
         view! {
             <p class="notice">{format!(
                 "Your role may not {} dead letters (it needs the `{}` permission); ask an admin.",

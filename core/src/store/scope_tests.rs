@@ -56,11 +56,36 @@ async fn actions_by_id_refuse_ids_that_are_not_there_or_outside_the_scope() {
         .await
         .expect("a deleted one is there");
 
-    // The lowest missing id is named, across chunks of the `IN (...)` too.
+    // One missing id: named alone.
+    assert_eq!(
+        not_found(store.check_ids_exist_in_scope(&op, &[1, 7, 7, 2]).await),
+        "dead letter 7"
+    );
+    assert_eq!(
+        super::there_is_no("dead letter 7"),
+        "there is no dead letter 7"
+    );
+    // Several: each named, and how many of the distinct ids asked are missing.
+    let m = not_found(
+        store
+            .check_ids_exist_in_scope(&op, &[12, 1, 9, 7, 3, 9])
+            .await,
+    );
+    assert_eq!(m, "dead letters 7, 9, 12 (3 of the 5 asked)");
+    assert_eq!(
+        super::there_is_no(&m),
+        "there are no dead letters 7, 9, 12 (3 of the 5 asked)"
+    );
+    // The lowest five are named and all counted, across chunks of the `IN (...)` too.
     let many: Vec<i64> = (1..=1_200).rev().collect();
     assert_eq!(
         not_found(store.check_ids_exist_in_scope(&op, &many).await),
-        "dead letter 5"
+        "dead letters 5, 6, 7, 8, 9 and 1191 more (1196 of the 1200 asked)"
+    );
+    let far: Vec<i64> = (1..=4).chain([600, 1_100]).collect();
+    assert_eq!(
+        not_found(store.check_ids_exist_in_scope(&op, &far).await),
+        "dead letters 600, 1100 (2 of the 6 asked)"
     );
     // The by-id reads leave a missing id to their caller.
     store
@@ -97,6 +122,14 @@ async fn actions_by_id_refuse_ids_that_are_not_there_or_outside_the_scope() {
         not_found(store.restore(&op, &Selection::Ids(vec![997]), None).await),
         "dead letter 997"
     );
+    assert_eq!(
+        not_found(
+            store
+                .delete(&op, &Selection::Ids(vec![3, 996, 995]), None)
+                .await
+        ),
+        "dead letters 995, 996 (2 of the 3 asked)"
+    );
     assert_eq!(audited().await, before);
     let one = store.get(1).await.expect("get").expect("1");
     assert_eq!(
@@ -126,5 +159,10 @@ async fn actions_by_id_refuse_ids_that_are_not_there_or_outside_the_scope() {
     assert_eq!(
         not_found(store.check_ids_exist_in_scope(&pat, &[4, 999]).await),
         "dead letter 999"
+    );
+    // Missing and outside the scope read the same, and are counted together.
+    assert_eq!(
+        not_found(store.check_ids_exist_in_scope(&pat, &[4, 999, 1, 2]).await),
+        "dead letters 1, 2, 999 (3 of the 4 asked)"
     );
 }

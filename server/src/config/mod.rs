@@ -107,7 +107,7 @@ pub struct Config {
 
     /// Address the web UI, JSON API, health and metrics listen on, `IP:PORT` (or
     /// `HOST:PORT`). Default `127.0.0.1:3000`: local only, since the UI shows message contents.
-    /// Port `0` picks a free port; the log says which (`listening on http://ADDR`).
+    /// Port `0` picks a free port; stdout says which (`listening on http://ADDR`).
     #[serde(default = "default_listen", deserialize_with = "de::text")]
     pub listen: String,
 

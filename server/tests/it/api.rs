@@ -480,8 +480,58 @@ async fn a_missing_id_is_404_and_a_bad_one_400() {
     app.bad_request("/api/v1/dead-letters/99999999999999999999999")
         .await;
     app.bad_request("/dead-letters/abc/raw/value").await;
-    let (status, _) = app.get_json("/api/v1/no-such-thing").await;
+    // An action on ids of which some are not there: 404 naming them, nothing changed.
+    let id = app.id_of("orders.DLT", 0).await;
+    for (ids, says) in [
+        (
+            vec![id, 987654321],
+            "there is no dead letter 987654321".to_string(),
+        ),
+        (
+            vec![987654322, id, 987654321],
+            "there are no dead letters 987654321, 987654322 (2 of the 3 asked)".to_string(),
+        ),
+        (
+            (0..8).map(|i| 987654321 + i).chain([id]).collect(),
+            "there are no dead letters 987654321, 987654322, 987654323, 987654324, 987654325 \
+             and 3 more (8 of the 9 asked)"
+                .to_string(),
+        ),
+    ] {
+        let res = app
+            .app
+            .post_json(
+                "/api/v1/dead-letters/delete",
+                Auth::Bearer(&app.token),
+                crate::support::Csrf::Right,
+                &serde_json::json!({ "ids": ids }),
+            )
+            .await;
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.expect("JSON");
+        assert_eq!((status, error_message(&body)), (404, says), "{body}");
+    }
+    let (_, record) = app.get_json(&format!("/api/v1/dead-letters/{id}")).await;
+    assert_eq!(record["status"], "new", "{record}");
+    let (status, body) = app.get_json("/api/v1/no-such-thing").await;
     assert_eq!(status, 404);
+    assert_eq!(body["code"], "not_found", "{body}");
+    assert!(
+        error_message(&body).contains("/api/v1/dead-letters"),
+        "{body}"
+    );
+    // A prefix of existing routes: the 404 names them (the one error shape).
+    let (status, body) = app.get_json("/api/v1/automation").await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        (body["code"].clone(), body["status"].clone()),
+        ("not_found".into(), 404.into())
+    );
+    let m = error_message(&body);
+    assert!(
+        m.contains("/api/v1/automation/rules") && m.contains("/api/docs"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -665,6 +715,8 @@ async fn sigterm_stops_cleanly() {
     let (code, log) = app.terminate(Duration::from_secs(30)).await;
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("stopped"), "{log}");
+    // The harness read `listening on http://ADDR` from stdout: the log does not repeat it.
+    assert!(!log.contains("listening on"), "{log}");
 }
 
 // ---------------------------------------------------------------------------------------------

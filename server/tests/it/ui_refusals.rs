@@ -158,6 +158,42 @@ async fn refusals_answer_4xx_with_their_message_to_a_script() {
             (
                 ACT,
                 vec![
+                    ("op", "delete"),
+                    ("ids[]", "999999"),
+                    ("ids[]", &first),
+                    ("ids[]", "999998"),
+                ],
+                404,
+                "There are no dead letters 999998, 999999 (2 of the 3 asked).",
+            ),
+            // A label button with the label field empty (or blank): what to type.
+            (
+                ACT,
+                vec![("op", "label_add"), ("ids[]", &first), ("label", "")],
+                422,
+                "Type a label to add: the label field is empty, so nothing was labelled",
+            ),
+            (
+                ACT,
+                vec![("op", "label_add"), ("ids[]", &first), ("label", "   ")],
+                422,
+                "Type a label to add",
+            ),
+            (
+                ACT,
+                vec![("op", "label_remove"), ("ids[]", &first), ("label", "")],
+                422,
+                "Type the label to remove: the label field is empty, so no label was removed.",
+            ),
+            (
+                ACT_ON_FILTER,
+                vec![("op", "label_add"), ("filter", &filter), ("label", "")],
+                422,
+                "Type a label to add",
+            ),
+            (
+                ACT,
+                vec![
                     ("op", ""),
                     ("ids[]", &first),
                     ("reason", "typed, then Enter"),
@@ -252,4 +288,73 @@ async fn refusals_answer_4xx_with_their_message_to_a_script() {
             "{backend:?}: {body}"
         );
     }
+}
+
+/// The list's "Label all matching" form (a GET of the confirmation page) with the label left
+/// empty or blank, or not a label: 422 with what to type and the field to type it, the filter
+/// kept — not the filter's refusal — and no Confirm.
+#[tokio::test]
+async fn a_label_change_without_a_label_says_what_to_type() {
+    let topic = unique("label-confirm.DLT");
+    let records = vec![stored_dead_letter(&topic, 0, Default::default())];
+    let app = TestApp::with_records(Backend::Sqlite, &records, &[]).await;
+    app.add_user(OPERATOR.0, "operator", OPERATOR.1).await;
+    let op = app.sign_in(OPERATOR.0, OPERATOR.1).await;
+    let page = |path: String| {
+        let (app, op) = (&app, &op);
+        async move {
+            let res = reqwest::Client::new()
+                .get(app.url(&path))
+                .header("Cookie", &op.cookie)
+                .send()
+                .await
+                .expect("GET");
+            let status = res.status().as_u16();
+            (status, res.text().await.expect("page"))
+        }
+    };
+    for (op_name, label, says) in [
+        (
+            "label_add",
+            "",
+            "Type a label to add: the label field is empty",
+        ),
+        (
+            "label_add",
+            "%20%20",
+            "Type a label to add: the label field is empty",
+        ),
+        (
+            "label_remove",
+            "",
+            "Type the label to remove: the label field is empty",
+        ),
+        (
+            "label_add",
+            "%23x",
+            "This label cannot be used: a label may hold",
+        ),
+    ] {
+        let path = format!("/confirm?op={op_name}&dlq_topic={topic}&op_label={label}");
+        let (status, html) = page(path.clone()).await;
+        assert_eq!(status, 422, "{path}: {html}");
+        assert!(html.contains(says), "{path}: {html}");
+        assert!(
+            !html.contains("This filter cannot be used"),
+            "{path}: {html}"
+        );
+        assert!(!html.contains("confirm-form"), "{path}: {html}");
+        assert!(
+            html.contains("name=\"op_label\"")
+                && html.contains(&format!("name=\"dlq_topic\" value=\"{topic}\"")),
+            "{path}: {html}"
+        );
+    }
+    // With a label: the count and Confirm, as before.
+    let (status, html) = page(format!(
+        "/confirm?op=label_add&dlq_topic={topic}&op_label=needs-fix"
+    ))
+    .await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("confirm-form"), "{html}");
 }

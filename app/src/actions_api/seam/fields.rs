@@ -51,7 +51,7 @@ pub fn reason(v: &str) -> Result<Option<String>, ServerFnError> {
 }
 
 /// The domain's message as a sentence for the page: capitalised, with a full stop.
-fn sentence(m: &str) -> String {
+pub(super) fn sentence(m: &str) -> String {
     let mut c = m.chars();
     let first = c.next().map(|f| f.to_uppercase().collect::<String>());
     let mut out = first.unwrap_or_default() + c.as_str();

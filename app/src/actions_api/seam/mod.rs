@@ -32,7 +32,10 @@ pub fn failed(what: &str, e: StoreError) -> ServerFnError {
         StoreError::Invalid(m) | StoreError::Conflict(m) => {
             ServerFnError::new(format!("Could not {what}: {m}."))
         }
-        StoreError::NotFound(m) => ServerFnError::new(format!("There is no {m}.")),
+        // "There is no dead letter 7.", "There are no dead letters 7, 9 (2 of the 40 asked)."
+        StoreError::NotFound(m) => {
+            ServerFnError::new(fields::sentence(&redrive_core::store::there_is_no(&m)))
+        }
         other => {
             tracing::error!(error = %other, "{what} failed");
             let hint = match other {
@@ -113,11 +116,8 @@ pub async fn act(
             } else {
                 redrive_core::labels::LabelOp::Remove
             };
-            if label.trim().is_empty() {
-                return Err(refused(
-                    INVALID,
-                    "Type the label to add or remove (e.g. needs-fix) first.",
-                ));
+            if let (true, Some(m)) = (label.trim().is_empty(), op.missing_label()) {
+                return Err(refused(INVALID, m));
             }
             let o = store
                 .label_selection(&actor, &selection, label, label_op)
