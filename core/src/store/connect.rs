@@ -108,7 +108,12 @@ impl Store {
                 ingest_tiers: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgConnectOptions::from_str(url).map_err(|_| bad_url())?;
+            // JIT off for redrive's sessions: its statements do bounded work, and a cost
+            // estimate that crosses `jit_above_cost` (a misestimated seek) made PostgreSQL
+            // compile a plan for 40+ ms to run it in under 1 ms (`docs/bench.md`, "2026-12-07").
+            let opts = PgConnectOptions::from_str(url)
+                .map_err(|_| bad_url())?
+                .options([("jit", "off")]);
             let pool = PgPoolOptions::new()
                 .max_connections(POSTGRES_MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)

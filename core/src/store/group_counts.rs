@@ -14,6 +14,7 @@ use sqlx::QueryBuilder;
 
 use super::dialect::{store_error, Dialect, Val};
 use super::rows::GroupRow;
+use super::search_sql::is_sqlite;
 use super::{sql, Pool, Store, StoreError};
 use crate::filter::Filter;
 use crate::model::{ErrorGroup, Status};
@@ -281,9 +282,31 @@ impl Store {
                 // and on PostgreSQL planning it took longer than running it (1.9 ms against
                 // 1.5 ms at 1M rows).
                 let mut qb = aggregate_groups::<DB>(filter, limit);
-                qb.build_query_as().fetch_all(pool).await
-            })
-            .map_err(store_error)?;
+                if is_sqlite::<DB>() {
+                    qb.build_query_as()
+                        .fetch_all(pool)
+                        .await
+                        .map_err(store_error)
+                } else {
+                    // PostgreSQL estimates each of the seeks' conditions it has no statistics
+                    // for (`COALESCE(d.consumer_group, '') = ...`) at 0.5 %: with two, it
+                    // expects no row of a group to match and reads all of them (a bitmap
+                    // scan, then a sort) instead of walking the index to the first match,
+                    // 170 ms for a group of 20,000 (`docs/bench.md`, "2026-12-07").
+                    let mut tx = super::gate::begin_read(pool).await?;
+                    sqlx::query("SET LOCAL enable_bitmapscan = off")
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    let rows = qb
+                        .build_query_as()
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    tx.rollback().await.map_err(store_error)?;
+                    Ok(rows)
+                }
+            })?;
             (rows, GroupsCounted::Exact)
         } else {
             on_pool!(self, |pool, DB| {
