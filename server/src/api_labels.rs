@@ -24,6 +24,7 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use redrive_core::labels::{Annotations, LabelInfo, LabelOp, NoteInfo, Target};
 use redrive_core::permission::Permission;
+use redrive_core::store::there_is_no;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{rfc3339, AppState};
@@ -258,7 +259,7 @@ pub async fn get_record(
         .triage(id)
         .await
         .map_err(|e| state.action_failed("triage", e))?
-        .ok_or_else(|| ApiError::NotFound(format!("no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(there_is_no(&format!("dead letter {id}"))))?;
     let record = annotations_item(t.record, None);
     Ok(Json(TriageItem {
         fingerprint: t.fingerprint,

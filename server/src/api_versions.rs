@@ -34,6 +34,7 @@ use redrive_core::edit::{
 };
 use redrive_core::model::Header;
 use redrive_core::permission::Permission;
+use redrive_core::store::there_is_no;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -292,7 +293,7 @@ pub async fn list_versions(
         .latest_version(id)
         .await
         .map_err(|e| state.action_failed("versions", e))?
-        .ok_or_else(|| ApiError::NotFound(format!("there is no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(there_is_no(&format!("dead letter {id}"))))?;
     let items = state
         .store
         .versions(id)
@@ -328,7 +329,7 @@ pub async fn get_version(
         .latest_version(id)
         .await
         .map_err(|e| state.action_failed("version", e))?
-        .ok_or_else(|| ApiError::NotFound(format!("there is no dead letter {id}")))?;
+        .ok_or_else(|| ApiError::NotFound(there_is_no(&format!("dead letter {id}"))))?;
     let record = state
         .store
         .version_record(id, version)

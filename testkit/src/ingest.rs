@@ -76,6 +76,34 @@ impl RunningIngest {
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
     }
+
+    /// What ingest was doing, for a failure message: whether its task has returned, and its
+    /// status snapshot as JSON (connected, assigned partitions, records and batches stored,
+    /// store failures, last error, lag). "Never assigned a partition" and "assigned but the
+    /// store kept failing" are different bugs.
+    pub fn describe(&self) -> String {
+        let snapshot = serde_json::to_string(&self.status.snapshot())
+            .unwrap_or_else(|e| format!("(status not serialisable: {e})"));
+        let task = if self.is_finished() {
+            "returned (early: see stop() for its result)"
+        } else {
+            "running"
+        };
+        format!("ingest task {task}; status {snapshot}")
+    }
+
+    /// [`wait_for_count`], with [`describe`](Self::describe) in the error when it times out.
+    pub async fn wait_for_count(
+        &self,
+        store: &Store,
+        dlq_topic: &str,
+        n: i64,
+        timeout: Duration,
+    ) -> Result<i64> {
+        wait_for_count(store, dlq_topic, n, timeout)
+            .await
+            .map_err(|e| e.context(self.describe()))
+    }
 }
 
 fn topic_filter(dlq_topic: &str) -> Filter {
@@ -346,7 +374,17 @@ pub async fn ingest_all(
 ) -> Result<(Store, crate::TestDatabase, Vec<DeadLetter>)> {
     let (store, dir) = crate::fresh_store(backend).await?;
     let ingest = start_ingest(&store, ingest_config(&[dlq_topic], &crate::unique("group")));
-    wait_for_count(&store, dlq_topic, n, Duration::from_secs(60)).await?;
+    if let Err(e) = ingest
+        .wait_for_count(&store, dlq_topic, n, Duration::from_secs(60))
+        .await
+    {
+        // The task's own result says why it stopped early, if it did.
+        let stopped = match ingest.stop().await {
+            Ok(()) => "stopped cleanly after the wait".to_string(),
+            Err(stop) => format!("stop: {stop:#}"),
+        };
+        return Err(e.context(stopped));
+    }
     ingest.stop().await?;
     let stored = dead_letters_in(&store, dlq_topic).await?;
     if stored.len() as i64 != n {

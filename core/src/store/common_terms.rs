@@ -26,6 +26,8 @@
 //! its outcome (the step depends on the term alone, not on the other filters): its ids, or
 //! "skip" (too common, or the backlog too long). It is at most one step older than its own
 //! would have been. A step that failed or was cancelled hands the turn to a waiting search.
+//! Step 0 (the rare word's probe, SQLite) takes turns the same way ([`Step::Probe`]): a
+//! page's list and its count each began with it, side by side.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,9 +44,21 @@ pub const MAX_TERMS: usize = 1_024;
 #[derive(Debug, Default)]
 pub(crate) struct CommonTerms {
     seen: Mutex<HashMap<String, Instant>>,
-    /// Terms whose index step is running, and how to learn that it ended (the sender is
-    /// dropped).
-    in_flight: Mutex<HashMap<String, watch::Receiver<Option<StepOutcome>>>>,
+    /// (step, term) pairs whose step is running, and how to learn that it ended (the sender
+    /// is dropped).
+    in_flight: Mutex<HashMap<(Step, String), StepDone>>,
+}
+
+/// How a search waiting for a running step learns its outcome (`None` until it ends).
+type StepDone = watch::Receiver<Option<StepOutcome>>;
+
+/// Which step of a search takes turns (`search.rs`'s module documentation numbers them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Step {
+    /// Step 0: the dead letters holding a rare word of the term (SQLite).
+    Probe,
+    /// Step 2: the trigram index for the term.
+    Index,
 }
 
 /// What a finished index step found, as the searches that waited for it take it.
@@ -69,7 +83,7 @@ pub(crate) enum Turn<'a> {
 /// of them runs the step itself.
 pub(crate) struct Leading<'a> {
     terms: &'a CommonTerms,
-    term: String,
+    key: (Step, String),
     done: watch::Sender<Option<StepOutcome>>,
 }
 
@@ -88,7 +102,7 @@ impl Drop for Leading<'_> {
             .in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        in_flight.remove(&self.term);
+        in_flight.remove(&self.key);
     }
 }
 
@@ -107,17 +121,29 @@ impl CommonTerms {
     /// in this process runs it, else (after waiting for that one) its outcome. Waiting costs
     /// no more than running the same step beside it.
     pub(crate) async fn index_step_turn(&self, q: &str) -> Turn<'_> {
+        self.turn(Step::Index, q).await
+    }
+
+    /// Whose turn step 0 for `q` is, as [`Self::index_step_turn`]. Its outcome: the ids of
+    /// every match, or [`StepOutcome::Skip`] when the probe did not decide (the later steps
+    /// do).
+    pub(crate) async fn probe_turn(&self, q: &str) -> Turn<'_> {
+        self.turn(Step::Probe, q).await
+    }
+
+    async fn turn(&self, step: Step, q: &str) -> Turn<'_> {
+        let key = (step, q.to_owned());
         loop {
             let mut running = {
                 let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-                match in_flight.get(q) {
+                match in_flight.get(&key) {
                     Some(rx) => rx.clone(),
                     None => {
                         let (done, rx) = watch::channel(None);
-                        in_flight.insert(q.to_owned(), rx);
+                        in_flight.insert(key.clone(), rx);
                         return Turn::Lead(Leading {
                             terms: self,
-                            term: q.to_owned(),
+                            key,
                             done,
                         });
                     }
@@ -193,8 +219,9 @@ mod tests {
     async fn one_index_step_per_term_at_a_time() {
         let terms = CommonTerms::default();
         let first = lead(terms.index_step_turn("order 42").await);
-        // Another term is not held up.
+        // Another term is not held up, nor the same term's other step.
         drop(lead(terms.index_step_turn("reset").await));
+        drop(lead(terms.probe_turn("order 42").await));
         // A second search of the term waits for the running step and takes its ids.
         let waiting = terms.index_step_turn("order 42");
         tokio::pin!(waiting);

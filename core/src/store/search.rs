@@ -61,6 +61,8 @@
 //! Terms shorter than 3 characters cannot use a trigram index: they are answered by the scan
 //! only (step 1 and 3).
 
+use std::sync::Arc;
+
 use sqlx::QueryBuilder;
 
 use super::common_terms::{StepOutcome, Turn};
@@ -419,13 +421,33 @@ impl Store {
     /// moves is in exactly one of them).
     ///
     /// Errors: `Unavailable`, `Database`.
-    async fn rare_word_matches(&self, q: &str) -> Result<Option<Vec<i64>>, StoreError> {
+    async fn rare_word_matches(&self, q: &str) -> Result<Option<Arc<Vec<i64>>>, StoreError> {
         let Some(word) = search::probe_word(q) else {
             return Ok(None);
         };
-        if self.common_terms.is_common(q) {
+        if self.backend() != "sqlite" || self.common_terms.is_common(q) {
             return Ok(None);
         }
+        // One probe per term at a time (`common_terms.rs`): a page's list and count each
+        // ask, side by side.
+        let lead = match self.common_terms.probe_turn(q).await {
+            Turn::Follow(StepOutcome::Ids(ids)) => return Ok(Some(ids)),
+            Turn::Follow(StepOutcome::Skip) => return Ok(None),
+            Turn::Lead(lead) => lead,
+        };
+        // An error drops `lead`: a search waiting for this probe runs its own.
+        let found = self.probe_rare_word(q, word).await?.map(Arc::new);
+        lead.finish(match &found {
+            Some(ids) => StepOutcome::Ids(ids.clone()),
+            None => StepOutcome::Skip,
+        });
+        Ok(found)
+    }
+
+    /// Step 0's reads ([`Self::rare_word_matches`]), on SQLite.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    async fn probe_rare_word(&self, q: &str, word: &str) -> Result<Option<Vec<i64>>, StoreError> {
         on_pool!(self, |pool, DB| {
             if !is_sqlite::<DB>() {
                 return Ok(None);

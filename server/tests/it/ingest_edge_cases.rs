@@ -238,10 +238,12 @@ async fn regex_subscription_picks_up_two_topics() {
     let (store, _dir) = fresh_store(Backend::Sqlite).await.unwrap();
     let pattern = format!("^{prefix}_.*");
     let ingest = start_ingest(&store, ingest_config(&[&pattern], &unique("group")));
-    wait_for_count(&store, &a, 2, Duration::from_secs(60))
+    ingest
+        .wait_for_count(&store, &a, 2, Duration::from_secs(60))
         .await
         .unwrap();
-    wait_for_count(&store, &b, 1, Duration::from_secs(60))
+    ingest
+        .wait_for_count(&store, &b, 1, Duration::from_secs(60))
         .await
         .unwrap();
     let assigned = ingest.status.assigned_partitions();
@@ -265,7 +267,8 @@ async fn an_exact_topic_created_after_start_is_picked_up() {
     .unwrap();
     create_topic(&topic, 1, &[]).await.unwrap();
     produce(&topic, &[plain("late")]).await.unwrap();
-    wait_for_count(&store, &topic, 1, Duration::from_secs(45))
+    ingest
+        .wait_for_count(&store, &topic, 1, Duration::from_secs(45))
         .await
         .unwrap();
     ingest.stop().await.unwrap();
@@ -297,7 +300,8 @@ async fn graceful_shutdown_commits_and_a_restart_rereads_nothing() {
     let group = unique("group");
 
     let first = start_ingest(&store, ingest_config(&[&topic], &group));
-    wait_for_count(&store, &topic, 30, Duration::from_secs(60))
+    first
+        .wait_for_count(&store, &topic, 30, Duration::from_secs(60))
         .await
         .unwrap();
     let first_status = first.status.clone();
@@ -320,7 +324,8 @@ async fn graceful_shutdown_commits_and_a_restart_rereads_nothing() {
     // Same group again: it starts at the committed offsets, so it reads only what is new.
     let second = start_ingest(&store, ingest_config(&[&topic], &group));
     produce(&topic, &[plain("after restart")]).await.unwrap();
-    wait_for_count(&store, &topic, 31, Duration::from_secs(60))
+    second
+        .wait_for_count(&store, &topic, 31, Duration::from_secs(60))
         .await
         .unwrap();
     let status = second.status.clone();
@@ -355,7 +360,8 @@ async fn store_outage_commits_nothing_and_loses_nothing() {
         })
         .collect();
     produce(&topic, &before).await.unwrap();
-    wait_for_count(&store, &topic, 6, Duration::from_secs(60))
+    ingest
+        .wait_for_count(&store, &topic, 6, Duration::from_secs(60))
         .await
         .unwrap();
     let committed_before = wait_for(
@@ -403,7 +409,8 @@ async fn store_outage_commits_nothing_and_loses_nothing() {
     redrive_testkit::ingest::set_postgres_available(&url, true)
         .await
         .unwrap();
-    wait_for_count(&store, &topic, 46, Duration::from_secs(90))
+    ingest
+        .wait_for_count(&store, &topic, 46, Duration::from_secs(90))
         .await
         .unwrap();
     let end = end_offsets(&topic).await.unwrap();
@@ -490,7 +497,7 @@ async fn two_instances_in_one_group_survive_rebalances() {
 
     produce(&topic, &wave(0)).await.unwrap();
     let a = start_ingest(&store, ingest_config(&[&topic], &group));
-    wait_for_count(&store, &topic, 100, Duration::from_secs(60))
+    a.wait_for_count(&store, &topic, 100, Duration::from_secs(60))
         .await
         .unwrap();
 
@@ -511,7 +518,7 @@ async fn two_instances_in_one_group_survive_rebalances() {
     // A leaves: B takes everything over from the committed offsets.
     a.stop().await.unwrap();
     produce(&topic, &wave(2)).await.unwrap();
-    wait_for_count(&store, &topic, 300, Duration::from_secs(60))
+    b.wait_for_count(&store, &topic, 300, Duration::from_secs(60))
         .await
         .unwrap();
     wait_for("B to own all partitions", Duration::from_secs(60), || {

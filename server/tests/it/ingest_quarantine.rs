@@ -16,7 +16,7 @@ use redrive_core::model::{Convention, Header, NewDeadLetter, Normalized, RawReco
 use redrive_core::store::{Store, StoreError};
 use redrive_testkit::ingest::{
     assert_stored_exactly, committed_offsets, dead_letters_in, end_offsets, ingest_config,
-    start_ingest, wait_for_count,
+    start_ingest,
 };
 use redrive_testkit::{
     create_topic, fresh_database, fresh_store, produce, unique, wait_for, Backend, TestRecord,
@@ -88,7 +88,8 @@ async fn a_long_header_no_longer_stops_ingest() {
         let (store, _dir) = fresh_store(backend).await.unwrap();
         let group = unique("group");
         let ingest = start_ingest(&store, ingest_config(&[&topic], &group));
-        wait_for_count(&store, &topic, 3, Duration::from_secs(60))
+        ingest
+            .wait_for_count(&store, &topic, 3, Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("{backend:?}: {e:#}"));
         wait_all_committed(&group, &topic).await;
@@ -303,7 +304,8 @@ async fn refused_records_are_split_out_reduced_or_quarantined_then_retried() {
 
         let group = unique("group");
         let ingest = start_ingest(&store, ingest_config(&[&topic], &group));
-        wait_for_count(&store, &topic, 38, Duration::from_secs(60))
+        ingest
+            .wait_for_count(&store, &topic, 38, Duration::from_secs(60))
             .await
             .unwrap_or_else(|e| panic!("{backend:?}: {e:#}"));
         wait_all_committed(&group, &topic).await;

@@ -11,7 +11,7 @@ use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::ingest::{
     assert_stored_exactly, committed_offsets, dead_letters_in, end_offsets, ingest_config,
-    start_ingest, wait_for_count,
+    start_ingest,
 };
 use redrive_testkit::{
     create_topic, fresh_database, kafka_brokers, produce, repo_root, unique, Backend, TestRecord,
@@ -447,7 +447,8 @@ async fn purge_archives_first_and_restore_is_byte_exact() {
             let store = Store::connect(&db_url).await.unwrap();
             store.migrate().await.unwrap();
             let ingest = start_ingest(&store, ingest_config(&[&topic], &unique("arch-group")));
-            wait_for_count(&store, &topic, sent.len() as i64, Duration::from_secs(60))
+            ingest
+                .wait_for_count(&store, &topic, sent.len() as i64, Duration::from_secs(60))
                 .await
                 .unwrap();
             ingest.stop().await.unwrap();

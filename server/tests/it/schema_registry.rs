@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use redrive_testkit::ingest::{ingest_config, start_ingest, wait_for_count};
+use redrive_testkit::ingest::{ingest_config, start_ingest};
 use redrive_testkit::{
     create_topic, fresh_database, produce, repo_root, unique, Backend, TestRecord,
 };
@@ -111,7 +111,8 @@ async fn decoded_through_the_binary(backend: Backend) {
         .expect("connect");
     store.migrate().await.expect("migrate");
     let ingest = start_ingest(&store, ingest_config(&[&topic], &unique("group")));
-    wait_for_count(&store, &topic, values.len() as i64, Duration::from_secs(60))
+    ingest
+        .wait_for_count(&store, &topic, values.len() as i64, Duration::from_secs(60))
         .await
         .expect("ingested");
     ingest.stop().await.expect("ingest stops");
