@@ -203,7 +203,8 @@ async fn until_sorted(store: &Store, within: Duration) -> Result<Duration> {
 }
 
 /// One timed phase: `users` users each loop over [`KINDS`] for `secs` s, pausing `think_ms`
-/// after each page. Returns the latencies (ms) per kind and the errors.
+/// after each page. Returns the latencies (ms) per kind and the errors, and prints the
+/// slowest requests with when they started ([`print_slowest`]).
 async fn load_phase(
     server: &Arc<ReleaseServer>,
     users: usize,
@@ -211,12 +212,15 @@ async fn load_phase(
     think_ms: u64,
     rows: usize,
 ) -> Result<(BTreeMap<&'static str, Vec<f64>>, usize)> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(secs);
     let mut tasks = Vec::new();
     for u in 0..users {
         let server = server.clone();
         tasks.push(tokio::spawn(async move {
             let mut times: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+            // (start, s after the phase began; kind; ms) of every request.
+            let mut log: Vec<(f64, &'static str, f64)> = Vec::new();
             let mut errors = 0usize;
             let mut i = u;
             // Paced users start spread over one think time, not all at once.
@@ -226,11 +230,15 @@ async fn load_phase(
             }
             while Instant::now() < deadline {
                 let kind = KINDS[i % KINDS.len()];
+                let at = started.elapsed().as_secs_f64();
                 match server
                     .get(&path(kind, i / KINDS.len() + u * 7919, rows))
                     .await
                 {
-                    Ok((ms, _)) => times.entry(kind).or_default().push(ms),
+                    Ok((ms, _)) => {
+                        times.entry(kind).or_default().push(ms);
+                        log.push((at, kind, ms));
+                    }
                     Err(e) => {
                         if errors == 0 {
                             eprintln!("pages under load: {e:#}");
@@ -243,19 +251,42 @@ async fn load_phase(
                     tokio::time::sleep(Duration::from_millis(think_ms)).await;
                 }
             }
-            (times, errors)
+            (times, log, errors)
         }));
     }
     let mut all: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let mut every = Vec::new();
     let mut errors = 0;
     for t in tasks {
-        let (times, e) = t.await?;
+        let (times, log, e) = t.await?;
         errors += e;
+        every.extend(log);
         for (k, v) in times {
             all.entry(k).or_default().extend(v);
         }
     }
+    print_slowest(think_ms, every);
     Ok((all, errors))
+}
+
+/// How many of a phase's slowest requests [`print_slowest`] names.
+const SLOWEST_SHOWN: usize = 10;
+
+/// Prints (stderr) a phase's [`SLOWEST_SHOWN`] slowest requests as `start s kind ms`, by
+/// start: slow pages that all began within the same second point to one stall every user
+/// met (a lock, a checkpoint, a pause of the server), not to slow pages of one kind.
+fn print_slowest(think_ms: u64, mut log: Vec<(f64, &'static str, f64)>) {
+    log.sort_by(|a, b| b.2.total_cmp(&a.2));
+    log.truncate(SLOWEST_SHOWN);
+    log.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let shown: Vec<String> = log
+        .iter()
+        .map(|(at, kind, ms)| format!("{at:.1} s {kind} {ms:.0} ms"))
+        .collect();
+    eprintln!(
+        "pages under load ({think_ms} ms think time): the slowest requests by start: {}",
+        shown.join("; ")
+    );
 }
 
 /// Prints the table, one column per database measured.
