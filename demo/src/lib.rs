@@ -59,13 +59,14 @@ pub enum DemoError {
     /// The demo's SQLite file could not be opened or written.
     #[error("demo database: {0}")]
     Ledger(#[from] sqlx::Error),
-    /// The control endpoint could not listen.
+    /// The control endpoint could not listen. `cause` is not a `source`: the message already
+    /// says it, and a reporter printing the chain would say it twice.
     #[error(
-        "control endpoint on {addr}: {source} (choose another with --control-listen, or `off`)"
+        "control endpoint on {addr}: {cause} (choose another with --control-listen, or `off`)"
     )]
     Control {
         addr: std::net::SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A task of the demo failed unexpectedly.
     #[error("demo task failed: {0}")]
@@ -114,7 +115,7 @@ pub async fn run_with(
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|source| DemoError::Control { addr, source })?,
+                .map_err(|cause| DemoError::Control { addr, cause })?,
         ),
         None => None,
     };

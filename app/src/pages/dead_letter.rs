@@ -115,7 +115,15 @@ pub fn DeadLetterPage() -> impl IntoView {
                             }
                         }
                         .into_any(),
-                        Ok(None) => view! { <NotFound what=format!("dead letter {label}") /> }.into_any(),
+                        Ok(None) => {
+                            // `abc` names no dead letter either, but say why.
+                            let what = if label.parse::<i64>().is_ok() {
+                                format!("dead letter {label}")
+                            } else {
+                                format!("dead letter `{label}`: ids are whole numbers, as in /dead-letters/42")
+                            };
+                            view! { <NotFound what=what /> }.into_any()
+                        }
                         Err(error) => {
                             status.set(503);
                             view! { <LoadError error=error /> }.into_any()

@@ -250,8 +250,12 @@ async fn filters_bad_parameters_and_missing_records() {
     let (status, html) = site.get("/dead-letters/999999").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("There is no dead letter 999999"));
-    let (status, _) = site.get("/dead-letters/not-a-number").await;
+    let (status, html) = site.get("/dead-letters/not-a-number").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        html.contains("ids are whole numbers, as in /dead-letters/42"),
+        "{html}"
+    );
     let (status, _) = site.get("/no/such/page").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
