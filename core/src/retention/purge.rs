@@ -376,18 +376,47 @@ async fn execute(
             }
         }
     }
-    for i in 0..groups.len() {
-        let ids = std::mem::take(&mut groups[i].ids);
-        for chunk in ids.chunks(config.chunk_rows) {
-            let detail = detail_json(&groups);
-            let n = store
-                .purge_chunk(run_id, chunk, &groups[i].statuses, &detail)
-                .await?;
-            groups[i].purged += n;
-            report.purged += n;
-            report.chunks += 1;
-            status.record_purged(&groups[i].dlq_topic, groups[i].reason, n);
+    let deleted = async {
+        for i in 0..groups.len() {
+            let ids = std::mem::take(&mut groups[i].ids);
+            for chunk in ids.chunks(config.chunk_rows) {
+                let detail = detail_json(&groups);
+                let n = purge_chunk_retrying(store, run_id, chunk, &groups[i].statuses, &detail)
+                    .await?;
+                groups[i].purged += n;
+                report.purged += n;
+                report.chunks += 1;
+                status.record_purged(&groups[i].dlq_topic, groups[i].reason, n);
+            }
         }
+        Ok::<(), StoreError>(())
+    }
+    .await;
+    if let Err(e) = deleted {
+        // The run ends `failed`, with what it did before (its chunks are committed) and an
+        // audit row, now: left `running`, it would wait for the stale-run sweep and then be
+        // called interrupted. The next tick plans again from what is left.
+        let detail = detail_json(&groups);
+        let audit = NewAuditEntry {
+            actor: RETENTION_ACTOR.to_string(),
+            action: "retention_purge".to_string(),
+            outcome: format!(
+                "failed: {e}; {} purged in {} chunks before it",
+                report.purged, report.chunks
+            ),
+            count: report.purged as i64,
+            filter: Some(detail.clone()),
+            reason: Some(format!("retention limits: {}", limits_summary(&groups))),
+            ..NewAuditEntry::default()
+        };
+        let msg = e.to_string();
+        if let Err(closing) = store
+            .finish_retention_run(run_id, "failed", &detail, Some(&msg), &audit)
+            .await
+        {
+            tracing::warn!(run = run_id, error = %closing, "could not record the purge run's failure; the stale-run sweep will");
+        }
+        return Err(e.into());
     }
     let detail = detail_json(&groups);
     let reasons: Vec<String> = groups
@@ -471,6 +500,38 @@ async fn archive_groups(
     let location = w.manifest_location().to_string();
     let manifest = w.finish().await?;
     Ok((manifest.records, location))
+}
+
+/// Attempts at one purge chunk when the store's error is transient ([`StoreError::is_transient`]).
+/// On PostgreSQL a chunk can be the victim of a deadlock (40P01) with another writer of the
+/// same dead letters and the same aggregate rows (`dl_stats_groups`, updated by the row
+/// triggers in each statement's row order), such as the tier sorter; the database rolls it
+/// back, and the chunk, read again under its status condition, is safe to repeat.
+pub const PURGE_CHUNK_ATTEMPTS: u32 = 3;
+
+/// [`Store::purge_chunk`], repeated (after 100 ms, then 200 ms) while its error is transient,
+/// at most [`PURGE_CHUNK_ATTEMPTS`] times. Returns how many dead letters were deleted.
+///
+/// Errors: the last attempt's.
+pub async fn purge_chunk_retrying(
+    store: &Store,
+    run_id: i64,
+    ids: &[i64],
+    statuses: &[&str],
+    detail: &str,
+) -> Result<u64, StoreError> {
+    let mut attempt = 1;
+    loop {
+        match store.purge_chunk(run_id, ids, statuses, detail).await {
+            Err(e) if e.is_transient() && attempt < PURGE_CHUNK_ATTEMPTS => {
+                tracing::warn!(run = run_id, attempt, error = %e, "purge chunk failed; trying it again");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt)))
+                    .await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Audits runs whose process died mid-way (left `running`), as `interrupted`.

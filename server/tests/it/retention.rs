@@ -57,6 +57,46 @@ fn aged(topic: &str, first: i64, n: i64, age_ms: i64) -> Vec<NewDeadLetter> {
         .collect()
 }
 
+/// Every stored dead letter's id (all statuses but deleted), ascending.
+async fn stored_ids(store: &Store) -> Vec<i64> {
+    let q = redrive_core::ListQuery {
+        filter: Filter::default(),
+        cursor: None,
+        limit: 100,
+    };
+    let mut ids: Vec<i64> = store
+        .list(&q)
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// True when a session of `pool`'s PostgreSQL database waits on a lock.
+async fn someone_waits_on_a_lock(pool: &sqlx::PgPool) -> bool {
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    waiting > 0
+}
+
+/// `UPDATE dead_letters SET <set> WHERE id = <id>` in another writer's open transaction.
+async fn update_in(tx: &mut sqlx::PgConnection, set: &str, id: i64) {
+    sqlx::query(&format!("UPDATE dead_letters SET {set} WHERE id = $1"))
+        .bind(id)
+        .execute(tx)
+        .await
+        .unwrap();
+}
+
 async fn count(store: &Store, topic: &str, status: Option<Status>) -> i64 {
     store
         .count(&Filter {
@@ -594,30 +634,13 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         .insert_batch(&aged("held.DLT", 0, 4, 10 * DAY_MS))
         .await
         .expect("insert");
-    let listed = || async {
-        let q = redrive_core::ListQuery {
-            filter: Filter::default(),
-            cursor: None,
-            limit: 10,
-        };
-        store.list(&q).await.expect("list").items
-    };
-    let mut ids: Vec<i64> = listed().await.iter().map(|s| s.id).collect();
-    ids.sort_unstable();
+    let ids = stored_ids(&store).await;
     let (held, changed) = (ids[1], ids[2]);
 
     let other = sqlx::PgPool::connect(&url).await.expect("postgres");
     let mut tx = other.begin().await.unwrap();
-    sqlx::query("UPDATE dead_letters SET tier = 'manual' WHERE id = $1")
-        .bind(held)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("UPDATE dead_letters SET status = 'replay_pending' WHERE id = $1")
-        .bind(changed)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    update_in(&mut tx, "tier = 'manual'", held).await;
+    update_in(&mut tx, "status = 'replay_pending'", changed).await;
 
     let run = store
         .start_retention_run("purge", "(test)", None)
@@ -635,16 +658,7 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
     eventually(
         "the purge waiting on a row lock",
         Duration::from_secs(30),
-        || async {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .fetch_one(&other)
-            .await
-            .unwrap();
-            waiting > 0 || purge.is_finished()
-        },
+        || async { someone_waits_on_a_lock(&other).await || purge.is_finished() },
     )
     .await;
     assert!(
@@ -657,11 +671,138 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         purged, 3,
         "the held row purged, the replay_pending one kept"
     );
-    let left = listed().await;
-    assert_eq!(left.len(), 1);
-    assert_eq!(
-        (left[0].id, left[0].status),
-        (changed, Status::ReplayPending)
-    );
+    assert_eq!(stored_ids(&store).await, vec![changed]);
+    let kept = store.get(changed).await.expect("get").expect("kept");
+    assert_eq!(kept.summary.status, Status::ReplayPending);
     other.close().await;
+}
+
+/// A purge chunk that PostgreSQL picks as a deadlock's victim is tried again, not left as a
+/// failed (or forever `running`) run. The deadlock is the one CI met at start-up between a
+/// chunk and the tier sorter: the sorter's statement holds an aggregate row
+/// (`dl_stats_groups`, moved by the row triggers) and then wants a dead letter the chunk has
+/// locked, while the chunk's delete wants that aggregate row. The chunk waits first, so its
+/// deadlock check (after `deadlock_timeout`, 1 s) finds the cycle and it is the one rolled
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
+    let (url, _dir) = fresh_database(Backend::Postgres).await.expect("database");
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    // One topic, one fingerprint, one tier, all `new`: one aggregate row for them all.
+    let mut rows = aged("deadlock.DLT", 0, 2, 10 * DAY_MS);
+    rows[1].fingerprint = rows[0].fingerprint.clone();
+    rows[1].normalized = rows[0].normalized.clone();
+    store.insert_batch(&rows).await.expect("insert");
+    let ids = stored_ids(&store).await;
+    let (sorted_first, purged) = (ids[0], ids[1]);
+
+    // The "sorter": sorts one dead letter, holding the aggregate rows it moved.
+    let other = sqlx::PgPool::connect(&url).await.expect("postgres");
+    let mut tx = other.begin().await.unwrap();
+    update_in(&mut tx, "tier = 'poison'", sorted_first).await;
+
+    let run = store
+        .start_retention_run("purge", "(test)", None)
+        .await
+        .unwrap();
+    let purge = tokio::spawn({
+        let store = store.clone();
+        async move {
+            redrive_core::retention::purge::purge_chunk_retrying(
+                &store,
+                run,
+                &[purged],
+                &["new"],
+                "[]",
+            )
+            .await
+        }
+    });
+    // The chunk has locked its dead letter and waits for the aggregate row.
+    eventually(
+        "the chunk waiting on a lock",
+        Duration::from_secs(30),
+        || someone_waits_on_a_lock(&other),
+    )
+    .await;
+    // The "sorter" goes on to the chunk's dead letter: a cycle. It waits until the chunk's
+    // deadlock check rolls the chunk back, then has the row.
+    // (`update_in` fails the test if the "sorter" is the victim instead.)
+    update_in(&mut tx, "tier = 'poison'", purged).await;
+    tx.commit().await.unwrap();
+    let deleted = purge
+        .await
+        .unwrap()
+        .expect("the chunk, tried again after the deadlock");
+    assert_eq!(deleted, 1);
+    assert_eq!(stored_ids(&store).await, vec![sorted_first]);
+    let runs = store.retention_runs(10).await.unwrap();
+    assert_eq!((runs[0].purged, runs[0].chunks), (1, 1), "{runs:?}");
+    other.close().await;
+}
+
+/// A purge run whose chunk fails for good ends `failed` at once, with its error, what its
+/// committed chunks purged, and an audit row; it is not left `running` for the stale-run
+/// sweep to call "interrupted" ten minutes later. SQLite; a trigger refuses deleting one
+/// dead letter, so the second chunk fails after the first has committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_run_that_fails_midway_ends_failed_with_its_audit_row() {
+    let (url, _dir) = fresh_database(Backend::Sqlite).await.expect("database");
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+        .insert_batch(&aged("fails.DLT", 0, 20, 10 * DAY_MS))
+        .await
+        .expect("insert");
+    let refused = stored_ids(&store).await[15];
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("sqlite");
+    sqlx::query(&format!(
+        "CREATE TRIGGER refuse_one BEFORE DELETE ON dead_letters WHEN old.id = {refused} \
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let config: RetentionConfig = toml::from_str(
+        "interval_ms = 300\nchunk_rows = 10\n[default]\nmax_age_ms = 1\npurge_new = true\n",
+    )
+    .unwrap();
+    let status = RetentionStatus::default();
+    let bp = std::sync::Arc::new(Backpressure::new(&config));
+    let err = redrive_core::retention::purge::tick(&config, &store, &bp, &status, None, true)
+        .await
+        .expect_err("the second chunk is refused");
+    assert!(err.to_string().contains("refused by the test"), "{err}");
+
+    let runs = store.retention_runs(10).await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = &runs[0];
+    assert_eq!(run.status, "failed", "{run:?}");
+    assert_eq!(
+        (run.purged, run.chunks),
+        (10, 1),
+        "the first chunk committed"
+    );
+    assert!(run.finished_at_ms.is_some(), "{run:?}");
+    assert!(
+        run.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("refused by the test"),
+        "{run:?}"
+    );
+    let audit = audit_of(&store, "retention_purge").await;
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].count, 10);
+    assert!(
+        audit[0].outcome.starts_with("failed: ")
+            && audit[0].outcome.contains("10 purged in 1 chunks before it"),
+        "{}",
+        audit[0].outcome
+    );
+    assert_eq!(total(&store, "fails.DLT").await, 10);
 }
