@@ -360,18 +360,8 @@ async fn execute(
                 report.archive = Some(location);
             }
             Err(e) => {
-                let detail = detail_json(&groups);
-                let audit = NewAuditEntry {
-                    actor: RETENTION_ACTOR.to_string(),
-                    action: "retention_purge".to_string(),
-                    outcome: format!("failed: archiving first: {e}; nothing purged"),
-                    filter: Some(detail.clone()),
-                    ..NewAuditEntry::default()
-                };
-                let msg = e.to_string();
-                store
-                    .finish_retention_run(run_id, "failed", &detail, Some(&msg), &audit)
-                    .await?;
+                let outcome = format!("failed: archiving first: {e}; nothing purged");
+                end_failed(store, run_id, &groups, outcome, 0, &e.to_string()).await;
                 return Err(e);
             }
         }
@@ -393,29 +383,20 @@ async fn execute(
     }
     .await;
     if let Err(e) = deleted {
-        // The run ends `failed`, with what it did before (its chunks are committed) and an
-        // audit row, now: left `running`, it would wait for the stale-run sweep and then be
-        // called interrupted. The next tick plans again from what is left.
-        let detail = detail_json(&groups);
-        let audit = NewAuditEntry {
-            actor: RETENTION_ACTOR.to_string(),
-            action: "retention_purge".to_string(),
-            outcome: format!(
-                "failed: {e}; {} purged in {} chunks before it",
-                report.purged, report.chunks
-            ),
-            count: report.purged as i64,
-            filter: Some(detail.clone()),
-            reason: Some(format!("retention limits: {}", limits_summary(&groups))),
-            ..NewAuditEntry::default()
-        };
-        let msg = e.to_string();
-        if let Err(closing) = store
-            .finish_retention_run(run_id, "failed", &detail, Some(&msg), &audit)
-            .await
-        {
-            tracing::warn!(run = run_id, error = %closing, "could not record the purge run's failure; the stale-run sweep will");
-        }
+        // Its committed chunks stay purged; the next tick plans again from what is left.
+        let outcome = format!(
+            "failed: {e}; {} purged in {} chunks before it",
+            report.purged, report.chunks
+        );
+        end_failed(
+            store,
+            run_id,
+            &groups,
+            outcome,
+            report.purged,
+            &e.to_string(),
+        )
+        .await;
         return Err(e.into());
     }
     let detail = detail_json(&groups);
@@ -428,20 +409,13 @@ async fn execute(
         Some(loc) => format!("; archived first to {loc}"),
         None => String::new(),
     };
-    let audit = NewAuditEntry {
-        actor: RETENTION_ACTOR.to_string(),
-        action: "retention_purge".to_string(),
-        outcome: format!(
-            "ok: {} purged in {} chunks ({}){archived}",
-            report.purged,
-            report.chunks,
-            reasons.join(", ")
-        ),
-        count: report.purged as i64,
-        filter: Some(detail.clone()),
-        reason: Some(format!("retention limits: {}", limits_summary(&groups))),
-        ..NewAuditEntry::default()
-    };
+    let outcome = format!(
+        "ok: {} purged in {} chunks ({}){archived}",
+        report.purged,
+        report.chunks,
+        reasons.join(", ")
+    );
+    let audit = run_audit(&groups, &detail, outcome, report.purged);
     store
         .finish_retention_run(run_id, "done", &detail, None, &audit)
         .await?;
@@ -500,6 +474,41 @@ async fn archive_groups(
     let location = w.manifest_location().to_string();
     let manifest = w.finish().await?;
     Ok((manifest.records, location))
+}
+
+/// A purge run's audit row: `outcome`, `count` dead letters purged, the run's `detail` as the
+/// filter and its limits as the reason.
+fn run_audit(groups: &[PurgeGroup], detail: &str, outcome: String, count: u64) -> NewAuditEntry {
+    NewAuditEntry {
+        actor: RETENTION_ACTOR.to_string(),
+        action: "retention_purge".to_string(),
+        outcome,
+        count: count as i64,
+        filter: Some(detail.to_string()),
+        reason: Some(format!("retention limits: {}", limits_summary(groups))),
+        ..NewAuditEntry::default()
+    }
+}
+
+/// Ends run `run_id` `failed` with `error` and its audit row (`outcome`, `purged`), at once:
+/// left `running`, it would wait for the stale-run sweep and then be called interrupted. If
+/// even that write fails, it is logged and the sweep closes the run later.
+async fn end_failed(
+    store: &Store,
+    run_id: i64,
+    groups: &[PurgeGroup],
+    outcome: String,
+    purged: u64,
+    error: &str,
+) {
+    let detail = detail_json(groups);
+    let audit = run_audit(groups, &detail, outcome, purged);
+    if let Err(closing) = store
+        .finish_retention_run(run_id, "failed", &detail, Some(error), &audit)
+        .await
+    {
+        tracing::warn!(run = run_id, error = %closing, "could not record the purge run's failure; the stale-run sweep will");
+    }
 }
 
 /// Attempts at one purge chunk when the store's error is transient ([`StoreError::is_transient`]).

@@ -11,7 +11,7 @@ use redrive_core::Filter;
 use redrive_testkit::fixtures::stored_dead_letter;
 use redrive_testkit::ingest::{
     assert_stored_exactly, committed_offsets, dead_letters_in, end_offsets, ingest_config,
-    start_ingest,
+    start_ingest, summaries_in,
 };
 use redrive_testkit::{
     create_topic, fresh_database, kafka_brokers, produce, repo_root, unique, Backend, TestRecord,
@@ -57,18 +57,11 @@ fn aged(topic: &str, first: i64, n: i64, age_ms: i64) -> Vec<NewDeadLetter> {
         .collect()
 }
 
-/// Every stored dead letter's id (all statuses but deleted), ascending.
-async fn stored_ids(store: &Store) -> Vec<i64> {
-    let q = redrive_core::ListQuery {
-        filter: Filter::default(),
-        cursor: None,
-        limit: 100,
-    };
-    let mut ids: Vec<i64> = store
-        .list(&q)
+/// The ids of `topic`'s stored dead letters (all statuses but deleted), ascending.
+async fn ids_in(store: &Store, topic: &str) -> Vec<i64> {
+    let mut ids: Vec<i64> = summaries_in(store, topic)
         .await
         .expect("list")
-        .items
         .iter()
         .map(|s| s.id)
         .collect();
@@ -634,7 +627,7 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         .insert_batch(&aged("held.DLT", 0, 4, 10 * DAY_MS))
         .await
         .expect("insert");
-    let ids = stored_ids(&store).await;
+    let ids = ids_in(&store, "held.DLT").await;
     let (held, changed) = (ids[1], ids[2]);
 
     let other = sqlx::PgPool::connect(&url).await.expect("postgres");
@@ -671,7 +664,7 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
         purged, 3,
         "the held row purged, the replay_pending one kept"
     );
-    assert_eq!(stored_ids(&store).await, vec![changed]);
+    assert_eq!(ids_in(&store, "held.DLT").await, vec![changed]);
     let kept = store.get(changed).await.expect("get").expect("kept");
     assert_eq!(kept.summary.status, Status::ReplayPending);
     other.close().await;
@@ -694,7 +687,7 @@ async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
     rows[1].fingerprint = rows[0].fingerprint.clone();
     rows[1].normalized = rows[0].normalized.clone();
     store.insert_batch(&rows).await.expect("insert");
-    let ids = stored_ids(&store).await;
+    let ids = ids_in(&store, "deadlock.DLT").await;
     let (sorted_first, purged) = (ids[0], ids[1]);
 
     // The "sorter": sorts one dead letter, holding the aggregate rows it moved.
@@ -736,7 +729,7 @@ async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
         .unwrap()
         .expect("the chunk, tried again after the deadlock");
     assert_eq!(deleted, 1);
-    assert_eq!(stored_ids(&store).await, vec![sorted_first]);
+    assert_eq!(ids_in(&store, "deadlock.DLT").await, vec![sorted_first]);
     let runs = store.retention_runs(10).await.unwrap();
     assert_eq!((runs[0].purged, runs[0].chunks), (1, 1), "{runs:?}");
     other.close().await;
@@ -755,7 +748,7 @@ async fn a_purge_run_that_fails_midway_ends_failed_with_its_audit_row() {
         .insert_batch(&aged("fails.DLT", 0, 20, 10 * DAY_MS))
         .await
         .expect("insert");
-    let refused = stored_ids(&store).await[15];
+    let refused = ids_in(&store, "fails.DLT").await[15];
     let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
         .await
         .expect("sqlite");
