@@ -62,6 +62,7 @@ mod replay_rate;
 mod replay_resume;
 mod replay_streaming;
 mod retention;
+mod retention_chunks;
 mod schema_registry;
 mod search;
 mod soak;
