@@ -114,6 +114,9 @@ pub(crate) async fn ingest_rate(
             "DROP TRIGGER dl_stats_groups_insert",
             "DROP TRIGGER dl_stats_groups_update",
             "DROP TRIGGER dl_stats_groups_delete",
+            "DROP TRIGGER dl_stats_group_hours_insert",
+            "DROP TRIGGER dl_stats_group_hours_update",
+            "DROP TRIGGER dl_stats_group_hours_delete",
         ];
         match backend {
             Backend::Sqlite => {

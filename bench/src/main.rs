@@ -465,7 +465,17 @@ async fn print_overview_figures(
                 b.groups_by_group,
             ),
             (
-                "GET /groups?from=(the last day) (bounded: newest 100,000 matches)",
+                "GET /groups?from=(the last day, from a whole hour) (aggregate's hours, migration 0036)",
+                a.groups_last_day,
+                b.groups_last_day,
+            ),
+            (
+                "GET /groups?from=…&to=… (the last day, 17 min past to 3 min before whole hours) (hours, and the partial hours' rows)",
+                a.groups_last_day_partial,
+                b.groups_last_day_partial,
+            ),
+            (
+                "GET /groups?from=(the last day)&unlabelled=true (bounded: newest 100,000 matches)",
                 a.groups_bounded,
                 b.groups_bounded,
             ),

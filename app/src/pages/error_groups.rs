@@ -77,9 +77,11 @@ fn bounded_note(n: i64) -> String {
         grouped.push(c);
     }
     format!(
+        // 20,000: `redrive_core::store::EDGE_SCAN_ROWS`.
         "Counted among the newest {grouped} matching dead letters only: this filter (free \
-         text, time range, labels, came back or a replay job) is not kept in \
-         the maintained counts, and more dead letters match it. Counts are at least these; \
-         groups whose dead letters are all older are not shown."
+         text, labels, came back, a replay job, or a time range whose first or last hour \
+         holds more than 20,000 matches) is not kept in the maintained counts, and more dead \
+         letters match it. Counts are at least these; groups whose dead letters are all \
+         older are not shown."
     )
 }

@@ -7,7 +7,10 @@
 //! A filter that names only those dimensions (and the user's DLQ-topic scope) is answered
 //! from it: the groups' sizes exactly, then — for the at most `limit` groups shown — their
 //! first / last seen and example dead letter by index seeks on `dead_letters_by_fingerprint`.
-//! Any other filter (free text, time range, labels, came back, a replay job) is answered from the newest [`GROUPS_SCAN_ROWS`] matching rows only, and says so
+//! A time range over those dimensions is answered from their hours (`group_hours.rs`,
+//! migration 0036) while its partial end hours stay small. Any other filter (free text,
+//! labels, came back, a replay job, a range whose end hour holds too many rows) is answered
+//! from the newest [`GROUPS_SCAN_ROWS`] matching rows only, and says so
 //! ([`GroupsCounted::AmongNewest`]).
 
 use sqlx::QueryBuilder;
@@ -118,7 +121,7 @@ pub(crate) fn push_aggregate_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, D
 /// (`d.status || ''`, `COALESCE(...)`): the only index the seek may use is
 /// `dead_letters_by_fingerprint`, in `(dead_lettered_at_ms, id)` order, whatever the
 /// planner thinks of a DLQ topic's or a status's index.
-fn push_seek_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filter) {
+pub(crate) fn push_seek_filter<'a, DB: Dialect>(qb: &mut QueryBuilder<'a, DB>, f: &'a Filter) {
     match f.status {
         Some(s) => {
             qb.push(" AND d.status || '' = ");
@@ -247,7 +250,10 @@ impl Store {
     /// A filter naming only fingerprint, DLQ topic, source topic, consumer group, error class,
     /// status and tier is answered from the maintained aggregate (migrations 0027, 0035):
     /// exact counts, no scan; the first / last seen (ms) and the example (class and message of the group's newest matching dead
-    /// letter) are read for the shown groups only. Any other filter counts the newest
+    /// letter) are read for the shown groups only. Those with a time range are answered the
+    /// same way from the hours of migration 0036 (exact; the range's partial end hours counted
+    /// from at most `EDGE_SCAN_ROWS` rows each, `group_hours.rs`). Any other filter, or a range
+    /// whose end hour holds more, counts the newest
     /// [`GROUPS_SCAN_ROWS`] matching dead letters ([`GroupsCounted::AmongNewest`] when more
     /// match; the example is then the newest stored by id among them). Ties: latest
     /// `last_seen_ms`, then fingerprint (on the aggregate path the cut at `limit` among
@@ -276,6 +282,15 @@ impl Store {
     ) -> Result<GroupListing, StoreError> {
         let limit = i64::from(limit);
         let scan_rows = scan_rows.max(1);
+        let edge_rows = scan_rows.min(super::group_hours::EDGE_SCAN_ROWS);
+        if let Some(mut groups) = self.groups_by_hour(filter, limit, edge_rows).await? {
+            // A time range over the aggregate's dimensions (migration 0036).
+            self.attach_group_triage(&mut groups).await?;
+            return Ok(GroupListing {
+                groups,
+                counted: GroupsCounted::Exact,
+            });
+        }
         let (rows, counted): (Vec<GroupRow>, GroupsCounted) = if aggregate_answers(filter) {
             let rows = on_pool!(self, |pool, DB| {
                 // Kept prepared: its text depends only on which dimensions the filter names,
@@ -342,13 +357,15 @@ impl Store {
     }
 
     /// How many dead letters match `filter` exactly, from the maintained aggregate (migration
-    /// 0027), or `None` when the filter names something it does not keep
-    /// ([`aggregate_answers`]).
+    /// 0027), or for a time range from its hours (migration 0036, [`Store::count_by_hour`]);
+    /// `None` when the filter names something neither keeps ([`aggregate_answers`]) or a
+    /// range's partial end holds too many rows.
     ///
     /// Errors: `Unavailable`, `Database`.
     pub(crate) async fn aggregate_count(&self, filter: &Filter) -> Result<Option<i64>, StoreError> {
         if !aggregate_answers(filter) {
-            return Ok(None);
+            // A time range: from the hours' aggregate (migration 0036) when it can answer.
+            return self.count_by_hour(filter).await;
         }
         let n: Option<i64> = on_pool!(self, |pool, DB| {
             let mut qb: QueryBuilder<'_, DB> =

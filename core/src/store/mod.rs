@@ -13,8 +13,10 @@
 //! p50 ~1-2 ms and p99 under 17 ms on both databases. Known costs: free text (`q`) for a
 //! *rare* term scans every row on SQLite (~0.35 s per million rows with an optimised SQLite;
 //! PostgreSQL uses its `pg_trgm` index, ~25 ms). [`Store::error_groups`] reads the maintained
-//! aggregate `dl_stats_groups` (migration 0027) for filters on fingerprint, topics, status and
-//! tier, and counts at most the newest [`GROUPS_SCAN_ROWS`] matching rows for any other.
+//! aggregate `dl_stats_groups` (migrations 0027, 0035) for filters on fingerprint, topics,
+//! consumer group, error class, status and tier, its hours `dl_stats_group_hours` (migration
+//! 0036) for those with a time range, and counts at most the newest [`GROUPS_SCAN_ROWS`]
+//! matching rows for any other.
 
 mod checkpoint;
 mod codec;
@@ -238,7 +240,9 @@ mod connect;
 mod export;
 // Error groups and match counts from the maintained aggregate (issue 12 item 3, migration 0027).
 mod group_counts;
+mod group_hours;
 pub use self::group_counts::{GroupListing, GroupsCounted, GROUPS_SCAN_ROWS};
+pub use self::group_hours::EDGE_SCAN_ROWS;
 mod insert;
 pub use self::insert::Prepared;
 mod job_control;

@@ -51,6 +51,85 @@ type AggRow = (String, String, String, String, String, String, String, i64);
 const AGG_SQL: &str = "SELECT fingerprint, dlq_topic, source_topic, consumer_group, \
      error_class, status, tier, CAST(n AS BIGINT) FROM dl_stats_groups WHERE n <> 0";
 
+/// (hour_ms, fingerprint, dlq_topic, source_topic, consumer_group, error_class, status, tier)
+/// -> n: `dl_stats_group_hours` (migration 0036).
+type HourKeys = BTreeMap<(i64, String, String, String, String, String, String, String), i64>;
+
+type HourRow = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+);
+
+const HOURS_SQL: &str = "SELECT CAST(hour_ms AS BIGINT), fingerprint, dlq_topic, \
+     source_topic, consumer_group, error_class, status, tier, CAST(n AS BIGINT) \
+     FROM dl_stats_group_hours WHERE n <> 0";
+
+async fn read_hours(backend: Backend, url: &str) -> HourKeys {
+    let rows: Vec<HourRow> = match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+            let r = sqlx::query_as(HOURS_SQL)
+                .fetch_all(&pool)
+                .await
+                .expect("hours");
+            pool.close().await;
+            r
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+            let r = sqlx::query_as(HOURS_SQL)
+                .fetch_all(&pool)
+                .await
+                .expect("hours");
+            pool.close().await;
+            r
+        }
+    };
+    rows.into_iter()
+        .map(|(h, f, d, s, g, c, st, t, n)| ((h, f, d, s, g, c, st, t), n))
+        .collect()
+}
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// Time ranges `[from, to)` around `now` (the batch's last dead letter): whole hours, partial
+/// hours at both ends, open at either end, within one hour, and after every dead letter.
+fn ranges(now: i64) -> Vec<(&'static str, Option<i64>, Option<i64>)> {
+    let hour = (now / HOUR_MS) * HOUR_MS;
+    vec![
+        (
+            "whole hours",
+            Some(hour - 4 * HOUR_MS),
+            Some(hour - HOUR_MS),
+        ),
+        (
+            "partial ends",
+            Some(now - 5 * HOUR_MS - 17 * 60_000),
+            Some(now - HOUR_MS + 3 * 60_000),
+        ),
+        ("since", Some(now - 150 * 60_000), None),
+        ("until", None, Some(now - 200 * 60_000)),
+        (
+            "within an hour",
+            Some(hour - 2 * HOUR_MS + 60_000),
+            Some(hour - 2 * HOUR_MS + 1_800_000),
+        ),
+        (
+            "across one boundary",
+            Some(hour - 2 * HOUR_MS - 600_000),
+            Some(hour - 2 * HOUR_MS + 600_000),
+        ),
+        ("after them all", Some(now + 1), None),
+    ]
+}
+
 async fn read(backend: Backend, url: &str) -> (Vec<Row>, Keys) {
     let (rows, agg): (Vec<Row>, Vec<AggRow>) = match backend {
         Backend::Sqlite => {
@@ -253,9 +332,51 @@ async fn assert_exact(backend: Backend, url: &str, store: &Store, step: &str) {
             .or_default() += 1;
     }
     assert_eq!(agg, truth, "{backend:?}: dl_stats_groups after {step}");
+    let mut hours_truth = HourKeys::new();
+    for r in &rows {
+        *hours_truth
+            .entry((
+                (r.at / HOUR_MS) * HOUR_MS,
+                r.fingerprint.clone(),
+                r.dlq_topic.clone(),
+                r.source_topic.clone(),
+                r.consumer_group.clone(),
+                r.error_class.clone().unwrap_or_default(),
+                r.status.clone(),
+                r.tier.clone(),
+            ))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        read_hours(backend, url).await,
+        hours_truth,
+        "{backend:?}: dl_stats_group_hours after {step}"
+    );
+    let now = rows.iter().map(|r| r.at).max().unwrap_or(0);
+    let mut cases: Vec<(String, Filter)> = filters()
+        .into_iter()
+        .map(|(n, f)| (n.to_string(), f))
+        .collect();
     for (name, f) in filters() {
+        for (range, from_ms, to_ms) in ranges(now) {
+            cases.push((
+                format!("{name}, {range}"),
+                Filter {
+                    from_ms,
+                    to_ms,
+                    ..f.clone()
+                },
+            ));
+        }
+    }
+    for (name, f) in cases {
+        let in_range =
+            |r: &&Row| f.from_ms.is_none_or(|t| r.at >= t) && f.to_ms.is_none_or(|t| r.at < t);
+        // A bound of 61 for the scan: a range's partial end (under an hour, one dead letter
+        // a minute) is under it, so the hours answer every range here; the scan would say
+        // "among the newest 61" for a range matching more.
         let listing = store
-            .error_groups_counted(&f, 100)
+            .error_groups_scanning(&f, 100, 61)
             .await
             .expect("error groups");
         assert_eq!(listing.counted, GroupsCounted::Exact, "{backend:?}: {name}");
@@ -273,7 +394,7 @@ async fn assert_exact(backend: Backend, url: &str, store: &Store, step: &str) {
                 )
             })
             .collect();
-        let want = truth_groups(rows.iter().filter(|r| matches(&f, r)));
+        let want = truth_groups(rows.iter().filter(|r| matches(&f, r)).filter(in_range));
         assert_eq!(got, want, "{backend:?}: groups `{name}` after {step}");
         // The cut at `limit` keeps the largest.
         let top = store.error_groups(&f, 2).await.expect("top 2");
@@ -302,7 +423,7 @@ async fn assert_exact(backend: Backend, url: &str, store: &Store, step: &str) {
 
 /// 400 dead letters: two DLQ topics, sources `orders`, `payments` and none, consumer groups
 /// `billing`, `ledger` and none, four error groups of different sizes (the smallest without
-/// an error class), one every 10 s.
+/// an error class), one a minute (6 h 40 min: whole hours and partial ones).
 fn batch(now_ms: i64) -> Vec<NewDeadLetter> {
     (0..400i64)
         .map(|i| {
@@ -344,7 +465,7 @@ fn batch(now_ms: i64) -> Vec<NewDeadLetter> {
                 },
             );
             // Same fingerprint for group 3 whatever the number (it is normalised away).
-            let at = now_ms - (400 - i) * 10_000;
+            let at = now_ms - (400 - i) * 60_000;
             d.dead_lettered_at_ms = at;
             d.record.timestamp_ms = Some(at);
             d
@@ -504,16 +625,33 @@ async fn group_aggregate_equals_the_group_by_truth_across_every_write() {
         store.compact_stats(now).await.expect("compact");
         assert_exact(backend, &url, &store, "compaction").await;
 
-        // A filter the aggregate does not keep (a time range): counted by a scan, exact while
-        // it matches at most the bound, labelled "among the newest N" above it.
+        // A time range whose partial end hour holds more rows than the bound: left to the
+        // scan of the newest matches, and said so.
         let (all, _) = read(backend, &url).await;
-        let since = now - 400 * 10_000;
+        let since = now - 400 * 60_000;
+        let fp0 = redrive_core::fingerprint::fingerprint(Some("com.example.Error0"), Some("boom"));
+        // A minute past an hour: its end holds 59 minutes, about 23 of the group's rows.
+        let unaligned = Filter {
+            fingerprint: Some(fp0.clone()),
+            from_ms: Some((now / HOUR_MS) * HOUR_MS - 3 * HOUR_MS + 60_000),
+            ..Filter::default()
+        };
+        let bounded = store
+            .error_groups_scanning(&unaligned, 10, 5)
+            .await
+            .expect("bounded groups");
+        assert_eq!(
+            bounded.counted,
+            GroupsCounted::AmongNewest(5),
+            "{backend:?}: an end over the bound is not answered from the hours"
+        );
+
+        // A filter no aggregate keeps (unlabelled, in a time range): counted by a scan, exact
+        // while it matches at most the bound, labelled "among the newest N" above it.
         let in_range = Filter {
-            fingerprint: Some(redrive_core::fingerprint::fingerprint(
-                Some("com.example.Error0"),
-                Some("boom"),
-            )),
+            fingerprint: Some(fp0),
             from_ms: Some(since),
+            unlabelled: true,
             ..Filter::default()
         };
         let matching: Vec<&Row> = all

@@ -362,10 +362,19 @@ async fn aggregates_stay_exact_across_every_write() {
             store.count_matching(&class_only, 10).await.expect("count"),
             MatchCount::Exact(exact)
         );
-        // A bounded count for a filter the aggregates cannot answer (a time range).
-        let by_class = Filter {
+        // Over a time range too, from the aggregate's hours (migration 0036), above the cap.
+        let since_1970 = Filter {
             from_ms: Some(0),
-            ..class_only
+            ..class_only.clone()
+        };
+        assert_eq!(
+            store.count_matching(&since_1970, 10).await.expect("count"),
+            MatchCount::Exact(exact)
+        );
+        // A bounded count for a filter the aggregates cannot answer (no label, in a range).
+        let by_class = Filter {
+            unlabelled: true,
+            ..since_1970
         };
         assert_eq!(
             store

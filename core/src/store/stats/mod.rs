@@ -523,14 +523,20 @@ impl Store {
                 .map(|r| r.rows_affected())
         })
         .map_err(store_error)?;
-        // Migration 0027's error-group keys nothing is stored under any more.
-        removed += on_write_conn!(self, |conn, _DB| {
-            sqlx::query("DELETE FROM dl_stats_groups WHERE n = 0")
-                .execute(&mut *conn)
-                .await
-                .map(|r| r.rows_affected())
-        })
-        .map_err(store_error)?;
+        // Migration 0027's error-group keys, and 0036's hours of them, nothing is stored
+        // under any more.
+        for sql in [
+            "DELETE FROM dl_stats_groups WHERE n = 0",
+            "DELETE FROM dl_stats_group_hours WHERE n = 0",
+        ] {
+            removed += on_write_conn!(self, |conn, _DB| {
+                sqlx::query(sql)
+                    .execute(&mut *conn)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
+            .map_err(store_error)?;
+        }
         Ok(removed)
     }
 

@@ -1,0 +1,528 @@
+//! Error groups and "N match this filter" over a time range without a scan (issue 12 item 3;
+//! migration 0036, `docs/stats.md`, "Error groups per filter").
+//!
+//! `dl_stats_group_hours` counts the stored dead letters per hour of dead-lettering and the
+//! key of `dl_stats_groups`, kept exact by triggers in the same transaction as every write. A
+//! filter that names a time range and otherwise only what the aggregate keeps
+//! ([`hours_answer`]) is answered in one read snapshot:
+//!
+//! - the range's whole hours from the table (`SUM(n)` per fingerprint);
+//! - its partial hours at either end ([`split`]: at most two, each under an hour) from the
+//!   rows, each at most [`EDGE_SCAN_ROWS`] read — an end holding more (an incident's hour)
+//!   leaves the filter to the bounded count of the newest matches
+//!   ([`super::GroupsCounted::AmongNewest`]), as before;
+//! - for the shown groups only, first / last seen and the example by seeks in
+//!   `dead_letters_by_fingerprint` within the range.
+//!
+//! Hours are `dead_lettered_at_ms` truncated to the hour, as SQLite's and PostgreSQL's integer
+//! division computes it; the part of a range before 01:00 on 1970-01-01 is an end counted from
+//! the rows, so bucket 0, which holds negative times too, is never summed.
+
+use std::collections::HashMap;
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{store_error, Dialect, Val};
+use super::group_counts::push_aggregate_filter;
+use super::search_sql::is_sqlite;
+use super::{sql, Pool, Store, StoreError};
+use crate::filter::Filter;
+use crate::model::ErrorGroup;
+
+/// One hour, ms: the bucket of `dl_stats_group_hours`.
+pub const HOUR_MS: i64 = 3_600_000;
+
+/// Most dead letters read from the rows at each partial end of a range (a few ms at 10M rows:
+/// a steady DLQ of 10M over 30 days holds about 14,000 an hour). An end holding more leaves the
+/// whole filter to [`super::GROUPS_SCAN_ROWS`]' bounded count.
+pub const EDGE_SCAN_ROWS: i64 = 20_000;
+
+/// A time range cut at whole hours: `[hours_from, hours_to)` summed from the table (none when
+/// `hours_to <= hours_from`; `None` is open), and the partial ends `[from, to)` counted from
+/// the rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Split {
+    pub hours_from: i64,
+    pub hours_to: Option<i64>,
+    pub ends: Vec<(i64, i64)>,
+}
+
+/// Cuts `[from, to)` (either `None`: open) at whole hours. The part before [`HOUR_MS`] (the
+/// first hour of 1970, whose bucket 0 also holds negative times) is an end counted from the
+/// rows. `None` for no range or an empty one.
+pub(crate) fn split(from: Option<i64>, to: Option<i64>) -> Option<Split> {
+    if from.is_none() && to.is_none() {
+        return None;
+    }
+    let from = from.unwrap_or(i64::MIN);
+    if to.is_some_and(|t| t <= from) {
+        return None;
+    }
+    let mut ends = Vec::new();
+    let mut start = from;
+    if start < HOUR_MS {
+        let end = to.map_or(HOUR_MS, |t| t.min(HOUR_MS));
+        ends.push((start, end));
+        if end == to.unwrap_or(i64::MAX) {
+            return Some(Split {
+                hours_from: HOUR_MS,
+                hours_to: Some(HOUR_MS),
+                ends,
+            });
+        }
+        start = HOUR_MS;
+    }
+    let first = if start % HOUR_MS == 0 {
+        start
+    } else {
+        (start / HOUR_MS).saturating_add(1).saturating_mul(HOUR_MS)
+    };
+    if start < first && to.is_none_or(|t| t >= first) {
+        ends.push((start, first));
+    }
+    let Some(to) = to else {
+        return Some(Split {
+            hours_from: first,
+            hours_to: None,
+            ends,
+        });
+    };
+    let last = (to / HOUR_MS) * HOUR_MS;
+    if first > last {
+        // Within one hour: the rows only.
+        ends.push((start, to));
+        return Some(Split {
+            hours_from: first,
+            hours_to: Some(first),
+            ends,
+        });
+    }
+    if last < to {
+        ends.push((last, to));
+    }
+    Some(Split {
+        hours_from: first,
+        hours_to: Some(last),
+        ends,
+    })
+}
+
+/// `f` without its time range, when the rest is what `dl_stats_groups` keeps and the range is
+/// one [`split`] can cut: the aggregate and the split answer `f`.
+pub(crate) fn hours_answer(f: &Filter) -> Option<(Filter, Split)> {
+    let rest = Filter {
+        from_ms: None,
+        to_ms: None,
+        ..f.clone()
+    };
+    if !super::group_counts::aggregate_answers(&rest) {
+        return None;
+    }
+    Some((rest, split(f.from_ms, f.to_ms)?))
+}
+
+/// Per fingerprint: how many match, and the latest time known among them (an hour's start, or
+/// an end row's time: for the order of equal counts).
+type Counts = HashMap<String, (i64, i64)>;
+
+fn add(counts: &mut Counts, rows: Vec<(String, i64, i64)>) {
+    for (fp, n, latest) in rows {
+        let e = counts.entry(fp).or_insert((0, i64::MIN));
+        e.0 += n;
+        e.1 = e.1.max(latest);
+    }
+}
+
+/// `SELECT fingerprint, SUM(n), MAX(hour_ms)` of `rest`'s keys in the split's whole hours.
+fn hour_sums<'a, DB: Dialect>(rest: &'a Filter, s: &Split) -> QueryBuilder<'a, DB> {
+    let mut qb = QueryBuilder::new(
+        "SELECT fingerprint, CAST(SUM(n) AS BIGINT), CAST(MAX(hour_ms) AS BIGINT) \
+         FROM dl_stats_group_hours",
+    );
+    push_aggregate_filter(&mut qb, rest);
+    qb.push(" AND hour_ms >= ");
+    DB::bind(&mut qb, Val::I64(Some(s.hours_from)));
+    if let Some(to) = s.hours_to {
+        qb.push(" AND hour_ms < ");
+        DB::bind(&mut qb, Val::I64(Some(to)));
+    }
+    qb.push(" GROUP BY fingerprint HAVING SUM(n) <> 0");
+    qb
+}
+
+/// Per fingerprint, the count and newest time of at most `cap + 1` rows matching `end`.
+fn end_counts<DB: Dialect>(end: &Filter, cap: i64) -> QueryBuilder<'_, DB> {
+    let mut qb = QueryBuilder::new(
+        "SELECT fingerprint, CAST(COUNT(*) AS BIGINT), CAST(MAX(dead_lettered_at_ms) AS BIGINT) \
+         FROM (SELECT fingerprint, dead_lettered_at_ms FROM dead_letters",
+    );
+    sql::push_filter(&mut qb, end);
+    qb.push(" LIMIT ");
+    DB::bind(&mut qb, Val::I64(Some(cap + 1)));
+    qb.push(") AS e GROUP BY fingerprint");
+    qb
+}
+
+/// `rest` over `[from, to)`.
+fn end_filter(rest: &Filter, (from, to): (i64, i64)) -> Filter {
+    Filter {
+        from_ms: Some(from),
+        to_ms: Some(to),
+        ..rest.clone()
+    }
+}
+
+/// The first seen, last seen and example (class, message of the newest) of each of `shown`
+/// among the rows `f` matches, by seeks in `dead_letters_by_fingerprint`.
+#[derive(Debug, sqlx::FromRow)]
+struct Shown {
+    fingerprint: String,
+    first_seen_ms: i64,
+    last_seen_ms: i64,
+    error_class: Option<String>,
+    error_message: Option<String>,
+}
+
+fn shown_details<'a, DB: Dialect>(
+    f: &'a Filter,
+    rest: &'a Filter,
+    shown: &'a [String],
+) -> QueryBuilder<'a, DB> {
+    let from = f.from_ms.unwrap_or(i64::MIN);
+    let to = f.to_ms.unwrap_or(i64::MAX);
+    let mut qb = QueryBuilder::new(
+        "SELECT x.fingerprint, x.first_seen_ms, e.dead_lettered_at_ms AS last_seen_ms, \
+         e.error_class, e.error_message FROM (SELECT g.fingerprint, \
+         (SELECT d.dead_lettered_at_ms FROM dead_letters d WHERE d.fingerprint = g.fingerprint",
+    );
+    let range = |qb: &mut QueryBuilder<'a, DB>| {
+        qb.push(" AND d.dead_lettered_at_ms >= ");
+        DB::bind(qb, Val::I64(Some(from)));
+        qb.push(" AND d.dead_lettered_at_ms < ");
+        DB::bind(qb, Val::I64(Some(to)));
+    };
+    super::group_counts::push_seek_filter(&mut qb, rest);
+    range(&mut qb);
+    qb.push(
+        " ORDER BY d.dead_lettered_at_ms, d.id LIMIT 1) AS first_seen_ms, \
+         (SELECT d.id FROM dead_letters d WHERE d.fingerprint = g.fingerprint",
+    );
+    super::group_counts::push_seek_filter(&mut qb, rest);
+    range(&mut qb);
+    qb.push(
+        " ORDER BY d.dead_lettered_at_ms DESC, d.id DESC LIMIT 1) AS example_id \
+         FROM (SELECT DISTINCT fingerprint FROM dl_stats_groups WHERE fingerprint IN (NULL",
+    );
+    for fp in shown {
+        qb.push(", ");
+        DB::bind(&mut qb, Val::Text(Some(fp.as_str())));
+    }
+    qb.push(")) g) x JOIN dead_letters e ON e.id = x.example_id");
+    qb
+}
+
+/// The largest `limit` of `counts` (ties: the latest time known, then fingerprint).
+fn largest(counts: Counts, limit: i64) -> Vec<(String, i64)> {
+    let mut all: Vec<(String, (i64, i64))> = counts.into_iter().filter(|(_, c)| c.0 > 0).collect();
+    all.sort_by(|a, b| {
+        b.1 .0
+            .cmp(&a.1 .0)
+            .then(b.1 .1.cmp(&a.1 .1))
+            .then(a.0.cmp(&b.0))
+    });
+    all.truncate(usize::try_from(limit).unwrap_or(0));
+    all.into_iter().map(|(fp, (n, _))| (fp, n)).collect()
+}
+
+/// Opens a read transaction seeing one snapshot for all its statements: SQLite's (WAL) from
+/// its first read; PostgreSQL's `REPEATABLE READ`, with bitmap scans off for the seeks
+/// (`group_counts.rs` says why).
+macro_rules! begin_snapshot {
+    ($pool:expr, $DB:ty) => {{
+        let mut tx = super::gate::begin_read($pool).await?;
+        if !is_sqlite::<$DB>() {
+            for s in [
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                "SET LOCAL enable_bitmapscan = off",
+            ] {
+                sqlx::query(s)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+            }
+        }
+        tx
+    }};
+}
+
+impl Store {
+    /// The error groups of `f` from `dl_stats_group_hours` ([`hours_answer`]): exact counts,
+    /// first / last seen and example, largest first, at most `limit`. `None` when the table
+    /// cannot answer `f`, or an end of its range holds more than `edge_rows` matching rows.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub(crate) async fn groups_by_hour(
+        &self,
+        f: &Filter,
+        limit: i64,
+        edge_rows: i64,
+    ) -> Result<Option<Vec<ErrorGroup>>, StoreError> {
+        let Some((rest, s)) = hours_answer(f) else {
+            return Ok(None);
+        };
+        let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
+        on_pool!(self, |pool, DB| {
+            let mut tx = begin_snapshot!(pool, DB);
+            let mut counts = Counts::new();
+            for end in &ends {
+                let rows: Vec<(String, i64, i64)> = end_counts::<DB>(end, edge_rows)
+                    .build_query_as()
+                    .persistent(false)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if rows.iter().map(|r| r.1).sum::<i64>() > edge_rows {
+                    return Ok(None);
+                }
+                add(&mut counts, rows);
+            }
+            if s.hours_to.is_none_or(|to| to > s.hours_from) {
+                let rows: Vec<(String, i64, i64)> = hour_sums::<DB>(&rest, &s)
+                    .build_query_as()
+                    .persistent(false)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                add(&mut counts, rows);
+            }
+            let top = largest(counts, limit);
+            if top.is_empty() {
+                return Ok(Some(Vec::new()));
+            }
+            let fps: Vec<String> = top.iter().map(|t| t.0.clone()).collect();
+            let details: Vec<Shown> = shown_details::<DB>(f, &rest, &fps)
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.rollback().await.map_err(store_error)?;
+            let mut by_fp: HashMap<String, Shown> = details
+                .into_iter()
+                .map(|d| (d.fingerprint.clone(), d))
+                .collect();
+            let mut groups: Vec<ErrorGroup> = top
+                .into_iter()
+                .filter_map(|(fp, n)| {
+                    // Every counted group has a row in the snapshot; one missing would be
+                    // an aggregate out of step, shown without it rather than failing.
+                    let d = by_fp.remove(&fp)?;
+                    Some(ErrorGroup {
+                        fingerprint: fp,
+                        error_class: d.error_class,
+                        example_message: d.error_message,
+                        count: n,
+                        first_seen_ms: d.first_seen_ms,
+                        last_seen_ms: d.last_seen_ms,
+                        labels: Vec::new(),
+                        note: None,
+                    })
+                })
+                .collect();
+            groups.sort_by(|a, b| {
+                b.count
+                    .cmp(&a.count)
+                    .then(b.last_seen_ms.cmp(&a.last_seen_ms))
+                    .then(a.fingerprint.cmp(&b.fingerprint))
+            });
+            Ok(Some(groups))
+        })
+    }
+
+    /// How many dead letters match `f` exactly, from `dl_stats_group_hours` and its range's
+    /// ends ([`hours_answer`]); `None` when the table cannot answer `f` or an end holds more
+    /// than [`EDGE_SCAN_ROWS`] matching rows.
+    ///
+    /// Errors: `Unavailable`, `Database`.
+    pub(crate) async fn count_by_hour(&self, f: &Filter) -> Result<Option<i64>, StoreError> {
+        let Some((rest, s)) = hours_answer(f) else {
+            return Ok(None);
+        };
+        let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
+        on_pool!(self, |pool, DB| {
+            let mut tx = begin_snapshot!(pool, DB);
+            let mut total = 0i64;
+            for end in &ends {
+                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
+                    "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
+                );
+                sql::push_filter(&mut qb, end);
+                qb.push(" LIMIT ");
+                DB::bind(&mut qb, Val::I64(Some(EDGE_SCAN_ROWS + 1)));
+                qb.push(") AS e");
+                let n: i64 = qb
+                    .build_query_scalar()
+                    .persistent(false)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                if n > EDGE_SCAN_ROWS {
+                    return Ok(None);
+                }
+                total += n;
+            }
+            if s.hours_to.is_none_or(|to| to > s.hours_from) {
+                let mut qb: QueryBuilder<'_, DB> =
+                    QueryBuilder::new("SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_group_hours");
+                push_aggregate_filter(&mut qb, &rest);
+                qb.push(" AND hour_ms >= ");
+                DB::bind(&mut qb, Val::I64(Some(s.hours_from)));
+                if let Some(to) = s.hours_to {
+                    qb.push(" AND hour_ms < ");
+                    DB::bind(&mut qb, Val::I64(Some(to)));
+                }
+                let n: Option<i64> = qb
+                    .build_query_scalar()
+                    .persistent(false)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                total += n.unwrap_or(0);
+            }
+            tx.rollback().await.map_err(store_error)?;
+            Ok(Some(total))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = HOUR_MS;
+
+    #[test]
+    fn a_range_is_cut_at_whole_hours() {
+        // Aligned: hours only.
+        assert_eq!(
+            split(Some(10 * H), Some(20 * H)),
+            Some(Split {
+                hours_from: 10 * H,
+                hours_to: Some(20 * H),
+                ends: vec![]
+            })
+        );
+        // Both ends partial.
+        assert_eq!(
+            split(Some(10 * H + 5), Some(20 * H + 7)),
+            Some(Split {
+                hours_from: 11 * H,
+                hours_to: Some(20 * H),
+                ends: vec![(10 * H + 5, 11 * H), (20 * H, 20 * H + 7)]
+            })
+        );
+        // Up to a whole hour.
+        assert_eq!(
+            split(Some(10 * H + 5), Some(11 * H)),
+            Some(Split {
+                hours_from: 11 * H,
+                hours_to: Some(11 * H),
+                ends: vec![(10 * H + 5, 11 * H)]
+            })
+        );
+        // Open end.
+        assert_eq!(
+            split(Some(10 * H + 5), None),
+            Some(Split {
+                hours_from: 11 * H,
+                hours_to: None,
+                ends: vec![(10 * H + 5, 11 * H)]
+            })
+        );
+        // Across one boundary, no whole hour.
+        assert_eq!(
+            split(Some(10 * H + 5), Some(11 * H + 7)),
+            Some(Split {
+                hours_from: 11 * H,
+                hours_to: Some(11 * H),
+                ends: vec![(10 * H + 5, 11 * H), (11 * H, 11 * H + 7)]
+            })
+        );
+        // Within one hour.
+        assert_eq!(
+            split(Some(10 * H + 5), Some(10 * H + 7)),
+            Some(Split {
+                hours_from: 11 * H,
+                hours_to: Some(11 * H),
+                ends: vec![(10 * H + 5, 10 * H + 7)]
+            })
+        );
+        // Empty, or no range.
+        assert_eq!(split(Some(10 * H), Some(10 * H)), None);
+        assert_eq!(split(Some(10 * H), Some(9 * H)), None);
+        assert_eq!(split(None, None), None);
+        // Before 01:00 on 1970-01-01 (bucket 0 holds negative times too): from the rows.
+        assert_eq!(
+            split(None, Some(3 * H)),
+            Some(Split {
+                hours_from: H,
+                hours_to: Some(3 * H),
+                ends: vec![(i64::MIN, H)]
+            })
+        );
+        assert_eq!(
+            split(Some(-5), Some(H - 1)),
+            Some(Split {
+                hours_from: H,
+                hours_to: Some(H),
+                ends: vec![(-5, H - 1)]
+            })
+        );
+        assert_eq!(
+            split(Some(H - 1), None),
+            Some(Split {
+                hours_from: H,
+                hours_to: None,
+                ends: vec![(H - 1, H)]
+            })
+        );
+        assert_eq!(
+            split(Some(H), Some(H + 5)),
+            Some(Split {
+                hours_from: H,
+                hours_to: Some(H),
+                ends: vec![(H, H + 5)]
+            })
+        );
+    }
+
+    #[test]
+    fn only_a_range_over_the_aggregate_s_dimensions_is_answered() {
+        let f = |edit: fn(&mut Filter)| {
+            let mut f = Filter {
+                from_ms: Some(10 * H),
+                dlq_topic: Some("orders.DLT".into()),
+                ..Filter::default()
+            };
+            edit(&mut f);
+            hours_answer(&f).map(|(rest, _)| rest)
+        };
+        let rest = f(|_| {}).expect("answered");
+        assert_eq!((rest.from_ms, rest.to_ms), (None, None));
+        assert_eq!(rest.dlq_topic.as_deref(), Some("orders.DLT"));
+        assert!(f(|f| f.to_ms = Some(12 * H)).is_some());
+        assert!(
+            f(|f| f.from_ms = None).is_none(),
+            "no range: the aggregate's"
+        );
+        assert!(f(|f| {
+            f.from_ms = None;
+            f.to_ms = Some(12 * H)
+        })
+        .is_some());
+        assert!(f(|f| f.q = Some("boom".into())).is_none());
+        assert!(f(|f| f.label = Some("x".into())).is_none());
+        assert!(f(|f| f.unlabelled = true).is_none());
+        assert!(f(|f| f.came_back = true).is_none());
+    }
+}
