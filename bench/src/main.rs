@@ -398,93 +398,115 @@ async fn print_ingest_figures(topic: &str, records: usize, raw: f64) -> Result<(
     Ok(())
 }
 
-/// The aggregates' cost at ingest (with and without the migration 0006 and 0027 triggers) and the
+/// The aggregates' cost at ingest (with and without the triggers of migrations 0006, 0027 and
+/// 0036, and without 0036's alone) and the
 /// overview page / `/metrics` latency at `rows` ([`overview_page`]). `BENCH_OVERVIEW=only`
-/// runs just this; `0` skips it.
+/// runs just this; `0` skips it. The databases of `BENCH_BACKENDS` ([`backends`]); `records`
+/// 0 skips the ingest rows, `rows` 0 the pages.
 async fn print_overview_figures(
     shared: &shared_store::SharedStores,
     records: usize,
     rows: usize,
 ) -> Result<()> {
-    let topic = kit::unique("bench_overview.DLT");
-    kit::create_topic(&topic, 4, &[]).await?;
-    produce_spring_records(&topic, records).await?;
-    let mut ingest = Vec::new();
-    for backend in Backend::ALL {
-        let with = ingest_rate(&topic, records, backend, Variant::Default).await?;
-        let without = ingest_rate(&topic, records, backend, Variant::NoAggregates).await?;
-        ingest.push((with, without));
+    let wanted = backends();
+    // Per database (SQLite, PostgreSQL): (with, without any, without 0036's) msgs/s.
+    let mut ingest: [Option<(f64, f64, f64)>; 2] = [None, None];
+    if records > 0 {
+        let topic = kit::unique("bench_overview.DLT");
+        kit::create_topic(&topic, 4, &[]).await?;
+        produce_spring_records(&topic, records).await?;
+        for (i, backend) in Backend::ALL.into_iter().enumerate() {
+            if !wanted.contains(&backend) {
+                continue;
+            }
+            let with = ingest_rate(&topic, records, backend, Variant::Default).await?;
+            let none = ingest_rate(&topic, records, backend, Variant::NoAggregates).await?;
+            let hours = ingest_rate(&topic, records, backend, Variant::NoGroupHours).await?;
+            ingest[i] = Some((with, none, hours));
+        }
     }
-    let mut pages = Vec::new();
+    let mut pages: [Option<overview_page::Figures>; 2] = [None, None];
     if rows > 0 {
-        for backend in Backend::ALL {
-            pages.push(Some(overview_page::figures(shared, backend, rows).await?));
+        for (i, backend) in Backend::ALL.into_iter().enumerate() {
+            if wanted.contains(&backend) {
+                pages[i] = Some(overview_page::figures(shared, backend, rows).await?);
+            }
         }
-    } else {
-        pages = vec![None, None];
     }
+    // One table row: a cell per database, "not measured" for one not asked for.
+    fn row<T>(what: &str, cells: &[Option<T>; 2], cell: impl Fn(&T) -> String) {
+        let [a, b] = cells
+            .each_ref()
+            .map(|c| c.as_ref().map_or_else(|| "not measured".to_string(), &cell));
+        println!("| {what} | {a} | {b} |");
+    }
+    let rate = |w: f64, wo: f64| {
+        format!(
+            "{w:.0} / {wo:.0} msgs/s ({:.0} % cost)",
+            (1.0 - w / wo) * 100.0
+        )
+    };
+    let p = |x: (f64, f64)| format!("p50 {:.1} ms, p99 {:.1} ms", x.0, x.1);
     println!();
-    println!("| aggregates (migrations 0006, 0027) | SQLite | PostgreSQL |");
+    println!("| aggregates (migrations 0006, 0027, 0035, 0036) | SQLite | PostgreSQL |");
     println!("|---|---|---|");
-    println!(
-        "| ingest rate, {records} x 1 KiB Spring records, with / without the aggregate triggers | {:.0} / {:.0} msgs/s ({:.0} % cost) | {:.0} / {:.0} msgs/s ({:.0} % cost) |",
-        ingest[0].0,
-        ingest[0].1,
-        (1.0 - ingest[0].0 / ingest[0].1) * 100.0,
-        ingest[1].0,
-        ingest[1].1,
-        (1.0 - ingest[1].0 / ingest[1].1) * 100.0
+    if records > 0 {
+        row(
+            &format!("ingest rate, {records} x 1 KiB Spring records, with / without the aggregate triggers"),
+            &ingest,
+            |i| rate(i.0, i.1),
+        );
+        row(
+            &format!("ingest rate, {records} x 1 KiB Spring records, with / without migration 0036's triggers only (error groups per hour)"),
+            &ingest,
+            |i| rate(i.0, i.2),
+        );
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    row(
+        &format!("store filled by the database (triggers on), {rows} rows"),
+        &pages,
+        |f| format!("{:.1} s", f.fill_s),
     );
-    if let (Some(a), Some(b)) = (&pages[0], &pages[1]) {
-        println!(
-            "| store filled by the database (triggers on), {rows} rows | {:.1} s | {:.1} s |",
-            a.fill_s, b.fill_s
-        );
-        println!(
-            "| GET /overview, {rows} rows (release binary, loopback) | p50 {:.1} ms, p99 {:.1} ms | p50 {:.1} ms, p99 {:.1} ms |",
-            a.overview.0, a.overview.1, b.overview.0, b.overview.1
-        );
-        println!(
-            "| GET /metrics, {rows} rows: first (reads the aggregates) / cached p50, p99 | {:.1} ms / p50 {:.1} ms, p99 {:.1} ms | {:.1} ms / p50 {:.1} ms, p99 {:.1} ms |",
-            a.metrics_first, a.metrics.0, a.metrics.1, b.metrics_first, b.metrics.0, b.metrics.1
-        );
-        println!(
-            "| Store::stats + arrival_totals in process (one /metrics refresh), {rows} rows | {:.1} ms | {:.1} ms |",
-            a.stats_ms, b.stats_ms
-        );
-        for (what, x, y) in [
-            ("GET /groups (aggregate)", a.groups, b.groups),
-            (
-                "GET /groups?dlq_topic=service3.events.DLT (aggregate)",
-                a.groups_by_topic,
-                b.groups_by_topic,
-            ),
-            (
-                "GET /groups?consumer_group=group1&error_class=… (aggregate, migration 0035)",
-                a.groups_by_group,
-                b.groups_by_group,
-            ),
-            (
-                "GET /groups?from=(the last day, from a whole hour) (aggregate's hours, migration 0036)",
-                a.groups_last_day,
-                b.groups_last_day,
-            ),
-            (
-                "GET /groups?from=…&to=… (the last day, 17 min past to 3 min before whole hours) (hours, and the partial hours' rows)",
-                a.groups_last_day_partial,
-                b.groups_last_day_partial,
-            ),
-            (
-                "GET /groups?from=(the last day)&unlabelled=true (bounded: newest 100,000 matches)",
-                a.groups_bounded,
-                b.groups_bounded,
-            ),
-        ] {
-            println!(
-                "| {what}, {rows} rows | p50 {:.1} ms, p99 {:.1} ms | p50 {:.1} ms, p99 {:.1} ms |",
-                x.0, x.1, y.0, y.1
-            );
-        }
+    row(
+        &format!("GET /overview, {rows} rows (release binary, loopback)"),
+        &pages,
+        |f| p(f.overview),
+    );
+    row(
+        &format!("GET /metrics, {rows} rows: first (reads the aggregates) / cached p50, p99"),
+        &pages,
+        |f| format!("{:.1} ms / {}", f.metrics_first, p(f.metrics)),
+    );
+    row(
+        &format!("Store::stats + arrival_totals in process (one /metrics refresh), {rows} rows"),
+        &pages,
+        |f| format!("{:.1} ms", f.stats_ms),
+    );
+    let groups: [(&str, fn(&overview_page::Figures) -> (f64, f64)); 6] = [
+        ("GET /groups (aggregate)", |f| f.groups),
+        ("GET /groups?dlq_topic=service3.events.DLT (aggregate)", |f| f.groups_by_topic),
+        (
+            "GET /groups?consumer_group=group1&error_class=… (aggregate, migration 0035)",
+            |f| f.groups_by_group,
+        ),
+        (
+            "GET /groups?from=(the last day, from a whole hour) (aggregate's hours, migration 0036)",
+            |f| f.groups_last_day,
+        ),
+        (
+            "GET /groups?from=…&to=… (the last day, 17 min past to 3 min before whole hours) (hours, and the partial hours' rows)",
+            |f| f.groups_last_day_partial,
+        ),
+        (
+            "GET /groups?from=(the last day)&unlabelled=true (bounded: newest 100,000 matches)",
+            |f| f.groups_bounded,
+        ),
+    ];
+    for (what, get) in groups {
+        row(&format!("{what}, {rows} rows"), &pages, |f| p(get(f)));
     }
     Ok(())
 }
@@ -554,7 +576,8 @@ async fn print_detail_figures() -> Result<()> {
 
 /// The databases to measure: `BENCH_BACKENDS` (`sqlite`, `postgres`, comma-separated;
 /// default both). Read by the ingest-only figures ([`ingest_limit`]), the search
-/// latencies ([`search`]) and the server's memory ([`server_rss`]).
+/// latencies ([`search`]), the overview and groups pages ([`overview_page`]) and the
+/// server's memory ([`server_rss`]).
 fn backends() -> Vec<Backend> {
     let wanted = std::env::var("BENCH_BACKENDS")
         .unwrap_or_default()

@@ -140,14 +140,19 @@ fn hour_sums<'a, DB: Dialect>(rest: &'a Filter, s: &Split) -> QueryBuilder<'a, D
          FROM dl_stats_group_hours",
     );
     push_aggregate_filter(&mut qb, rest);
-    qb.push(" AND hour_ms >= ");
-    DB::bind(&mut qb, Val::I64(Some(s.hours_from)));
-    if let Some(to) = s.hours_to {
-        qb.push(" AND hour_ms < ");
-        DB::bind(&mut qb, Val::I64(Some(to)));
-    }
+    push_hours(&mut qb, s);
     qb.push(" GROUP BY fingerprint HAVING SUM(n) <> 0");
     qb
+}
+
+/// Appends ` AND` the split's whole hours.
+fn push_hours<DB: Dialect>(qb: &mut QueryBuilder<'_, DB>, s: &Split) {
+    qb.push(" AND hour_ms >= ");
+    DB::bind(qb, Val::I64(Some(s.hours_from)));
+    if let Some(to) = s.hours_to {
+        qb.push(" AND hour_ms < ");
+        DB::bind(qb, Val::I64(Some(to)));
+    }
 }
 
 /// Per fingerprint, the count and newest time of at most `cap + 1` rows matching `end`.
@@ -375,12 +380,7 @@ impl Store {
                 let mut qb: QueryBuilder<'_, DB> =
                     QueryBuilder::new("SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_group_hours");
                 push_aggregate_filter(&mut qb, &rest);
-                qb.push(" AND hour_ms >= ");
-                DB::bind(&mut qb, Val::I64(Some(s.hours_from)));
-                if let Some(to) = s.hours_to {
-                    qb.push(" AND hour_ms < ");
-                    DB::bind(&mut qb, Val::I64(Some(to)));
-                }
+                push_hours(&mut qb, &s);
                 let n: Option<i64> = qb
                     .build_query_scalar()
                     .persistent(false)

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::sql::exec;
+use crate::support::sql::{exec, rows};
 use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::filter::TierFilter;
 use redrive_core::model::{NewDeadLetter, Normalized, Status};
@@ -72,27 +72,9 @@ const HOURS_SQL: &str = "SELECT CAST(hour_ms AS BIGINT), fingerprint, dlq_topic,
      FROM dl_stats_group_hours WHERE n <> 0";
 
 async fn read_hours(backend: Backend, url: &str) -> HourKeys {
-    let rows: Vec<HourRow> = match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            let r = sqlx::query_as(HOURS_SQL)
-                .fetch_all(&pool)
-                .await
-                .expect("hours");
-            pool.close().await;
-            r
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            let r = sqlx::query_as(HOURS_SQL)
-                .fetch_all(&pool)
-                .await
-                .expect("hours");
-            pool.close().await;
-            r
-        }
-    };
-    rows.into_iter()
+    rows::<HourRow>(backend, url, HOURS_SQL)
+        .await
+        .into_iter()
         .map(|(h, f, d, s, g, c, st, t, n)| ((h, f, d, s, g, c, st, t), n))
         .collect()
 }
@@ -131,33 +113,13 @@ fn ranges(now: i64) -> Vec<(&'static str, Option<i64>, Option<i64>)> {
 }
 
 async fn read(backend: Backend, url: &str) -> (Vec<Row>, Keys) {
-    let (rows, agg): (Vec<Row>, Vec<AggRow>) = match backend {
-        Backend::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-            let r = sqlx::query_as(ROWS_SQL)
-                .fetch_all(&pool)
-                .await
-                .expect("rows");
-            let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
-            pool.close().await;
-            (r, a)
-        }
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-            let r = sqlx::query_as(ROWS_SQL)
-                .fetch_all(&pool)
-                .await
-                .expect("rows");
-            let a = sqlx::query_as(AGG_SQL).fetch_all(&pool).await.expect("agg");
-            pool.close().await;
-            (r, a)
-        }
-    };
-    let agg = agg
+    let stored: Vec<Row> = rows(backend, url, ROWS_SQL).await;
+    let agg = rows::<AggRow>(backend, url, AGG_SQL)
+        .await
         .into_iter()
         .map(|(f, d, s, g, c, st, t, n)| ((f, d, s, g, c, st, t), n))
         .collect();
-    (rows, agg)
+    (stored, agg)
 }
 
 /// Does `f` (only the dimensions the aggregate keeps) select `r`?

@@ -38,3 +38,28 @@ pub async fn scalar(backend: Backend, url: &str, sql: &str) -> i64 {
         }
     }
 }
+
+/// Every row of one query on the database behind `url`, as `T`. Panics (with the query) on an
+/// error.
+pub async fn rows<T>(backend: Backend, url: &str, sql: &str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+        + Send
+        + Unpin,
+{
+    match backend {
+        Backend::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+            let v = sqlx::query_as(sql).fetch_all(&pool).await.expect(sql);
+            pool.close().await;
+            v
+        }
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+            let v = sqlx::query_as(sql).fetch_all(&pool).await.expect(sql);
+            pool.close().await;
+            v
+        }
+    }
+}
