@@ -485,7 +485,9 @@ async fn print_overview_figures(
         &pages,
         |f| format!("{:.1} ms", f.stats_ms),
     );
-    let groups: [(&str, fn(&overview_page::Figures) -> (f64, f64)); 6] = [
+    // A page's (p50, p99) among the figures.
+    type Pick = fn(&overview_page::Figures) -> (f64, f64);
+    let groups: [(&str, Pick); 6] = [
         ("GET /groups (aggregate)", |f| f.groups),
         ("GET /groups?dlq_topic=service3.events.DLT (aggregate)", |f| f.groups_by_topic),
         (
