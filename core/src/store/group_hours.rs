@@ -239,23 +239,28 @@ fn largest(counts: Counts, limit: i64) -> Vec<(String, i64)> {
     all.into_iter().map(|(fp, (n, _))| (fp, n)).collect()
 }
 
+/// Runs `$sql` in transaction `$tx` on PostgreSQL only (a setting).
+macro_rules! on_postgres {
+    ($tx:expr, $DB:ty, $sql:expr) => {
+        if !is_sqlite::<$DB>() {
+            sqlx::query($sql)
+                .execute(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+        }
+    };
+}
+
 /// Opens a read transaction seeing one snapshot for all its statements: SQLite's (WAL) from
-/// its first read; PostgreSQL's `REPEATABLE READ`, with bitmap scans off for the seeks
-/// (`group_counts.rs` says why).
+/// its first read, PostgreSQL's `REPEATABLE READ`.
 macro_rules! begin_snapshot {
     ($pool:expr, $DB:ty) => {{
         let mut tx = super::gate::begin_read($pool).await?;
-        if !is_sqlite::<$DB>() {
-            for s in [
-                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-                "SET LOCAL enable_bitmapscan = off",
-            ] {
-                sqlx::query(s)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
-        }
+        on_postgres!(
+            tx,
+            $DB,
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+        );
         tx
     }};
 }
@@ -305,6 +310,9 @@ impl Store {
                 return Ok(Some(Vec::new()));
             }
             let fps: Vec<String> = top.iter().map(|t| t.0.clone()).collect();
+            // For the seeks only (`group_counts.rs` says why): with it, the hours' sum above
+            // read the whole table instead of its range (16 ms against 3 ms at 1M rows).
+            on_postgres!(tx, DB, "SET LOCAL enable_bitmapscan = off");
             let details: Vec<Shown> = shown_details::<DB>(f, &rest, &fps)
                 .build_query_as()
                 .persistent(false)
