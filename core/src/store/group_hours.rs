@@ -265,6 +265,39 @@ macro_rules! begin_snapshot {
     }};
 }
 
+/// In transaction `$tx` of database `$DB`: the [`Counts`] of `$rest` over split `$s`, its
+/// ends (`$ends`, `rest` over each) counted from at most `$edge_rows` rows each. An end
+/// holding more returns `Ok(None)` from the enclosing function, an error `Err(StoreError)`.
+/// A macro because the two databases' transactions are different types (inside `on_pool!`).
+macro_rules! range_counts {
+    ($tx:expr, $DB:ty, $rest:expr, $s:expr, $ends:expr, $edge_rows:expr) => {{
+        let (rest, s, edge_rows): (&Filter, &Split, i64) = ($rest, $s, $edge_rows);
+        let mut counts = Counts::new();
+        for end in $ends {
+            let rows: Vec<(String, i64, i64)> = end_counts::<$DB>(end, edge_rows)
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+            if rows.iter().map(|r| r.1).sum::<i64>() > edge_rows {
+                return Ok(None);
+            }
+            add(&mut counts, rows);
+        }
+        if s.hours_to.is_none_or(|to| to > s.hours_from) {
+            let rows: Vec<(String, i64, i64)> = hour_sums::<$DB>(rest, s)
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+            add(&mut counts, rows);
+        }
+        counts
+    }};
+}
+
 impl Store {
     /// The error groups of `f` from `dl_stats_group_hours` ([`hours_answer`]): exact counts,
     /// first / last seen and example, largest first, at most `limit`. `None` when the table
@@ -283,28 +316,7 @@ impl Store {
         let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
         on_pool!(self, |pool, DB| {
             let mut tx = begin_snapshot!(pool, DB);
-            let mut counts = Counts::new();
-            for end in &ends {
-                let rows: Vec<(String, i64, i64)> = end_counts::<DB>(end, edge_rows)
-                    .build_query_as()
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                if rows.iter().map(|r| r.1).sum::<i64>() > edge_rows {
-                    return Ok(None);
-                }
-                add(&mut counts, rows);
-            }
-            if s.hours_to.is_none_or(|to| to > s.hours_from) {
-                let rows: Vec<(String, i64, i64)> = hour_sums::<DB>(&rest, &s)
-                    .build_query_as()
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                add(&mut counts, rows);
-            }
+            let counts = range_counts!(tx, DB, &rest, &s, &ends, edge_rows);
             let top = largest(counts, limit);
             if top.is_empty() {
                 return Ok(Some(Vec::new()));
@@ -364,41 +376,9 @@ impl Store {
         let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
         on_pool!(self, |pool, DB| {
             let mut tx = begin_snapshot!(pool, DB);
-            let mut total = 0i64;
-            for end in &ends {
-                let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
-                    "SELECT CAST(COUNT(*) AS BIGINT) FROM (SELECT 1 FROM dead_letters",
-                );
-                sql::push_filter(&mut qb, end);
-                qb.push(" LIMIT ");
-                DB::bind(&mut qb, Val::I64(Some(EDGE_SCAN_ROWS + 1)));
-                qb.push(") AS e");
-                let n: i64 = qb
-                    .build_query_scalar()
-                    .persistent(false)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                if n > EDGE_SCAN_ROWS {
-                    return Ok(None);
-                }
-                total += n;
-            }
-            if s.hours_to.is_none_or(|to| to > s.hours_from) {
-                let mut qb: QueryBuilder<'_, DB> =
-                    QueryBuilder::new("SELECT CAST(SUM(n) AS BIGINT) FROM dl_stats_group_hours");
-                push_aggregate_filter(&mut qb, &rest);
-                push_hours(&mut qb, &s);
-                let n: Option<i64> = qb
-                    .build_query_scalar()
-                    .persistent(false)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                total += n.unwrap_or(0);
-            }
+            let counts = range_counts!(tx, DB, &rest, &s, &ends, EDGE_SCAN_ROWS);
             tx.rollback().await.map_err(store_error)?;
-            Ok(Some(total))
+            Ok(Some(counts.values().map(|c| c.0).sum()))
         })
     }
 }

@@ -38,12 +38,28 @@ struct Row {
     error_message: Option<String>,
 }
 
+impl Row {
+    /// Its key in the aggregates.
+    fn key(&self) -> Key {
+        (
+            self.fingerprint.clone(),
+            self.dlq_topic.clone(),
+            self.source_topic.clone(),
+            self.consumer_group.clone(),
+            self.error_class.clone().unwrap_or_default(),
+            self.status.clone(),
+            self.tier.clone(),
+        )
+    }
+}
+
 const ROWS_SQL: &str = "SELECT id, fingerprint, dlq_topic, COALESCE(source_topic, '') AS \
      source_topic, COALESCE(consumer_group, '') AS consumer_group, status, COALESCE(tier, '') \
      AS tier, dead_lettered_at_ms AS at, error_class, error_message FROM dead_letters";
 
 /// (fingerprint, dlq_topic, source_topic, consumer_group, error_class, status, tier) -> n.
-type Keys = BTreeMap<(String, String, String, String, String, String, String), i64>;
+type Key = (String, String, String, String, String, String, String);
+type Keys = BTreeMap<Key, i64>;
 
 /// One `dl_stats_groups` row: the key, then `n`.
 type AggRow = (String, String, String, String, String, String, String, i64);
@@ -51,9 +67,8 @@ type AggRow = (String, String, String, String, String, String, String, i64);
 const AGG_SQL: &str = "SELECT fingerprint, dlq_topic, source_topic, consumer_group, \
      error_class, status, tier, CAST(n AS BIGINT) FROM dl_stats_groups WHERE n <> 0";
 
-/// (hour_ms, fingerprint, dlq_topic, source_topic, consumer_group, error_class, status, tier)
-/// -> n: `dl_stats_group_hours` (migration 0036).
-type HourKeys = BTreeMap<(i64, String, String, String, String, String, String, String), i64>;
+/// (hour_ms, [`Key`]) -> n: `dl_stats_group_hours` (migration 0036).
+type HourKeys = BTreeMap<(i64, Key), i64>;
 
 type HourRow = (
     i64,
@@ -75,7 +90,7 @@ async fn read_hours(backend: Backend, url: &str) -> HourKeys {
     rows::<HourRow>(backend, url, HOURS_SQL)
         .await
         .into_iter()
-        .map(|(h, f, d, s, g, c, st, t, n)| ((h, f, d, s, g, c, st, t), n))
+        .map(|(h, f, d, s, g, c, st, t, n)| ((h, (f, d, s, g, c, st, t)), n))
         .collect()
 }
 
@@ -280,35 +295,14 @@ fn filters() -> Vec<(&'static str, Filter)> {
 async fn assert_exact(backend: Backend, url: &str, store: &Store, step: &str) {
     let (rows, agg) = read(backend, url).await;
     let mut truth = Keys::new();
+    let mut hours_truth = HourKeys::new();
     for r in &rows {
-        *truth
-            .entry((
-                r.fingerprint.clone(),
-                r.dlq_topic.clone(),
-                r.source_topic.clone(),
-                r.consumer_group.clone(),
-                r.error_class.clone().unwrap_or_default(),
-                r.status.clone(),
-                r.tier.clone(),
-            ))
+        *truth.entry(r.key()).or_default() += 1;
+        *hours_truth
+            .entry(((r.at / HOUR_MS) * HOUR_MS, r.key()))
             .or_default() += 1;
     }
     assert_eq!(agg, truth, "{backend:?}: dl_stats_groups after {step}");
-    let mut hours_truth = HourKeys::new();
-    for r in &rows {
-        *hours_truth
-            .entry((
-                (r.at / HOUR_MS) * HOUR_MS,
-                r.fingerprint.clone(),
-                r.dlq_topic.clone(),
-                r.source_topic.clone(),
-                r.consumer_group.clone(),
-                r.error_class.clone().unwrap_or_default(),
-                r.status.clone(),
-                r.tier.clone(),
-            ))
-            .or_default() += 1;
-    }
     assert_eq!(
         read_hours(backend, url).await,
         hours_truth,
