@@ -487,7 +487,7 @@ async fn print_overview_figures(
     );
     // A page's (p50, p99) among the figures.
     type Pick = fn(&overview_page::Figures) -> (f64, f64);
-    let groups: [(&str, Pick); 6] = [
+    let groups: [(&str, Pick); 7] = [
         ("GET /groups (aggregate)", |f| f.groups),
         ("GET /groups?dlq_topic=service3.events.DLT (aggregate)", |f| f.groups_by_topic),
         (
@@ -499,8 +499,12 @@ async fn print_overview_figures(
             |f| f.groups_last_day,
         ),
         (
-            "GET /groups?from=…&to=… (the last day, 17 min past to 3 min before whole hours) (hours, and the partial hours' rows)",
+            "GET /groups?from=…&to=… (the last day, 17 min past to 3 min before whole hours) (hours; each end its hour less 17 / 3 min of rows)",
             |f| f.groups_last_day_partial,
+        ),
+        (
+            "GET /groups?from=…&to=… (the last day, 30 min past to 30 min before whole hours) (hours; 30 min of rows at each end, the most)",
+            |f| f.groups_last_day_halves,
         ),
         (
             "GET /groups?from=(the last day)&unlabelled=true (bounded: newest 100,000 matches)",

@@ -39,14 +39,17 @@ pub struct Figures {
     pub metrics: (f64, f64),
     /// `/groups`, `/groups?dlq_topic=...`, `/groups?consumer_group=...&error_class=...`
     /// (the aggregate since migration 0035), `/groups?from=...` (the last day from a whole
-    /// hour; the same from 17 minutes past to 3 minutes before: migration 0036's hours and
-    /// the partial ends' rows), `/groups?from=...&unlabelled=true` (a bounded scan of the
+    /// hour; the same from 17 minutes past to 3 minutes before: migration 0036's hours, each
+    /// partial end as its hour less the other side's 17 and 3 minutes of rows; and from 30
+    /// minutes past to 30 minutes before, the most rows an end reads: 30 minutes each),
+    /// `/groups?from=...&unlabelled=true` (a bounded scan of the
     /// newest 100,000 matches): (p50, p99) ms.
     pub groups: (f64, f64),
     pub groups_by_topic: (f64, f64),
     pub groups_by_group: (f64, f64),
     pub groups_last_day: (f64, f64),
     pub groups_last_day_partial: (f64, f64),
+    pub groups_last_day_halves: (f64, f64),
     pub groups_bounded: (f64, f64),
     /// `Store::stats` in process, median of 5.
     pub stats_ms: f64,
@@ -96,16 +99,23 @@ pub(crate) async fn figures(
     // other pages would otherwise find warm.
     let mut groups_last_day = Vec::new();
     let mut groups_last_day_partial = Vec::new();
+    let mut groups_last_day_halves = Vec::new();
     let last_day = format!("/groups?from={}", now - crate::DAY_MS);
     let partial = format!(
         "/groups?from={}&to={}",
         now - crate::DAY_MS + 17 * 60_000,
         now - 3 * 60_000
     );
+    let halves = format!(
+        "/groups?from={}&to={}",
+        now - crate::DAY_MS + 30 * 60_000,
+        now - 30 * 60_000
+    );
     let unlabelled = format!("{last_day}&unlabelled=true");
     for _ in 0..BOUNDED_RUNS {
         groups_last_day.push(server.get(&last_day).await?.0);
         groups_last_day_partial.push(server.get(&partial).await?.0);
+        groups_last_day_halves.push(server.get(&halves).await?.0);
     }
     for _ in 0..BOUNDED_RUNS {
         groups_bounded.push(server.get(&unlabelled).await?.0);
@@ -123,6 +133,7 @@ pub(crate) async fn figures(
         groups_by_group: p50_p99(groups_by_group),
         groups_last_day: p50_p99(groups_last_day),
         groups_last_day_partial: p50_p99(groups_last_day_partial),
+        groups_last_day_halves: p50_p99(groups_last_day_halves),
         groups_bounded: p50_p99(groups_bounded),
         stats_ms: s[s.len() / 2],
         fill_s: filled.fill_s,

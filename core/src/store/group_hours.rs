@@ -8,8 +8,10 @@
 //!
 //! - the range's whole hours from the table (`SUM(n)` per fingerprint);
 //! - its partial hours at either end ([`split`]: at most two, each under an hour) from the
-//!   rows, each at most [`EDGE_SCAN_ROWS`] read — an end holding more (an incident's hour)
-//!   leaves the filter to the bounded count of the newest matches
+//!   rows of the shorter side of the cut ([`Side::of`]): the end's own rows, or its whole
+//!   hour from the table less the rest of the hour's rows. Each read is at most
+//!   [`EDGE_SCAN_ROWS`]; an end holding more on both sides (an incident's hour) leaves the
+//!   filter to the bounded count of the newest matches
 //!   ([`super::GroupsCounted::AmongNewest`]), as before;
 //! - for the shown groups only, first / last seen and the example by seeks in
 //!   `dead_letters_by_fingerprint` within the range.
@@ -32,9 +34,10 @@ use crate::model::ErrorGroup;
 /// One hour, ms: the bucket of `dl_stats_group_hours`.
 pub const HOUR_MS: i64 = 3_600_000;
 
-/// Most dead letters read from the rows at each partial end of a range (a few ms at 10M rows:
-/// a steady DLQ of 10M over 30 days holds about 14,000 an hour). An end holding more leaves the
-/// whole filter to [`super::GROUPS_SCAN_ROWS`]' bounded count.
+/// Most dead letters read from the rows at each partial end of a range, on one side of its cut
+/// ([`Side::of`]; a few ms at 10M rows: a steady DLQ of 10M over 30 days holds about 14,000
+/// an hour). An end holding more on both sides leaves the whole filter to
+/// [`super::GROUPS_SCAN_ROWS`]' bounded count.
 pub const EDGE_SCAN_ROWS: i64 = 20_000;
 
 /// A time range cut at whole hours: `[hours_from, hours_to)` summed from the table (none when
@@ -130,6 +133,13 @@ fn add(counts: &mut Counts, rows: Vec<(String, i64, i64)>) {
         let e = counts.entry(fp).or_insert((0, i64::MIN));
         e.0 += n;
         e.1 = e.1.max(latest);
+    }
+}
+
+/// Takes `rows` (outside the range) off `counts`; their times say nothing of the range's.
+fn subtract(counts: &mut Counts, rows: Vec<(String, i64, i64)>) {
+    for (fp, n, _) in rows {
+        counts.entry(fp).or_insert((0, i64::MIN)).0 -= n;
     }
 }
 
@@ -265,34 +275,125 @@ macro_rules! begin_snapshot {
     }};
 }
 
-/// In transaction `$tx` of database `$DB`: the [`Counts`] of `$rest` over split `$s`, its
-/// ends (`$ends`, `rest` over each) counted from at most `$edge_rows` rows each. An end
-/// holding more returns `Ok(None)` from the enclosing function, an error `Err(StoreError)`.
-/// A macro because the two databases' transactions are different types (inside `on_pool!`).
+/// How an end of a range is counted from the rows ([`Side::of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The end's own rows: `[from, to)`.
+    Rows((i64, i64)),
+    /// Its hour `hour` from the table minus the rest of that hour's rows (one or two pieces,
+    /// together shorter than the end): an end covering most of its hour reads fewer rows.
+    HourLess { hour: i64, rest: Vec<(i64, i64)> },
+}
+
+impl Side {
+    /// The ways to count `end` (one of [`Split::ends`]), the one reading the shorter time
+    /// first; the second is tried when the first holds more rows than the bound. The part
+    /// before [`HOUR_MS`] is counted from its rows only (bucket 0 holds negative times).
+    pub(crate) fn of((from, to): (i64, i64)) -> Vec<Side> {
+        let rows = Side::Rows((from, to));
+        if from < HOUR_MS {
+            return vec![rows];
+        }
+        let hour = (from / HOUR_MS) * HOUR_MS;
+        let rest: Vec<(i64, i64)> = [(hour, from), (to, hour + HOUR_MS)]
+            .into_iter()
+            .filter(|(a, b)| a < b)
+            .collect();
+        let hour_less = Side::HourLess { hour, rest };
+        // `to - from` is under an hour (an end of `split`), so the rest is not empty.
+        if to - from > HOUR_MS / 2 {
+            vec![hour_less, rows]
+        } else {
+            vec![rows, hour_less]
+        }
+    }
+}
+
+/// One hour's `[hour, hour + HOUR_MS)` as a split of whole hours only.
+fn one_hour(hour: i64) -> Split {
+    Split {
+        hours_from: hour,
+        hours_to: Some(hour + HOUR_MS),
+        ends: Vec::new(),
+    }
+}
+
+/// In transaction `$tx` of database `$DB`: per fingerprint, the rows of `$rest` over the
+/// `[from, to)` pieces `$pieces`, when they are at most `$cap` together (`None` for more).
+macro_rules! rows_within {
+    ($tx:expr, $DB:ty, $rest:expr, $pieces:expr, $cap:expr) => {{
+        let (rest, cap): (&Filter, i64) = ($rest, $cap);
+        let mut got = Vec::new();
+        let mut read = 0i64;
+        for piece in $pieces {
+            let f = end_filter(rest, piece);
+            let rows: Vec<(String, i64, i64)> = end_counts::<$DB>(&f, cap - read)
+                .build_query_as()
+                .persistent(false)
+                .fetch_all(&mut *$tx)
+                .await
+                .map_err(store_error)?;
+            read += rows.iter().map(|r| r.1).sum::<i64>();
+            got.extend(rows);
+            if read > cap {
+                break;
+            }
+        }
+        (read <= cap).then_some(got)
+    }};
+}
+
+/// In transaction `$tx` of database `$DB`: per fingerprint, the sum of `$rest`'s keys over
+/// split `$s`'s whole hours.
+macro_rules! hours_within {
+    ($tx:expr, $DB:ty, $rest:expr, $s:expr) => {{
+        let rows: Vec<(String, i64, i64)> = hour_sums::<$DB>($rest, $s)
+            .build_query_as()
+            .persistent(false)
+            .fetch_all(&mut *$tx)
+            .await
+            .map_err(store_error)?;
+        rows
+    }};
+}
+
+/// In transaction `$tx` of database `$DB`: the [`Counts`] of `$rest` over split `$s`. Each
+/// end is counted by the first of its [`Side::of`] that reads at most `$edge_rows` rows. An
+/// end no side can count returns `Ok(None)` from the enclosing function, an error
+/// `Err(StoreError)`. Macros because the two databases' transactions are different types
+/// (inside `on_pool!`).
 macro_rules! range_counts {
-    ($tx:expr, $DB:ty, $rest:expr, $s:expr, $ends:expr, $edge_rows:expr) => {{
+    ($tx:expr, $DB:ty, $rest:expr, $s:expr, $edge_rows:expr) => {{
         let (rest, s, edge_rows): (&Filter, &Split, i64) = ($rest, $s, $edge_rows);
         let mut counts = Counts::new();
-        for end in $ends {
-            let rows: Vec<(String, i64, i64)> = end_counts::<$DB>(end, edge_rows)
-                .build_query_as()
-                .persistent(false)
-                .fetch_all(&mut *$tx)
-                .await
-                .map_err(store_error)?;
-            if rows.iter().map(|r| r.1).sum::<i64>() > edge_rows {
+        for end in &s.ends {
+            let mut counted = false;
+            for side in Side::of(*end) {
+                match side {
+                    Side::Rows(piece) => {
+                        if let Some(rows) = rows_within!($tx, $DB, rest, [piece], edge_rows) {
+                            add(&mut counts, rows);
+                            counted = true;
+                        }
+                    }
+                    Side::HourLess { hour, rest: pieces } => {
+                        if let Some(rows) = rows_within!($tx, $DB, rest, pieces, edge_rows) {
+                            add(&mut counts, hours_within!($tx, $DB, rest, &one_hour(hour)));
+                            subtract(&mut counts, rows);
+                            counted = true;
+                        }
+                    }
+                }
+                if counted {
+                    break;
+                }
+            }
+            if !counted {
                 return Ok(None);
             }
-            add(&mut counts, rows);
         }
         if s.hours_to.is_none_or(|to| to > s.hours_from) {
-            let rows: Vec<(String, i64, i64)> = hour_sums::<$DB>(rest, s)
-                .build_query_as()
-                .persistent(false)
-                .fetch_all(&mut *$tx)
-                .await
-                .map_err(store_error)?;
-            add(&mut counts, rows);
+            add(&mut counts, hours_within!($tx, $DB, rest, s));
         }
         counts
     }};
@@ -313,10 +414,9 @@ impl Store {
         let Some((rest, s)) = hours_answer(f) else {
             return Ok(None);
         };
-        let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
         on_pool!(self, |pool, DB| {
             let mut tx = begin_snapshot!(pool, DB);
-            let counts = range_counts!(tx, DB, &rest, &s, &ends, edge_rows);
+            let counts = range_counts!(tx, DB, &rest, &s, edge_rows);
             let top = largest(counts, limit);
             if top.is_empty() {
                 return Ok(Some(Vec::new()));
@@ -373,10 +473,9 @@ impl Store {
         let Some((rest, s)) = hours_answer(f) else {
             return Ok(None);
         };
-        let ends: Vec<Filter> = s.ends.iter().map(|e| end_filter(&rest, *e)).collect();
         on_pool!(self, |pool, DB| {
             let mut tx = begin_snapshot!(pool, DB);
-            let counts = range_counts!(tx, DB, &rest, &s, &ends, EDGE_SCAN_ROWS);
+            let counts = range_counts!(tx, DB, &rest, &s, EDGE_SCAN_ROWS);
             tx.rollback().await.map_err(store_error)?;
             Ok(Some(counts.values().map(|c| c.0).sum()))
         })
@@ -482,6 +581,49 @@ mod tests {
                 ends: vec![(H, H + 5)]
             })
         );
+    }
+
+    #[test]
+    fn an_end_is_counted_from_the_shorter_time_first() {
+        let m = 60_000;
+        // 10 minutes of the hour: its own rows first, the hour less 50 minutes second.
+        assert_eq!(
+            Side::of((10 * H + 50 * m, 11 * H)),
+            vec![
+                Side::Rows((10 * H + 50 * m, 11 * H)),
+                Side::HourLess {
+                    hour: 10 * H,
+                    rest: vec![(10 * H, 10 * H + 50 * m)]
+                }
+            ]
+        );
+        // 55 minutes from the hour's start: the hour less its last 5 minutes first.
+        assert_eq!(
+            Side::of((20 * H, 20 * H + 55 * m)),
+            vec![
+                Side::HourLess {
+                    hour: 20 * H,
+                    rest: vec![(20 * H + 55 * m, 21 * H)]
+                },
+                Side::Rows((20 * H, 20 * H + 55 * m))
+            ]
+        );
+        // Within the hour, both sides of it left out.
+        assert_eq!(
+            Side::of((20 * H + 2 * m, 20 * H + 58 * m))[0],
+            Side::HourLess {
+                hour: 20 * H,
+                rest: vec![(20 * H, 20 * H + 2 * m), (20 * H + 58 * m, 21 * H)]
+            }
+        );
+        // Half an hour exactly: the rows.
+        assert_eq!(
+            Side::of((20 * H, 20 * H + 30 * m))[0],
+            Side::Rows((20 * H, 20 * H + 30 * m))
+        );
+        // Before 01:00 on 1970-01-01: the rows only.
+        assert_eq!(Side::of((i64::MIN, H)), vec![Side::Rows((i64::MIN, H))]);
+        assert_eq!(Side::of((5, 55 * m)), vec![Side::Rows((5, 55 * m))]);
     }
 
     #[test]

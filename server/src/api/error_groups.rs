@@ -32,8 +32,8 @@ pub struct ErrorGroupList {
     /// True when every matching dead letter is counted: a filter on fingerprint, DLQ topic,
     /// source topic, consumer group, error class, status and tier only (read from the
     /// maintained aggregate), the same with a time range (its whole hours from the aggregate's
-    /// hours, its partial first and last hours from at most 20,000 rows each), or one that
-    /// matches fewer dead letters than `counted_among_newest` would be.
+    /// hours, each partial first or last hour from at most 20,000 rows on one side of its
+    /// cut), or one that matches fewer dead letters than `counted_among_newest` would be.
     pub exact: bool,
     /// When not `exact`: the counts are of this many newest matching dead letters only
     /// (100,000; by dead-letter time, then id), so each `count` is "at least" and a group

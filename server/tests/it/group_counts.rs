@@ -119,6 +119,12 @@ fn ranges(now: i64) -> Vec<(&'static str, Option<i64>, Option<i64>)> {
             Some(hour - 2 * HOUR_MS + 1_800_000),
         ),
         (
+            // 55 minutes: counted as the hour less the 5 minutes around them.
+            "most of an hour",
+            Some(hour - 2 * HOUR_MS + 2 * 60_000),
+            Some(hour - HOUR_MS - 3 * 60_000),
+        ),
+        (
             "across one boundary",
             Some(hour - 2 * HOUR_MS - 600_000),
             Some(hour - 2 * HOUR_MS + 600_000),
@@ -581,26 +587,62 @@ async fn group_aggregate_equals_the_group_by_truth_across_every_write() {
         store.compact_stats(now).await.expect("compact");
         assert_exact(backend, &url, &store, "compaction").await;
 
-        // A time range whose partial end hour holds more rows than the bound: left to the
-        // scan of the newest matches, and said so.
+        // A time range whose partial end holds more rows than the bound on both sides of
+        // its cut: left to the scan of the newest matches, and said so.
         let (all, _) = read(backend, &url).await;
         let since = now - 400 * 60_000;
         let fp0 = redrive_core::fingerprint::fingerprint(Some("com.example.Error0"), Some("boom"));
-        // A minute past an hour: its end holds 59 minutes, about 23 of the group's rows.
-        let unaligned = Filter {
+        let fp0_filter = Filter {
             fingerprint: Some(fp0.clone()),
-            from_ms: Some((now / HOUR_MS) * HOUR_MS - 3 * HOUR_MS + 60_000),
             ..Filter::default()
         };
+        // The group's rows in `[from, to)`.
+        let fp0_in = |from: i64, to: i64| {
+            all.iter()
+                .filter(|r| matches(&fp0_filter, r) && r.at >= from && r.at < to)
+                .count() as i64
+        };
+        let fp0_since = |from: i64| Filter {
+            from_ms: Some(from),
+            ..fp0_filter.clone()
+        };
+        let hour_ago = (now / HOUR_MS) * HOUR_MS - 3 * HOUR_MS;
+        let next_hour = hour_ago + HOUR_MS;
+        // 31 minutes past an hour: its end (29 minutes) and the rest of its hour (31) each
+        // hold more of the group's rows than the bound.
+        let cut = hour_ago + 31 * 60_000;
+        let (inside, outside) = (fp0_in(cut, next_hour), fp0_in(hour_ago, cut));
+        let bound = inside.min(outside) - 1;
+        assert!(
+            bound >= 1,
+            "{backend:?}: rows on both sides ({inside}, {outside})"
+        );
         let bounded = store
-            .error_groups_scanning(&unaligned, 10, 5)
+            .error_groups_scanning(&fp0_since(cut), 10, bound)
             .await
             .expect("bounded groups");
         assert_eq!(
             bounded.counted,
-            GroupsCounted::AmongNewest(5),
-            "{backend:?}: an end over the bound is not answered from the hours"
+            GroupsCounted::AmongNewest(bound),
+            "{backend:?}: an end over the bound on both sides is not answered from the hours"
         );
+        // 2 minutes past an hour: its end (58 minutes) holds more than the bound, the rest of
+        // its hour (2 minutes) fewer: counted as the hour less those.
+        let cut = hour_ago + 2 * 60_000;
+        let (inside, outside) = (fp0_in(cut, next_hour), fp0_in(hour_ago, cut));
+        assert!(outside < inside - 1, "{backend:?}: ({inside}, {outside})");
+        let n = fp0_in(cut, i64::MAX);
+        let exact = store
+            .error_groups_scanning(&fp0_since(cut), 10, inside - 1)
+            .await
+            .expect("groups");
+        assert_eq!(
+            exact.counted,
+            GroupsCounted::Exact,
+            "{backend:?}: the hour less its first 2 minutes"
+        );
+        assert_eq!(exact.groups.len(), 1);
+        assert_eq!(exact.groups[0].count, n, "{backend:?}: exact");
 
         // A filter no aggregate keeps (unlabelled, in a time range): counted by a scan, exact
         // while it matches at most the bound, labelled "among the newest N" above it.
