@@ -189,6 +189,16 @@ mod seam {
         let store = use_context::<Store>()
             .ok_or_else(|| ServerFnError::new("redrive is misconfigured: no store in context"))?;
         let pairs = crate::query::parse(raw);
+        // As the list does: a parameter the page does not take is refused, not ignored (a
+        // `from` here would otherwise look applied to figures it does not change).
+        if let Some((name, _)) = pairs.iter().find(|(k, _)| k != "range" && k != "dlq_topic") {
+            return Ok(Listing::BadQuery(format!(
+                "unknown parameter `{}`; the overview takes `range` (6h or 7d) and `dlq_topic` \
+                 (the chart's DLQ topic). Filters such as `from` and `to` belong to the \
+                 dead-letter list and the error groups.",
+                crate::display::visible::name(name, 64)
+            )));
+        }
         let range = match ChartRange::parse(crate::query::value(&pairs, "range")) {
             Ok(r) => r,
             Err(message) => return Ok(Listing::BadQuery(message)),

@@ -661,7 +661,16 @@ async fn empty_chart_and_bad_range() {
             "{html}"
         );
         assert!(html.contains("range=7d"), "{html}");
+        // A parameter the overview does not take: refused with what it takes.
+        let res = app
+            .get("/overview?from=1796104800000", Auth::Bearer(&token))
+            .await;
+        assert_eq!(res.status(), 400, "{backend:?}");
+        let html = res.text().await.expect("page");
+        assert!(html.contains("unknown parameter `from`"), "{html}");
+        assert!(html.contains("takes `range`"), "{html}");
         for ok in [
+            "/overview?range=7d&dlq_topic=orders.DLT",
             "/overview?range=7d",
             "/overview?range=6h",
             "/overview?range=",
