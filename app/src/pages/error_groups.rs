@@ -80,8 +80,8 @@ fn bounded_note(n: i64) -> String {
         // 20,000: `redrive_core::store::EDGE_SCAN_ROWS`.
         "Counted among the newest {grouped} matching dead letters only: this filter (free \
          text, labels, came back, a replay job, or a time range cut inside an hour with \
-         more than 20,000 matches on both sides of the cut) is not kept in the maintained counts, and more dead \
-         letters match it. Counts are at least these; groups whose dead letters are all \
-         older are not shown."
+         more than 20,000 matches on both sides of the cut) is not kept in the maintained \
+         counts, and more dead letters match it. Counts are at least these; groups whose \
+         dead letters are all older are not shown."
     )
 }

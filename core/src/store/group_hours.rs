@@ -366,31 +366,25 @@ macro_rules! range_counts {
     ($tx:expr, $DB:ty, $rest:expr, $s:expr, $edge_rows:expr) => {{
         let (rest, s, edge_rows): (&Filter, &Split, i64) = ($rest, $s, $edge_rows);
         let mut counts = Counts::new();
-        for end in &s.ends {
-            let mut counted = false;
+        'ends: for end in &s.ends {
             for side in Side::of(*end) {
                 match side {
                     Side::Rows(piece) => {
                         if let Some(rows) = rows_within!($tx, $DB, rest, [piece], edge_rows) {
                             add(&mut counts, rows);
-                            counted = true;
+                            continue 'ends;
                         }
                     }
                     Side::HourLess { hour, rest: pieces } => {
                         if let Some(rows) = rows_within!($tx, $DB, rest, pieces, edge_rows) {
                             add(&mut counts, hours_within!($tx, $DB, rest, &one_hour(hour)));
                             subtract(&mut counts, rows);
-                            counted = true;
+                            continue 'ends;
                         }
                     }
                 }
-                if counted {
-                    break;
-                }
             }
-            if !counted {
-                return Ok(None);
-            }
+            return Ok(None);
         }
         if s.hours_to.is_none_or(|to| to > s.hours_from) {
             add(&mut counts, hours_within!($tx, $DB, rest, s));
