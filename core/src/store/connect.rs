@@ -106,6 +106,7 @@ impl Store {
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
                 ingest_tiers: Arc::default(),
+                stats_by_trigger: false,
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // JIT off for redrive's sessions: its statements do bounded work, and a cost
@@ -127,6 +128,7 @@ impl Store {
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
                 ingest_tiers: Arc::default(),
+                stats_by_trigger: false,
             })
         } else {
             Err(bad_url())
@@ -184,6 +186,7 @@ impl Store {
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
                     ingest_tiers: self.ingest_tiers.clone(),
+                    stats_by_trigger: self.stats_by_trigger,
                 })
             }
             Pool::Postgres(p) => {
@@ -201,6 +204,7 @@ impl Store {
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
                     ingest_tiers: self.ingest_tiers.clone(),
+                    stats_by_trigger: self.stats_by_trigger,
                 })
             }
         }
