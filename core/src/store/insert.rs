@@ -430,7 +430,11 @@ macro_rules! write_rows {
             let ids = $crate::store::actions::ids_json(&ids);
             $crate::store::stats::grouped::run_grouped!(
                 $tx,
-                $crate::store::stats::grouped::count_inserted::<$DB>(&ids)
+                $DB,
+                &ids,
+                "NULL",
+                "status",
+                count_inserted
             );
         }
         let backlog = $crate::store::insert::backlog_rows_of(rows, &new_rows);

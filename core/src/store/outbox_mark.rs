@@ -309,11 +309,11 @@ impl Store {
                     if grouped {
                         super::stats::grouped::run_grouped!(
                             tx,
-                            super::stats::grouped::move_status::<DB>(
-                                &ids_json(&dl_ids),
-                                "status",
-                                "'replayed'"
-                            )
+                            DB,
+                            &ids_json(&dl_ids),
+                            "status",
+                            "'replayed'",
+                            move_status
                         );
                     }
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(

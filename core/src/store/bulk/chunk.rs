@@ -197,11 +197,11 @@ impl Store {
                             // `status_before` holds each row's status before this update.
                             crate::store::stats::grouped::run_grouped!(
                                 tx,
-                                crate::store::stats::grouped::move_status::<DB>(
-                                    &ids_json(&queued),
-                                    "status_before",
-                                    "status"
-                                )
+                                DB,
+                                &ids_json(&queued),
+                                "status_before",
+                                "status",
+                                move_status
                             );
                         }
                         let skipped = (dry.total - queued.len() as i64).max(0);
