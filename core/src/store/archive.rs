@@ -192,7 +192,7 @@ impl Store {
         on_pool!(self, |pool, DB| {
             let mut tx = self.begin_write(pool).await?;
             // Their searched text too (migration 0028), in this transaction.
-            let inserted = write_rows!(tx, DB, &rows, self.stats_per_statement::<DB>());
+            let inserted = write_rows!(tx, DB, &rows);
             for ins in &inserted {
                 let key = (ins.dlq_topic.as_str(), ins.dlq_partition, ins.dlq_offset);
                 let Some(r) = by_coords.get(&key) else {

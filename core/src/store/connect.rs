@@ -106,7 +106,6 @@ impl Store {
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
                 ingest_tiers: Arc::default(),
-                stats_by_trigger: false,
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // JIT off for redrive's sessions: its statements do bounded work, and a cost
@@ -128,7 +127,6 @@ impl Store {
                 scan_share: Arc::default(),
                 facet_cache: Arc::default(),
                 ingest_tiers: Arc::default(),
-                stats_by_trigger: false,
             })
         } else {
             Err(bad_url())
@@ -186,7 +184,6 @@ impl Store {
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
                     ingest_tiers: self.ingest_tiers.clone(),
-                    stats_by_trigger: self.stats_by_trigger,
                 })
             }
             Pool::Postgres(p) => {
@@ -204,7 +201,6 @@ impl Store {
                     scan_share: self.scan_share.clone(),
                     facet_cache: self.facet_cache.clone(),
                     ingest_tiers: self.ingest_tiers.clone(),
-                    stats_by_trigger: self.stats_by_trigger,
                 })
             }
         }

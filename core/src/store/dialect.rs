@@ -95,11 +95,6 @@ pub(crate) trait Dialect: Database {
     /// statement can then make the planner probe an index once per row of a small list
     /// where its row estimates would pick a scan (`order.rs`, `hold_later`).
     const LATERAL: bool;
-    /// Whether the aggregates' triggers run once per row (SQLite; PostgreSQL's run once per
-    /// statement over its transition tables): redrive's own bulk writes then keep the
-    /// aggregates themselves, one grouped statement per aggregate (`stats/grouped.rs`,
-    /// migration 0037).
-    const ROW_TRIGGERS: bool;
 
     /// Appends a placeholder for `v` and binds it.
     fn bind<'a>(qb: &mut QueryBuilder<'a, Self>, v: Val<'a>);
@@ -142,7 +137,6 @@ pub(crate) trait Dialect: Database {
 
 impl Dialect for Sqlite {
     const ONE_WRITER: bool = true;
-    const ROW_TRIGGERS: bool = true;
     const INDEXED_BY: bool = true;
     const LATERAL: bool = false;
     const NAME: &'static str = "sqlite";
@@ -208,7 +202,6 @@ impl Dialect for Sqlite {
 
 impl Dialect for Postgres {
     const ONE_WRITER: bool = false;
-    const ROW_TRIGGERS: bool = false;
     const INDEXED_BY: bool = false;
     const LATERAL: bool = true;
     const NAME: &'static str = "postgres";

@@ -397,20 +397,14 @@ pub(crate) fn insert_values<'a, DB: Dialect>(chunk: &'a [Row<'a>]) -> QueryBuild
 
 /// Writes `$rows` (`&[Row]`) in transaction `$tx` of database `$DB`: the `dead_letters` rows
 /// ([`insert_chunks`], [`insert_values`], `RETURNING` the new ones), then the new ones'
-/// `search_backlog` rows (migration 0028; the search indexer indexes their text later). Full-size statements are kept prepared ([`is_prepared_size`]). With `$grouped`
-/// (`Store::stats_per_statement`) the aggregates' triggers are switched off for the inserts
-/// and the aggregates counted for the whole batch at once (`stats/grouped.rs`). Evaluates to
+/// `search_backlog` rows (migration 0028; the search indexer indexes their text later). Full-size statements are kept prepared ([`is_prepared_size`]). Evaluates to
 /// the `Vec<Inserted>` of the new dead letters (a DLQ offset already stored is skipped); a
 /// database error returns `Err(StoreError)` from the enclosing function. A macro because the
 /// two databases' transactions are different types (used inside `on_pool!`).
 macro_rules! write_rows {
-    ($tx:expr, $DB:ty, $rows:expr, $grouped:expr) => {{
+    ($tx:expr, $DB:ty, $rows:expr) => {{
         let rows = $rows;
-        let grouped: bool = $grouped;
         let mut new_rows: Vec<$crate::store::insert::Inserted> = Vec::new();
-        if grouped {
-            $crate::store::stats::grouped::switch!($tx, true);
-        }
         for chunk in $crate::store::insert::insert_chunks::<$DB>(rows) {
             let mut qb = $crate::store::insert::insert_values::<$DB>(chunk);
             qb.push(" RETURNING id, dlq_topic, dlq_partition, dlq_offset");
@@ -421,21 +415,6 @@ macro_rules! write_rows {
                 .await
                 .map_err(store_error)?;
             new_rows.append(&mut got);
-        }
-        if grouped {
-            $crate::store::stats::grouped::switch!($tx, false);
-        }
-        if grouped && !new_rows.is_empty() {
-            let ids: Vec<i64> = new_rows.iter().map(|r| r.id).collect();
-            let ids = $crate::store::actions::ids_json(&ids);
-            $crate::store::stats::grouped::run_grouped!(
-                $tx,
-                $DB,
-                &ids,
-                "NULL",
-                "status",
-                count_inserted
-            );
         }
         let backlog = $crate::store::insert::backlog_rows_of(rows, &new_rows);
         for (n, mut qb) in $crate::store::search_sql::backlog_rows::<$DB>(&backlog) {
@@ -527,7 +506,7 @@ impl Store {
                     Some(d)
                 })
                 .collect();
-            let new_rows = write_rows!(tx, DB, rows, self.stats_per_statement::<DB>());
+            let new_rows = write_rows!(tx, DB, rows);
             let inserted = new_rows.len() as u64;
             let sorted = decisions_of(rows, decisions, &new_rows);
             if !sorted.is_empty() {

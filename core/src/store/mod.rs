@@ -362,9 +362,6 @@ pub struct Store {
     /// The rule set ingest sorts new dead letters with, and what it and the sorter sorted
     /// (`ingest_tiers.rs`); shared like `common_terms`.
     ingest_tiers: Arc<ingest_tiers::IngestTiers>,
-    /// SQLite: leave every aggregate to the per-row triggers, as before migration 0037
-    /// (tests compare the two ways; [`Store::with_aggregates_by_trigger`]). `false` in use.
-    stats_by_trigger: bool,
 }
 
 impl Store {

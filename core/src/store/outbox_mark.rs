@@ -303,19 +303,6 @@ impl Store {
                 if !marked.is_empty() {
                     let outbox_ids: Vec<i64> = marked.iter().map(|m| m.id).collect();
                     let dl_ids: Vec<i64> = marked.iter().map(|m| m.dead_letter_id).collect();
-                    // SQLite: the aggregates moved for the whole batch at once, before the
-                    // update, while `status` is still each row's old one.
-                    let grouped = self.stats_per_statement::<DB>();
-                    if grouped {
-                        super::stats::grouped::run_grouped!(
-                            tx,
-                            DB,
-                            &ids_json(&dl_ids),
-                            "status",
-                            "'replayed'",
-                            move_status
-                        );
-                    }
                     let mut qb: QueryBuilder<'_, DB> = QueryBuilder::new(
                         "UPDATE dead_letters SET status = 'replayed', status_before = NULL, \
                          replay_count = replay_count + 1",
@@ -323,13 +310,7 @@ impl Store {
                     super::actions::push_status_changed_at(&mut qb, "'replayed'", now);
                     qb.push(" WHERE id IN ");
                     DB::push_json_ids(&mut qb, ids_json(&dl_ids));
-                    if grouped {
-                        super::stats::grouped::switch!(tx, true);
-                    }
                     qb.build().execute(&mut *tx).await.map_err(store_error)?;
-                    if grouped {
-                        super::stats::grouped::switch!(tx, false);
-                    }
                     // Replay outcome: a record that already came back ends `re_failed`.
                     let came_back: Vec<i64> =
                         super::outcome::came_back_before_mark::<DB>(ids_json(&outbox_ids))

@@ -174,36 +174,17 @@ impl Store {
                              status = 'replay_pending'",
                         );
                         push_status_changed_at(&mut qb, "'replay_pending'", now);
-                        // SQLite: the aggregates moved for the whole chunk at once, below.
-                        let grouped = self.stats_per_statement::<DB>();
                         crate::store::actions::push_selection(&mut qb, &selection);
                         push_replayable(&mut qb, target);
                         push_ids(&mut qb, ids);
                         qb.push(" RETURNING id");
-                        if grouped {
-                            crate::store::stats::grouped::switch!(tx, true);
-                        }
                         let mut queued: Vec<i64> = qb
                             .build_query_scalar()
                             .persistent(false)
                             .fetch_all(&mut *tx)
                             .await
                             .map_err(store_error)?;
-                        if grouped {
-                            crate::store::stats::grouped::switch!(tx, false);
-                        }
                         queued.sort_unstable();
-                        if grouped && !queued.is_empty() {
-                            // `status_before` holds each row's status before this update.
-                            crate::store::stats::grouped::run_grouped!(
-                                tx,
-                                DB,
-                                &ids_json(&queued),
-                                "status_before",
-                                "status",
-                                move_status
-                            );
-                        }
                         let skipped = (dry.total - queued.len() as i64).max(0);
                         next.skipped += skipped;
                         next.skipped_without_target += dry.without_target.min(skipped);

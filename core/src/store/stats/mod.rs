@@ -14,7 +14,6 @@
 //! and not deleted — what "new in the last hour / 24 h" count, so that they equal the list
 //! `/?from=<window start>` their links open.
 
-pub(crate) mod grouped;
 mod snapshot;
 
 use std::collections::{BTreeMap, HashMap};
