@@ -124,9 +124,10 @@ pub fn RateChart(
 
 /// A small bar sparkline of `counts` (one per bucket of `bucket_ms` from `start_ms`, oldest
 /// first), each bar with a `<title>`. A bucket with nothing has no bar (it would be 0 high)
-/// and no markup: a quiet group's sparkline is an empty box, not 24 invisible bars.
+/// and no markup: a quiet group's sparkline is an empty box, not 24 invisible bars. `span`
+/// says what the whole covers, after the total ("in the last 24 h").
 #[component]
-pub fn Sparkline(start_ms: i64, bucket_ms: i64, counts: Vec<i64>) -> impl IntoView {
+pub fn Sparkline(start_ms: i64, bucket_ms: i64, counts: Vec<i64>, span: String) -> impl IntoView {
     let max = counts.iter().copied().max().unwrap_or(0).max(1);
     let n = counts.len().max(1) as f64;
     let (w, h) = (96.0_f64, 20.0_f64);
@@ -147,7 +148,7 @@ pub fn Sparkline(start_ms: i64, bucket_ms: i64, counts: Vec<i64>) -> impl IntoVi
                     width=format!("{:.2}", (bar_w - 0.5).max(0.5))
                     height=format!("{bh:.2}")
                 >
-                    <title>{format!("{} UTC: {c}", format_time(t))}</title>
+                    <title>{bar_title(t, bucket_ms, c)}</title>
                 </rect>
             }
         })
@@ -159,10 +160,28 @@ pub fn Sparkline(start_ms: i64, bucket_ms: i64, counts: Vec<i64>) -> impl IntoVi
             height="20"
             viewBox="0 0 96 20"
             role="img"
-            aria-label=format!("{total} in the last 24 h, per hour")
+            aria-label=format!("{total} {span}, per {}", per_bucket(bucket_ms))
         >
-            <title>{format!("{total} in the last 24 h")}</title>
+            <title>{format!("{total} {span}")}</title>
             {bars}
         </svg>
+    }
+}
+
+/// A bar's tooltip: its bucket's start and count ("2026-12-07 13:00:00 UTC: 3", and "in 4 h"
+/// for a bucket of several hours).
+fn bar_title(start_ms: i64, bucket_ms: i64, count: i64) -> String {
+    let mut t = format!("{} UTC: {count}", format_time(start_ms));
+    if bucket_ms > 3_600_000 {
+        t.push_str(&format!(" in {}", per_bucket(bucket_ms)));
+    }
+    t
+}
+
+/// "hour", or "N h" for a bucket of several hours.
+fn per_bucket(bucket_ms: i64) -> String {
+    match bucket_ms / 3_600_000 {
+        0 | 1 => "hour".into(),
+        h => format!("{h} h"),
     }
 }

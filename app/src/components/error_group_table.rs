@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use redrive_core::ErrorGroup;
 
 use super::LabelChips;
-use crate::api::HourlyTrend;
+use crate::api::{HourlyTrend, TrendWindow};
 use crate::components::Sparkline;
 use crate::display::{format_time, shorten};
 use crate::query;
@@ -11,12 +11,14 @@ use crate::query;
 const MESSAGE_CHARS: usize = 160;
 
 /// Error groups, largest first; each links to the list narrowed to its fingerprint (keeping
-/// the rest of the current filter, given as `filter`). `trends` (hourly arrivals over 24 h)
-/// and `new` (first seen in the last 24 h) are in the same order as `groups`.
+/// the rest of the current filter, given as `filter`). `trends` (arrivals per bucket over
+/// `window`: the filter's time range, else the last 24 h) and `new` (first seen in the last
+/// 24 h) are in the same order as `groups`.
 #[component]
 pub fn ErrorGroupTable(
     groups: Vec<ErrorGroup>,
     #[prop(optional)] trends: Vec<HourlyTrend>,
+    #[prop(optional)] window: TrendWindow,
     #[prop(optional)] new: Vec<bool>,
     filter: Vec<(String, String)>,
 ) -> impl IntoView {
@@ -24,6 +26,27 @@ pub fn ErrorGroupTable(
         return view! { <p class="empty-state">"No error groups match this filter."</p> }
             .into_any();
     }
+    let span = if window.ranged {
+        format!(
+            "from {} to {} UTC",
+            format_time(window.start_ms),
+            format_time(window.end_ms)
+        )
+    } else {
+        "in the last 24 h".to_string()
+    };
+    let (heading, heading_title) = if window.ranged {
+        let mut t = format!("Arrivals of each error group {span}");
+        if window.cut {
+            t.push_str(" (hourly counts are kept 8 days: the range's older part is not drawn)");
+        }
+        ("In the range", t)
+    } else {
+        (
+            "Last 24 h",
+            "Arrivals of each error group per hour in the last 24 h".to_string(),
+        )
+    };
     let rows = groups
         .into_iter()
         .enumerate()
@@ -62,7 +85,12 @@ pub fn ErrorGroupTable(
                         <a class="small" href=triage_href>"labels and note"</a>
                     </td>
                     <td>
-                        <Sparkline start_ms=trend.start_ms bucket_ms=3_600_000 counts=trend.counts />
+                        <Sparkline
+                            start_ms=trend.start_ms
+                            bucket_ms=window.bucket_ms
+                            counts=trend.counts
+                            span=span.clone()
+                        />
                     </td>
                     <td class="mono nowrap">{format_time(g.first_seen_ms)}</td>
                     <td class="mono nowrap">{format_time(g.last_seen_ms)}</td>
@@ -80,7 +108,7 @@ pub fn ErrorGroupTable(
                     <th class="num">"Count"</th>
                     <th>"Error"</th>
                     <th>"Labels and note"</th>
-                    <th>"Last 24 h"</th>
+                    <th title=heading_title>{heading}</th>
                     <th>"First seen (UTC)"</th>
                     <th>"Last seen (UTC)"</th>
                     <th>"Fingerprint"</th>

@@ -40,6 +40,7 @@ pub fn ErrorGroupsPage() -> impl IntoView {
                                 <ErrorGroupTable
                                     groups=view.groups
                                     trends=view.trends
+                                    window=view.trend_window
                                     new=view.new
                                     filter=pairs.clone()
                                 />

@@ -347,4 +347,34 @@ async fn a_groups_sparkline_has_bars_for_the_busy_hours_only() {
     assert!(svg.contains(" UTC: 3</title>"), "{svg}");
     assert!(svg.contains(" UTC: 1</title>"), "{svg}");
     assert!(!svg.contains(" UTC: 0</title>"), "{svg}");
+    assert!(
+        html.contains(">Last 24 h</th>"),
+        "the column names its window"
+    );
+
+    // Under a time range the sparkline covers the range, not the last 24 h: from 4 hours
+    // ago to now it holds the three of two hours ago and not the one of five hours ago.
+    let (status, html) = site.get(&format!("/groups?from={}", now - 4 * HOUR)).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let start = html.find("<svg").expect("a sparkline");
+    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    assert_eq!(svg.matches("<rect").count(), 1, "{svg}");
+    assert!(svg.contains("<title>3 from "), "{svg}");
+    assert!(svg.contains(", per hour\""), "{svg}");
+    assert!(html.contains(">In the range</th>"), "{html}");
+    // Eight days (as far back as hourly counts are kept) in buckets of 4 hours, 48 bars at
+    // most; a range older than that is cut, and the column's title says so.
+    let (status, html) = site
+        .get(&format!("/groups?from={}&to={}", now - 30 * 24 * HOUR, now))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let start = html.find("<svg").expect("a sparkline");
+    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    assert!(svg.contains("<title>4 from "), "{svg}");
+    assert!(svg.contains(", per 4 h\""), "{svg}");
+    assert!(
+        html.contains("the range&#x27;s older part is not drawn")
+            || html.contains("the range's older part is not drawn"),
+        "{html}"
+    );
 }
