@@ -155,7 +155,7 @@ pub enum FilterError {
         "`status` must be one of new, replay_pending, replayed, replay_failed, re_failed, deleted (got `{0}`)"
     )]
     BadStatus(String),
-    #[error("`{name}` is not a time (use RFC 3339 like 2026-12-01T06:00:00Z, a date, or epoch ms): `{value}`")]
+    #[error("`{name}` is not a time (use RFC 3339 like 2026-12-01T06:00:00Z, a date, or epoch ms): `{value}`{}", plus_hint(value))]
     BadTime { name: String, value: String },
     #[error("`limit` must be a whole number from 1 to {MAX_LIMIT} (got `{0}`)")]
     BadLimit(String),
@@ -196,6 +196,20 @@ impl Cursor {
             dead_lettered_at_ms: ms.parse().map_err(|_| FilterError::BadCursor)?,
             id: id.parse().map_err(|_| FilterError::BadCursor)?,
         })
+    }
+}
+
+/// For a time whose UTC offset's `+` arrived as a space (a `+` in a query string is a
+/// space, `%2B` is a `+`): how to write it.
+fn plus_hint(value: &str) -> &'static str {
+    let offset_as_space = value
+        .trim()
+        .rsplit_once(' ')
+        .is_some_and(|(_, tail)| tail.len() == 5 && tail.as_bytes()[2] == b':');
+    if offset_as_space {
+        "; in a URL, write the offset's `+` as `%2B` (or use `Z` for UTC)"
+    } else {
+        ""
     }
 }
 
@@ -549,6 +563,11 @@ mod tests {
             ListQuery::from_pairs([("from", "yesterday")]),
             Err(FilterError::BadTime { .. })
         ));
+        // A `+` of an offset, sent unencoded, arrives as a space: the message says so.
+        let e = ListQuery::from_pairs([("from", "2026-12-07T18:13:00 00:00")]).unwrap_err();
+        assert!(e.to_string().contains("`%2B`"), "{e}");
+        let e = ListQuery::from_pairs([("from", "garbage")]).unwrap_err();
+        assert!(!e.to_string().contains("`%2B`"), "{e}");
         assert!(matches!(
             ListQuery::from_pairs([("cursor", "!!")]),
             Err(FilterError::BadCursor)
