@@ -75,7 +75,7 @@ pub fn ErrorGroupTable(
                 <tr>
                     <td class="num mono count">{g.count}</td>
                     <td class="error-cell">
-                        {is_new.then(|| view! { <span class="badge new" title="first seen in the last 24 h">"new"</span> " " })}
+                        {is_new.then(|| view! { <span class="badge new" title="error group first seen in the last 24 h">"new group"</span> " " })}
                         <a class="mono error-class" href=href.clone()>{class}</a>
                         <div class="message" title=example_full>{example}</div>
                     </td>

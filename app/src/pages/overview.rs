@@ -188,7 +188,7 @@ fn OverviewBody(o: Overview) -> impl IntoView {
             let h = href("/", [("fingerprint", g.fingerprint.as_str())]);
             view! {
                 <li>
-                    <span class="badge new">"new"</span>
+                    <span class="badge new" title="error group first seen in the last 24 h">"new group"</span>
                     " "
                     <a href=h class="mono">
                         {g.error_class.clone().unwrap_or_else(|| "(no error class)".into())}
