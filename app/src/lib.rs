@@ -29,6 +29,7 @@ pub mod quarantine_api;
 pub mod query;
 #[cfg(feature = "ssr")]
 pub mod refusal;
+pub mod trend_window;
 pub mod users_api;
 pub mod wire;
 

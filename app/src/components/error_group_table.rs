@@ -38,7 +38,10 @@ pub fn ErrorGroupTable(
     let (heading, heading_title) = if window.ranged {
         let mut t = format!("Arrivals of each error group {span}");
         if window.cut {
-            t.push_str(" (hourly counts are kept 8 days: the range's older part is not drawn)");
+            t.push_str(&format!(
+                " (hourly counts are kept {} days: the range's older part is not drawn)",
+                window.kept_ms / (24 * 3_600_000)
+            ));
         }
         ("In the range", t)
     } else {

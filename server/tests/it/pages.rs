@@ -300,6 +300,12 @@ async fn routers_built_while_pages_render_never_stall_a_render() {
     }
 }
 
+/// The first `<svg ...>...` of `html` (up to its `</svg>`).
+fn first_svg(html: &str) -> &str {
+    let start = html.find("<svg").expect("a sparkline");
+    &html[start..start + html[start..].find("</svg>").expect("closed")]
+}
+
 /// The groups page's sparkline draws a bar for each hour with arrivals and nothing for the
 /// quiet hours (no invisible zero-high bars: their markup was most of the page's 228 KB with
 /// 50 groups), with the 24 hours' total as its title.
@@ -340,8 +346,7 @@ async fn a_groups_sparkline_has_bars_for_the_busy_hours_only() {
     let site = InProcessSite::start(&records).await;
     let (status, html) = site.get("/groups").await;
     assert_eq!(status, StatusCode::OK, "{html}");
-    let start = html.find("<svg").expect("a sparkline");
-    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    let svg = first_svg(&html);
     assert_eq!(svg.matches("<rect").count(), 2, "{svg}");
     assert!(svg.contains("<title>4 in the last 24 h</title>"), "{svg}");
     assert!(svg.contains(" UTC: 3</title>"), "{svg}");
@@ -356,8 +361,7 @@ async fn a_groups_sparkline_has_bars_for_the_busy_hours_only() {
     // ago to now it holds the three of two hours ago and not the one of five hours ago.
     let (status, html) = site.get(&format!("/groups?from={}", now - 4 * HOUR)).await;
     assert_eq!(status, StatusCode::OK, "{html}");
-    let start = html.find("<svg").expect("a sparkline");
-    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    let svg = first_svg(&html);
     assert_eq!(svg.matches("<rect").count(), 1, "{svg}");
     assert!(svg.contains("<title>3 from "), "{svg}");
     assert!(svg.contains(", per hour\""), "{svg}");
@@ -368,8 +372,7 @@ async fn a_groups_sparkline_has_bars_for_the_busy_hours_only() {
         .get(&format!("/groups?from={}&to={}", now - 30 * 24 * HOUR, now))
         .await;
     assert_eq!(status, StatusCode::OK, "{html}");
-    let start = html.find("<svg").expect("a sparkline");
-    let svg = &html[start..start + html[start..].find("</svg>").expect("closed")];
+    let svg = first_svg(&html);
     assert!(svg.contains("<title>4 from "), "{svg}");
     assert!(svg.contains(", per 4 h\""), "{svg}");
     assert!(

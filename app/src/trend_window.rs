@@ -1,0 +1,128 @@
+//! The window of the groups page's sparklines (`/groups`): the filter's time range, cut to
+//! now and to the hourly counts kept, else the last 24 h, in buckets of whole hours.
+
+use serde::{Deserialize, Serialize};
+
+const HOUR_MS: i64 = 3_600_000;
+/// Most bars in a sparkline: a longer window is drawn in buckets of several hours.
+pub const TREND_MAX_BUCKETS: i64 = 48;
+
+/// The window of the groups page's sparklines: `[start_ms, end_ms)` (epoch ms), in buckets of
+/// `bucket_ms` (a whole number of hours) from the hour `start_ms` falls in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrendWindow {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub bucket_ms: i64,
+    /// The filter's time range (`from` / `to`); `false`: the last 24 h.
+    pub ranged: bool,
+    /// The range began before the hours the aggregate keeps: the window starts there.
+    pub cut: bool,
+    /// How long hourly counts are kept (`redrive_core::store::GROUP_HOURS_KEPT_MS`), ms.
+    pub kept_ms: i64,
+}
+
+impl Default for TrendWindow {
+    fn default() -> Self {
+        TrendWindow {
+            start_ms: 0,
+            end_ms: 24 * HOUR_MS,
+            bucket_ms: HOUR_MS,
+            ranged: false,
+            cut: false,
+            kept_ms: 0,
+        }
+    }
+}
+
+impl TrendWindow {
+    /// The window for a filter's `from` (inclusive) and `to` (exclusive) at `now_ms`: the
+    /// range cut to now and to the `kept_ms` before it (a range with only one end runs 24 h
+    /// from it, or to it), else the 24 h before `now_ms`. Buckets of one hour, or of as many
+    /// hours as keep the bars at [`TREND_MAX_BUCKETS`] or fewer. A range wholly outside the
+    /// kept hours gives an empty window (`start_ms == end_ms`).
+    pub fn of(from_ms: Option<i64>, to_ms: Option<i64>, now_ms: i64, kept_ms: i64) -> Self {
+        let day = 24 * HOUR_MS;
+        let (start, end, ranged) = match (from_ms, to_ms) {
+            (None, None) => (now_ms - day + HOUR_MS, now_ms, false),
+            (Some(f), None) => (f, (f + day).min(now_ms), true),
+            (None, Some(t)) => (t.min(now_ms) - day, t.min(now_ms), true),
+            (Some(f), Some(t)) => (f, t.min(now_ms), true),
+        };
+        let oldest = now_ms - kept_ms + HOUR_MS;
+        let cut = ranged && start < oldest;
+        let start = start.max(oldest);
+        let end = end.max(start);
+        let hours = (end - start.div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS - 1) / HOUR_MS;
+        let per = ((hours + TREND_MAX_BUCKETS - 1) / TREND_MAX_BUCKETS).max(1);
+        TrendWindow {
+            start_ms: start,
+            end_ms: end,
+            bucket_ms: per * HOUR_MS,
+            ranged,
+            cut,
+            kept_ms,
+        }
+    }
+
+    /// Hours per bucket.
+    pub fn hours_per_bucket(&self) -> usize {
+        (self.bucket_ms / HOUR_MS).max(1) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TrendWindow, HOUR_MS};
+
+    const NOW: i64 = 1_796_104_800_000 + 20 * 60_000; // 20 minutes past an hour
+    const KEPT: i64 = 8 * 24 * HOUR_MS;
+
+    #[test]
+    fn without_a_range_the_last_24_hours_by_the_hour() {
+        let w = TrendWindow::of(None, None, NOW, KEPT);
+        assert_eq!(
+            (w.start_ms, w.end_ms, w.bucket_ms),
+            (NOW - 23 * HOUR_MS, NOW, HOUR_MS)
+        );
+        assert!(!w.ranged && !w.cut);
+    }
+
+    #[test]
+    fn a_range_is_drawn_by_the_hour_up_to_48_bars_then_in_longer_buckets() {
+        let w = TrendWindow::of(Some(NOW - 6 * HOUR_MS), None, NOW, KEPT);
+        assert_eq!(
+            (w.start_ms, w.end_ms, w.bucket_ms),
+            (NOW - 6 * HOUR_MS, NOW, HOUR_MS)
+        );
+        assert!(w.ranged && !w.cut);
+        // From a whole hour 47 h 20 min ago: 48 hours begun, one bar each; from 48 h ago
+        // (20 minutes past an hour), 49 hours begun: bars of 2 h.
+        let two_days =
+            TrendWindow::of(Some(NOW - 47 * HOUR_MS - 20 * 60_000), Some(NOW), NOW, KEPT);
+        assert_eq!(two_days.bucket_ms, HOUR_MS);
+        let longer = TrendWindow::of(Some(NOW - 48 * HOUR_MS), Some(NOW), NOW, KEPT);
+        assert_eq!(longer.bucket_ms, 2 * HOUR_MS);
+        // Only an end: the 24 h before it; an end in the future stops at now.
+        let w = TrendWindow::of(None, Some(NOW - HOUR_MS), NOW, KEPT);
+        assert_eq!((w.start_ms, w.end_ms), (NOW - 25 * HOUR_MS, NOW - HOUR_MS));
+        let w = TrendWindow::of(Some(NOW - HOUR_MS), Some(NOW + 9 * HOUR_MS), NOW, KEPT);
+        assert_eq!(w.end_ms, NOW);
+    }
+
+    #[test]
+    fn a_range_older_than_the_kept_hours_is_cut_or_empty() {
+        let w = TrendWindow::of(Some(NOW - 30 * 24 * HOUR_MS), Some(NOW), NOW, KEPT);
+        assert!(w.cut);
+        assert_eq!(w.start_ms, NOW - KEPT + HOUR_MS);
+        assert_eq!(w.bucket_ms, 4 * HOUR_MS, "8 days in 48 bars at most");
+        let gone = TrendWindow::of(
+            Some(NOW - 30 * 24 * HOUR_MS),
+            Some(NOW - 20 * 24 * HOUR_MS),
+            NOW,
+            KEPT,
+        );
+        assert!(gone.cut);
+        assert_eq!(gone.start_ms, gone.end_ms, "nothing kept to draw");
+    }
+}
