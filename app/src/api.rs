@@ -14,7 +14,7 @@ use leptos::prelude::*;
 use redrive_core::{DeadLetterSummary, ErrorGroup, Normalized, Page};
 use serde::{Deserialize, Serialize};
 
-pub use crate::trend_window::TrendWindow;
+pub use crate::trend_window::{HourlyTrend, TrendWindow};
 
 use crate::display::{HeaderRows, Payload, Shown};
 
@@ -163,29 +163,6 @@ pub struct GroupsView {
     pub counted_among_newest: Option<i64>,
 }
 
-/// Dead letters per bucket: `counts[i]` arrived in the bucket starting at `start_ms + i`
-/// buckets of [`TrendWindow::bucket_ms`] (epoch ms, UTC), oldest first. One start and bare
-/// counts, not a time per bucket: the page's hydration data carries it once per group.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HourlyTrend {
-    pub start_ms: i64,
-    pub counts: Vec<i64>,
-}
-
-impl HourlyTrend {
-    /// From `(hour start ms, count)` pairs of consecutive hours, oldest first, summed
-    /// `hours_per_bucket` at a time (the last bucket may hold fewer hours).
-    pub fn from_series(series: &[(i64, i64)], hours_per_bucket: usize) -> Self {
-        HourlyTrend {
-            start_ms: series.first().map_or(0, |(t, _)| *t),
-            counts: series
-                .chunks(hours_per_bucket.max(1))
-                .map(|c| c.iter().map(|(_, n)| *n).sum())
-                .collect(),
-        }
-    }
-}
-
 /// Error groups of the dead letters matching the raw query string `query` (its `limit`
 /// bounds the number of groups; a `cursor` is accepted and has no effect), with their trends.
 #[server(input = leptos::server_fn::codec::GetUrl)]
@@ -207,38 +184,20 @@ pub async fn list_error_groups(query: String) -> Result<Listing<GroupsView>, Ser
         redrive_core::store::GroupsCounted::AmongNewest(n) => Some(n),
     };
     let groups = listing.groups;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    let day_ago = now - 24 * 3_600_000;
-    let window = TrendWindow::of(
+    let fingerprints: Vec<String> = groups.iter().map(|g| g.fingerprint.clone()).collect();
+    let trends = crate::trend_window::GroupTrends::read(
+        &store,
+        &fingerprints,
         q.filter.from_ms,
         q.filter.to_ms,
-        now,
-        redrive_core::store::GROUP_HOURS_KEPT_MS,
-    );
-    let fingerprints: Vec<String> = groups.iter().map(|g| g.fingerprint.clone()).collect();
-    let (mut trends, stats) = store
-        .error_group_trends_and_stats(&fingerprints, window.start_ms, window.end_ms)
-        .await
-        .map_err(|e| seam::store_failed("read the error group trends", e))?;
-    let first_seen: std::collections::HashMap<String, i64> = stats
-        .into_iter()
-        .map(|g| (g.fingerprint, g.first_seen_ms))
-        .collect();
+        redrive_core::clock::now_ms(),
+    )
+    .await
+    .map_err(|e| seam::store_failed("read the error group trends", e))?;
     Ok(Listing::Found(GroupsView {
-        trends: fingerprints
-            .iter()
-            .map(|f| {
-                let series = trends.remove(f).unwrap_or_default();
-                HourlyTrend::from_series(&series, window.hours_per_bucket())
-            })
-            .collect(),
-        trend_window: window,
-        new: fingerprints
-            .iter()
-            .map(|f| first_seen.get(f).is_some_and(|t| *t >= day_ago))
-            .collect(),
+        trends: trends.trends,
+        trend_window: trends.window,
+        new: trends.new,
         groups: groups
             .iter()
             .map(crate::display::record::group_row)

@@ -71,6 +71,87 @@ impl TrendWindow {
     }
 }
 
+/// Dead letters per bucket: `counts[i]` arrived in the bucket starting at `start_ms + i`
+/// buckets of [`TrendWindow::bucket_ms`] (epoch ms, UTC), oldest first. One start and bare
+/// counts, not a time per bucket: the page's hydration data carries it once per group.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HourlyTrend {
+    pub start_ms: i64,
+    pub counts: Vec<i64>,
+}
+
+impl HourlyTrend {
+    /// From `(hour start ms, count)` pairs of consecutive hours, oldest first, summed
+    /// `hours_per_bucket` at a time (the last bucket may hold fewer hours).
+    pub fn from_series(series: &[(i64, i64)], hours_per_bucket: usize) -> Self {
+        HourlyTrend {
+            start_ms: series.first().map_or(0, |(t, _)| *t),
+            counts: series
+                .chunks(hours_per_bucket.max(1))
+                .map(|c| c.iter().map(|(_, n)| *n).sum())
+                .collect(),
+        }
+    }
+}
+
+/// Error groups' sparklines and "new group" flags, as the groups page and
+/// `GET /api/v1/error-groups` show them, from the maintained aggregates (`docs/stats.md`).
+#[cfg(feature = "ssr")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupTrends {
+    /// What the trends cover.
+    pub window: TrendWindow,
+    /// One per fingerprint asked for, same order: its arrivals (under every filter) per
+    /// bucket of the window.
+    pub trends: Vec<HourlyTrend>,
+    /// One per fingerprint, same order: first seen (ever, not only under a filter) in the
+    /// 24 h before now.
+    pub new: Vec<bool>,
+}
+
+#[cfg(feature = "ssr")]
+impl GroupTrends {
+    /// Reads the trends of `fingerprints` over [`TrendWindow::of`] the filter's `from_ms` /
+    /// `to_ms` at `now_ms` (epoch ms), and their first-seen times: two reads of the
+    /// aggregates, at once. Errors: the store's (`Unavailable`, `Database`).
+    pub async fn read(
+        store: &redrive_core::store::Store,
+        fingerprints: &[String],
+        from_ms: Option<i64>,
+        to_ms: Option<i64>,
+        now_ms: i64,
+    ) -> Result<GroupTrends, redrive_core::store::StoreError> {
+        let window = TrendWindow::of(
+            from_ms,
+            to_ms,
+            now_ms,
+            redrive_core::store::GROUP_HOURS_KEPT_MS,
+        );
+        let (mut series, stats) = store
+            .error_group_trends_and_stats(fingerprints, window.start_ms, window.end_ms)
+            .await?;
+        let first_seen: std::collections::HashMap<String, i64> = stats
+            .into_iter()
+            .map(|g| (g.fingerprint, g.first_seen_ms))
+            .collect();
+        let day_ago = now_ms - 24 * HOUR_MS;
+        Ok(GroupTrends {
+            trends: fingerprints
+                .iter()
+                .map(|f| {
+                    let s = series.remove(f).unwrap_or_default();
+                    HourlyTrend::from_series(&s, window.hours_per_bucket())
+                })
+                .collect(),
+            new: fingerprints
+                .iter()
+                .map(|f| first_seen.get(f).is_some_and(|t| *t >= day_ago))
+                .collect(),
+            window,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{TrendWindow, HOUR_MS};

@@ -2,6 +2,7 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
+use redrive_app::trend_window::GroupTrends;
 use redrive_core::store::GroupsCounted;
 use redrive_core::ErrorGroup;
 use serde::Serialize;
@@ -9,6 +10,8 @@ use serde::Serialize;
 use super::params::list_query;
 use super::{rfc3339, ApiError, AppState};
 use crate::auth::Caller;
+
+const HOUR_MS: i64 = 3_600_000;
 
 /// One error group (`GET /api/v1/error-groups`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -23,6 +26,28 @@ pub struct ErrorGroupItem {
     pub labels: Vec<String>,
     /// The group's triage note.
     pub note: Option<String>,
+    /// Its dead letters (under every filter) per bucket of the list's `trend`, oldest first:
+    /// the groups page's sparkline.
+    pub trend: Vec<i64>,
+    /// First seen (ever, not only under this filter) in the last 24 h: the page's
+    /// "new group" badge.
+    pub new_group: bool,
+}
+
+/// What each group's `trend` covers: the filter's time range (`from` / `to`) cut to now and
+/// to the 8 days of hourly counts kept, else the last 24 h; buckets of whole hours, at most
+/// 48 of them (`docs/stats.md`, "Error groups per filter").
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TrendSpan {
+    /// The first bucket starts at the hour this falls in (RFC 3339, UTC).
+    pub from: Option<String>,
+    /// Exclusive end (RFC 3339, UTC): now, or the range's end.
+    pub to: Option<String>,
+    /// One bucket's length, ms (3,600,000 or a multiple).
+    pub bucket_ms: i64,
+    /// True when the filter's range starts before the hours kept: `from` is later than the
+    /// range's start.
+    pub cut: bool,
 }
 
 /// The error groups matching a filter, largest first.
@@ -39,10 +64,12 @@ pub struct ErrorGroupList {
     /// (100,000; by dead-letter time, then id), so each `count` is "at least" and a group
     /// whose dead letters are all older is missing. `null` when `exact`.
     pub counted_among_newest: Option<i64>,
+    /// What each item's `trend` covers.
+    pub trend: TrendSpan,
 }
 
-impl From<&ErrorGroup> for ErrorGroupItem {
-    fn from(g: &ErrorGroup) -> Self {
+impl ErrorGroupItem {
+    fn new(g: &ErrorGroup, trend: Vec<i64>, new_group: bool) -> Self {
         ErrorGroupItem {
             fingerprint: g.fingerprint.clone(),
             error_class: g.error_class.clone(),
@@ -52,11 +79,14 @@ impl From<&ErrorGroup> for ErrorGroupItem {
             last_seen: rfc3339(g.last_seen_ms),
             labels: g.labels.clone(),
             note: g.note.clone(),
+            trend,
+            new_group,
         }
     }
 }
 
-/// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first.
+/// `GET /api/v1/error-groups?FILTER&limit=`: groups by fingerprint, largest first, each with
+/// its trend and "new group" flag (from the aggregates, as the groups page shows them).
 pub async fn list_error_groups(
     State(state): State<AppState>,
     Caller(actor): Caller,
@@ -84,9 +114,36 @@ pub async fn list_error_groups(
         GroupsCounted::Exact => None,
         GroupsCounted::AmongNewest(n) => Some(n),
     };
+    let fingerprints: Vec<String> = listing
+        .groups
+        .iter()
+        .map(|g| g.fingerprint.clone())
+        .collect();
+    let trends = GroupTrends::read(
+        &state.store,
+        &fingerprints,
+        query.filter.from_ms,
+        query.filter.to_ms,
+        redrive_core::clock::now_ms(),
+    )
+    .await
+    .map_err(|e| state.store_failed("error_group_trends", e))?;
+    let window = trends.window;
     Ok(Json(ErrorGroupList {
-        items: listing.groups.iter().map(ErrorGroupItem::from).collect(),
+        items: listing
+            .groups
+            .iter()
+            .zip(trends.trends)
+            .zip(trends.new)
+            .map(|((g, t), new)| ErrorGroupItem::new(g, t.counts, new))
+            .collect(),
         exact: counted_among_newest.is_none(),
         counted_among_newest,
+        trend: TrendSpan {
+            from: rfc3339(window.start_ms.div_euclid(HOUR_MS) * HOUR_MS),
+            to: rfc3339(window.end_ms),
+            bucket_ms: window.bucket_ms,
+            cut: window.cut,
+        },
     }))
 }

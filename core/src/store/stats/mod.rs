@@ -360,16 +360,17 @@ impl Store {
         Ok(rows.into_iter().map(GroupStats::from).collect())
     }
 
-    /// Hourly arrivals of the given error groups from `from_ms` on: fingerprint → `(hour
-    /// start ms, count)` for every hour of `[floor_hour(from_ms), now_ms)`, zeros included,
-    /// oldest first (the groups page's sparkline). Kept [`GROUP_HOURS_KEPT_MS`].
+    /// Hourly arrivals of the given error groups between `from_ms` and `to_ms` (epoch ms):
+    /// fingerprint → `(hour start ms, count)` for every hour of `[floor_hour(from_ms),
+    /// to_ms)`, zeros included, oldest first (the groups page's sparkline). Hours that start
+    /// at or after `to_ms` are not read. Kept [`GROUP_HOURS_KEPT_MS`].
     ///
     /// Errors: `Unavailable`, `Database`.
     pub async fn error_group_trends(
         &self,
         fingerprints: &[String],
         from_ms: i64,
-        now_ms: i64,
+        to_ms: i64,
     ) -> Result<HashMap<String, Vec<(i64, i64)>>, StoreError> {
         if fingerprints.is_empty() {
             return Ok(HashMap::new());
@@ -383,6 +384,8 @@ impl Store {
                  WHERE hour_ms >= ",
             );
             DB::bind(&mut qb, Val::I64(Some(start)));
+            qb.push(" AND hour_ms < ");
+            DB::bind(&mut qb, Val::I64(Some(to_ms)));
             qb.push(" AND fingerprint IN ");
             push_json_texts::<DB>(&mut qb, json);
             qb.build_query_as().fetch_all(pool).await
@@ -396,7 +399,7 @@ impl Store {
         for f in fingerprints {
             let mut series = Vec::new();
             let mut t = start;
-            while t < now_ms {
+            while t < to_ms {
                 series.push((t, sums.get(&(f.clone(), t)).copied().unwrap_or(0)));
                 t += HOUR_MS;
             }
@@ -413,10 +416,10 @@ impl Store {
         &self,
         fingerprints: &[String],
         from_ms: i64,
-        now_ms: i64,
+        to_ms: i64,
     ) -> Result<(HashMap<String, Vec<(i64, i64)>>, Vec<GroupStats>), StoreError> {
         tokio::try_join!(
-            self.error_group_trends(fingerprints, from_ms, now_ms),
+            self.error_group_trends(fingerprints, from_ms, to_ms),
             self.error_group_stats(fingerprints)
         )
     }
