@@ -302,7 +302,9 @@ pub use self::alerts::{
 };
 pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
-pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
+pub use self::bulk::{
+    longest_bulk_transaction, BulkAction, CHUNK_ATTEMPTS, CHUNK_ROWS, STALE_AFTER_MS,
+};
 pub use self::canary::CANARY_ACTOR;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};

@@ -1,18 +1,22 @@
 //! A retention purge chunk at the store's level (`docs/retention.md`, "Purge"): on PostgreSQL
 //! it waits for a row another writer holds and re-checks it, it is tried again when it loses a
 //! deadlock; and a run whose chunk fails for good ends `failed` with its audit row (SQLite).
-//! The purge through the real binary is `retention.rs`.
+//! The purge through the real binary is `retention.rs`. A bulk action's chunk tried again
+//! after a deadlock, as a purge chunk is.
 
 use std::time::Duration;
 
+use redrive_core::actions::{Actor, Selection};
 use redrive_core::model::Status;
 use redrive_core::retention::{Backpressure, RetentionConfig, RetentionStatus};
 use redrive_core::store::Store;
+use redrive_core::Filter;
 use redrive_testkit::ingest::summaries_in;
 use redrive_testkit::{fresh_database, Backend};
 
 use crate::retention::{aged, audit_of, total, DAY_MS};
 use crate::support::eventually;
+use crate::support::sql::{someone_waits_on_a_lock, update_in};
 
 /// The ids of `topic`'s stored dead letters (all statuses but deleted), ascending.
 async fn ids_in(store: &Store, topic: &str) -> Vec<i64> {
@@ -24,27 +28,6 @@ async fn ids_in(store: &Store, topic: &str) -> Vec<i64> {
         .collect();
     ids.sort_unstable();
     ids
-}
-
-/// True when a session of `pool`'s PostgreSQL database waits on a lock.
-async fn someone_waits_on_a_lock(pool: &sqlx::PgPool) -> bool {
-    let waiting: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pg_stat_activity \
-         WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    waiting > 0
-}
-
-/// `UPDATE dead_letters SET <set> WHERE id = <id>` in another writer's open transaction.
-async fn update_in(tx: &mut sqlx::PgConnection, set: &str, id: i64) {
-    sqlx::query(&format!("UPDATE dead_letters SET {set} WHERE id = $1"))
-        .bind(id)
-        .execute(tx)
-        .await
-        .unwrap();
 }
 
 /// A purge chunk on PostgreSQL waits for a dead letter another writer holds (here the tier
@@ -110,26 +93,12 @@ async fn a_purge_chunk_waits_for_a_row_another_writer_holds() {
 /// chunk and the tier sorter: the sorter's statement holds an aggregate row
 /// (`dl_stats_groups`, moved by the row triggers) and then wants a dead letter the chunk has
 /// locked, while the chunk's delete wants that aggregate row. The chunk waits first, so its
-/// deadlock check (after `deadlock_timeout`, 1 s) finds the cycle and it is the one rolled
+/// deadlock check (`deadlock_timeout` into its wait: 3 s here, `Cycle`) finds the cycle and it is the one rolled
 /// back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
-    let (url, _dir) = fresh_database(Backend::Postgres).await.expect("database");
-    let store = Store::connect(&url).await.expect("connect");
-    store.migrate().await.expect("migrate");
-    // One topic, one fingerprint, one tier, all `new`: one aggregate row for them all.
-    let mut rows = aged("deadlock.DLT", 0, 2, 10 * DAY_MS);
-    rows[1].fingerprint = rows[0].fingerprint.clone();
-    rows[1].normalized = rows[0].normalized.clone();
-    store.insert_batch(&rows).await.expect("insert");
-    let ids = ids_in(&store, "deadlock.DLT").await;
-    let (sorted_first, purged) = (ids[0], ids[1]);
-
-    // The "sorter": sorts one dead letter, holding the aggregate rows it moved.
-    let other = sqlx::PgPool::connect(&url).await.expect("postgres");
-    let mut tx = other.begin().await.unwrap();
-    update_in(&mut tx, "tier = 'poison'", sorted_first).await;
-
+    let mut cycle = Cycle::start("deadlock.DLT").await;
+    let (store, purged) = (cycle.store.clone(), cycle.second);
     let run = store
         .start_retention_run("purge", "(test)", None)
         .await
@@ -147,18 +116,7 @@ async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
             .await
         }
     });
-    // The chunk has locked its dead letter and waits for the aggregate row.
-    eventually(
-        "the chunk waiting on a lock",
-        Duration::from_secs(30),
-        || someone_waits_on_a_lock(&other),
-    )
-    .await;
-    // The "sorter" goes on to the chunk's dead letter: a cycle. It waits until the chunk's
-    // deadlock check rolls the chunk back, then has the row.
-    // (`update_in` fails the test if the "sorter" is the victim instead.)
-    update_in(&mut tx, "tier = 'poison'", purged).await;
-    tx.commit().await.unwrap();
+    let sorted_first = cycle.close().await;
     let deleted = purge
         .await
         .unwrap()
@@ -167,7 +125,87 @@ async fn a_purge_chunk_that_loses_a_deadlock_is_tried_again() {
     assert_eq!(ids_in(&store, "deadlock.DLT").await, vec![sorted_first]);
     let runs = store.retention_runs(10).await.unwrap();
     assert_eq!((runs[0].purged, runs[0].chunks), (1, 1), "{runs:?}");
-    other.close().await;
+}
+
+/// A deadlock a chunk loses, made on purpose (PostgreSQL): two `new` dead letters of one
+/// topic and fingerprint (one aggregate row for both), and another writer — the tier
+/// sorter's kind of `UPDATE` — that has sorted the first, holding the aggregate rows it moved.
+struct Cycle {
+    store: Store,
+    _dir: redrive_testkit::TestDatabase,
+    other: sqlx::PgPool,
+    /// The other writer's open transaction, until [`Cycle::close`] commits it.
+    tx: Option<sqlx::Transaction<'static, sqlx::Postgres>>,
+    first: i64,
+    /// The dead letter the chunk under test is to change.
+    second: i64,
+    /// Its `dead_lettered_at_ms`.
+    second_at: i64,
+}
+
+impl Cycle {
+    async fn start(topic: &str) -> Cycle {
+        let (url, _dir) = fresh_database(Backend::Postgres).await.expect("database");
+        // PostgreSQL checks for a deadlock once per lock wait, `deadlock_timeout` after it
+        // began. The store's sessions check 3 s into a wait, so the cycle is closed by then
+        // even when the machine stalls (a busy CI run once let the chunk's check pass
+        // before the other writer waited, and the other writer lost); the other writer
+        // checks only after 60 s, so it is never the one rolled back.
+        let other = sqlx::PgPool::connect(&url).await.expect("postgres");
+        let db: String = sqlx::query_scalar("SELECT current_database()")
+            .fetch_one(&other)
+            .await
+            .unwrap();
+        sqlx::query(&format!(
+            "ALTER DATABASE \"{db}\" SET deadlock_timeout = '3s'"
+        ))
+        .execute(&other)
+        .await
+        .unwrap();
+        let store = Store::connect(&url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        let mut rows = aged(topic, 0, 2, 10 * DAY_MS);
+        rows[1].fingerprint = rows[0].fingerprint.clone();
+        rows[1].normalized = rows[0].normalized.clone();
+        let second_at = rows[1].dead_lettered_at_ms;
+        store.insert_batch(&rows).await.expect("insert");
+        let ids = ids_in(&store, topic).await;
+        let mut tx = other.begin().await.unwrap();
+        sqlx::query("SET LOCAL deadlock_timeout = '60s'")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        update_in(&mut tx, "tier = 'poison'", ids[0]).await;
+        Cycle {
+            store,
+            _dir,
+            other,
+            tx: Some(tx),
+            first: ids[0],
+            second: ids[1],
+            second_at,
+        }
+    }
+
+    /// Once the chunk has locked the second dead letter and waits for the aggregate row, the
+    /// other writer goes on to that dead letter: a cycle. The chunk is rolled back by its
+    /// deadlock check (3 s into its wait, [`Cycle::start`]); the other writer then has the
+    /// row and commits (`update_in` panics if it is the victim instead).
+    /// Returns the first dead letter's id.
+    async fn close(&mut self) -> i64 {
+        let other = self.other.clone();
+        eventually(
+            "the chunk waiting on a lock",
+            Duration::from_secs(30),
+            || someone_waits_on_a_lock(&other),
+        )
+        .await;
+        let mut tx = self.tx.take().expect("closed once");
+        update_in(&mut tx, "tier = 'poison'", self.second).await;
+        tx.commit().await.unwrap();
+        self.other.close().await;
+        self.first
+    }
 }
 
 /// A purge run whose chunk fails for good ends `failed` at once, with its error, what its
@@ -233,4 +271,46 @@ async fn a_purge_run_that_fails_midway_ends_failed_with_its_audit_row() {
         audit[0].outcome
     );
     assert_eq!(total(&store, "fails.DLT").await, 10);
+}
+
+/// A bulk action's chunk ("delete all matching") that PostgreSQL picks as a deadlock's victim
+/// is tried again, so the action finishes with its one audit row instead of failing the
+/// request (and waiting for the stale-action sweep). The same cycle as the purge's above:
+/// another writer (the tier sorter's kind of `UPDATE`) holds the aggregate row of the
+/// chunk's dead letter's key, then wants that dead letter, which the chunk has locked. The
+/// filter's time range keeps the other writer's dead letter out of the chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_action_chunk_that_loses_a_deadlock_is_tried_again() {
+    let mut cycle = Cycle::start("bulk-deadlock.DLT").await;
+    let store = cycle.store.clone();
+    let filter = Filter {
+        dlq_topic: Some("bulk-deadlock.DLT".into()),
+        from_ms: Some(cycle.second_at),
+        ..Filter::default()
+    };
+    let delete = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .delete(
+                    &Actor::operator("eve"),
+                    &Selection::Filter(filter),
+                    Some("deadlock test"),
+                )
+                .await
+        }
+    });
+    let sorted_first = cycle.close().await;
+    let n = delete
+        .await
+        .unwrap()
+        .expect("the action, its chunk tried again after the deadlock");
+    assert_eq!(n, 1);
+    assert_eq!(
+        ids_in(&store, "bulk-deadlock.DLT").await,
+        vec![sorted_first]
+    );
+    let audit = audit_of(&store, "delete").await;
+    assert_eq!(audit.len(), 1, "one audit row: {audit:?}");
+    assert_eq!(audit[0].count, 1, "{audit:?}");
 }

@@ -65,15 +65,40 @@ fn audit_entry(
     }
 }
 
+/// A chunk's write transaction that failed, and whether it is known to have written nothing.
+#[derive(Debug)]
+pub(super) struct ChunkFailed {
+    pub error: StoreError,
+    /// The failure came before the commit: the transaction was rolled back (by the database,
+    /// or when its connection went), so the chunk changed nothing and can be tried again as
+    /// it is — it re-checks the filter and each dead letter's condition. `false` when the
+    /// commit itself failed: a connection lost while committing leaves it unknown whether
+    /// the chunk was written, and only the action's recorded cursor can tell
+    /// ([`Store::resume_bulk_actions`]).
+    pub before_commit: bool,
+}
+
+impl From<StoreError> for ChunkFailed {
+    fn from(error: StoreError) -> Self {
+        ChunkFailed {
+            error,
+            before_commit: true,
+        }
+    }
+}
+
 impl Store {
     /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
-    /// chunk — the audit row (and a replay job's "go").
+    /// chunk — the audit row (and a replay job's "go"). `bulk` moves on only when it commits.
+    ///
+    /// Errors: the store's (`Unavailable`, `Database`, an approval's `Conflict`), with
+    /// whether they came before the commit ([`ChunkFailed`]).
     pub(super) async fn commit_chunk(
         &self,
         bulk: &mut Bulk,
         ids: &[i64],
         last: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), ChunkFailed> {
         let now = now_ms();
         let selection = bulk.selection();
         let user = clean_text(&bulk.actor.user);
@@ -124,7 +149,7 @@ impl Store {
                         .await
                         .map_err(store_error)?;
                 if claimed.is_none() {
-                    return Err(link.lost());
+                    return Err(link.lost().into());
                 }
                 crate::store::audit::insert_audit::<DB>(&link.audit(job_id), now)
                     .build()
@@ -498,10 +523,13 @@ impl Store {
                     .await
                     .map_err(store_error)?;
             }
-            tx.commit().await.map_err(store_error)?;
+            tx.commit().await.map_err(|e| ChunkFailed {
+                error: store_error(e),
+                before_commit: false,
+            })?;
             let held = u64::try_from(locked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
             LONGEST_CHUNK_US.fetch_max(held, Ordering::Relaxed);
-            Ok::<(), StoreError>(())
+            Ok::<(), ChunkFailed>(())
         })?;
         next.chunks += 1;
         *bulk = next;

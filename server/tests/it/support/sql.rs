@@ -63,3 +63,25 @@ where
         }
     }
 }
+
+/// True when a session of `pool`'s PostgreSQL database waits on a lock.
+pub async fn someone_waits_on_a_lock(pool: &sqlx::PgPool) -> bool {
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    waiting > 0
+}
+
+/// `UPDATE dead_letters SET <set> WHERE id = <id>` in another writer's open transaction
+/// (PostgreSQL). Panics on an error, a deadlock's included.
+pub async fn update_in(tx: &mut sqlx::PgConnection, set: &str, id: i64) {
+    sqlx::query(&format!("UPDATE dead_letters SET {set} WHERE id = $1"))
+        .bind(id)
+        .execute(tx)
+        .await
+        .unwrap();
+}
