@@ -36,23 +36,31 @@ impl Default for TrendWindow {
 }
 
 impl TrendWindow {
-    /// The window for a filter's `from` (inclusive) and `to` (exclusive) at `now_ms`: the
-    /// range cut to now and to the `kept_ms` before it (a range with only one end runs 24 h
-    /// from it, or to it), else the 24 h before `now_ms`. Buckets of one hour, or of as many
-    /// hours as keep the bars at [`TREND_MAX_BUCKETS`] or fewer. A range wholly outside the
-    /// kept hours gives an empty window (`start_ms == end_ms`).
+    /// The window for a filter's `from` (inclusive) and `to` (exclusive) at `now_ms`, as the
+    /// list reads them: the range cut to now and to the `kept_ms` before it (only `from`:
+    /// from it to now; only `to`: everything before it, so from the oldest hour kept, `cut`),
+    /// else the 24 h before `now_ms`. Buckets of one hour, or of as many hours as keep the
+    /// bars at [`TREND_MAX_BUCKETS`] or fewer. A range wholly outside the kept hours, or in
+    /// the future, gives an empty window (`start_ms == end_ms`).
     pub fn of(from_ms: Option<i64>, to_ms: Option<i64>, now_ms: i64, kept_ms: i64) -> Self {
         let day = 24 * HOUR_MS;
         let (start, end, ranged) = match (from_ms, to_ms) {
             (None, None) => (now_ms - day + HOUR_MS, now_ms, false),
-            (Some(f), None) => (f, (f + day).min(now_ms), true),
-            (None, Some(t)) => (t.min(now_ms) - day, t.min(now_ms), true),
-            (Some(f), Some(t)) => (f, t.min(now_ms), true),
+            (f, t) => (f.unwrap_or(i64::MIN), t.unwrap_or(now_ms).min(now_ms), true),
         };
         let oldest = now_ms - kept_ms + HOUR_MS;
         let cut = ranged && start < oldest;
         let start = start.max(oldest);
-        let end = end.max(start);
+        if start >= end {
+            return TrendWindow {
+                start_ms: end,
+                end_ms: end,
+                bucket_ms: HOUR_MS,
+                ranged,
+                cut,
+                kept_ms,
+            };
+        }
         let hours = (end - start.div_euclid(HOUR_MS) * HOUR_MS + HOUR_MS - 1) / HOUR_MS;
         let per = ((hours + TREND_MAX_BUCKETS - 1) / TREND_MAX_BUCKETS).max(1);
         TrendWindow {
@@ -138,9 +146,16 @@ impl GroupTrends {
         Ok(GroupTrends {
             trends: fingerprints
                 .iter()
-                .map(|f| {
-                    let s = series.remove(f).unwrap_or_default();
-                    HourlyTrend::from_series(&s, window.hours_per_bucket())
+                .map(|f| match series.remove(f) {
+                    // An empty window (a range in the future, or wholly before the hours
+                    // kept) has no buckets, not the one hour its start falls in.
+                    Some(s) if window.start_ms < window.end_ms => {
+                        HourlyTrend::from_series(&s, window.hours_per_bucket())
+                    }
+                    _ => HourlyTrend {
+                        start_ms: window.start_ms,
+                        counts: Vec::new(),
+                    },
                 })
                 .collect(),
             new: fingerprints
@@ -184,11 +199,23 @@ mod tests {
         assert_eq!(two_days.bucket_ms, HOUR_MS);
         let longer = TrendWindow::of(Some(NOW - 48 * HOUR_MS), Some(NOW), NOW, KEPT);
         assert_eq!(longer.bucket_ms, 2 * HOUR_MS);
-        // Only an end: the 24 h before it; an end in the future stops at now.
+        // Only a start: from it to now, as the list reads it (three days: 2-hour bars).
+        let w = TrendWindow::of(Some(NOW - 72 * HOUR_MS), None, NOW, KEPT);
+        assert_eq!((w.start_ms, w.end_ms), (NOW - 72 * HOUR_MS, NOW));
+        assert_eq!(w.bucket_ms, 2 * HOUR_MS);
+        assert!(!w.cut);
+        // Only an end: everything before it, so from the oldest hour kept, and cut.
         let w = TrendWindow::of(None, Some(NOW - HOUR_MS), NOW, KEPT);
-        assert_eq!((w.start_ms, w.end_ms), (NOW - 25 * HOUR_MS, NOW - HOUR_MS));
+        assert_eq!(
+            (w.start_ms, w.end_ms),
+            (NOW - KEPT + HOUR_MS, NOW - HOUR_MS)
+        );
+        assert!(w.cut);
+        // An end in the future stops at now; a start in the future is an empty window.
         let w = TrendWindow::of(Some(NOW - HOUR_MS), Some(NOW + 9 * HOUR_MS), NOW, KEPT);
         assert_eq!(w.end_ms, NOW);
+        let w = TrendWindow::of(Some(NOW + HOUR_MS), None, NOW, KEPT);
+        assert_eq!((w.start_ms, w.end_ms), (NOW, NOW));
     }
 
     #[test]

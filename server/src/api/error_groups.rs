@@ -34,9 +34,11 @@ pub struct ErrorGroupItem {
     pub new_group: bool,
 }
 
-/// What each group's `trend` covers: the filter's time range (`from` / `to`) cut to now and
-/// to the 8 days of hourly counts kept, else the last 24 h; buckets of whole hours, at most
-/// 48 of them (`docs/stats.md`, "Error groups per filter").
+/// What each group's `trend` covers: the filter's time range (`from` / `to`; only `from`:
+/// to now; only `to`: from the oldest hour kept) cut to now and to the 8 days of hourly
+/// counts kept, else the last 24 h; buckets of whole hours, at most 48 of them
+/// (`docs/stats.md`, "Error groups per filter"). A range in the future or wholly older
+/// than the hours kept has `from == to` and no buckets.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TrendSpan {
     /// The first bucket starts at the hour this falls in (RFC 3339, UTC).
@@ -92,19 +94,24 @@ pub async fn list_error_groups(
     Caller(actor): Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<ErrorGroupList>, ApiError> {
-    let mut query = list_query(raw.as_deref())?;
-    state
-        .store
-        .limit_to_scope(&actor, &mut query.filter)
-        .await
-        .map_err(|e| state.store_failed("error_groups", e))?;
-    if query.cursor.is_some() {
+    // Before the query is parsed, so any `cursor` (one that would not parse too) gets
+    // this message rather than "not one this server gave out".
+    let has_cursor = raw
+        .as_deref()
+        .is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "cursor"));
+    if has_cursor {
         return Err(ApiError::BadRequest(
             "`cursor` does not apply to error groups: they come as one list of at most `limit` \
              (up to 500), largest first"
                 .into(),
         ));
     }
+    let mut query = list_query(raw.as_deref())?;
+    state
+        .store
+        .limit_to_scope(&actor, &mut query.filter)
+        .await
+        .map_err(|e| state.store_failed("error_groups", e))?;
     let listing = state
         .store
         .error_groups_counted(&query.filter, query.limit)
@@ -140,7 +147,11 @@ pub async fn list_error_groups(
         exact: counted_among_newest.is_none(),
         counted_among_newest,
         trend: TrendSpan {
-            from: rfc3339(window.start_ms.div_euclid(HOUR_MS) * HOUR_MS),
+            from: rfc3339(if window.start_ms < window.end_ms {
+                window.start_ms.div_euclid(HOUR_MS) * HOUR_MS
+            } else {
+                window.end_ms
+            }),
             to: rfc3339(window.end_ms),
             bucket_ms: window.bucket_ms,
             cut: window.cut,

@@ -381,6 +381,13 @@ async fn bad_parameters_are_a_400_with_a_reason() {
     app.bad_request(&format!("{list}?q=a&q=b")).await;
     app.bad_request("/api/v1/error-groups?colour=red").await;
     app.bad_request("/api/v1/error-groups?limit=501").await;
+    // Error groups come as one list: any cursor is refused with why, a malformed one too.
+    for cursor in ["garbage", "MTIz"] {
+        let m = app
+            .bad_request(&format!("/api/v1/error-groups?cursor={cursor}"))
+            .await;
+        assert!(m.contains("does not apply to error groups"), "{m}");
+    }
     // And the maximum is accepted.
     let (status, _) = app.get_json(&format!("{list}?limit=500")).await;
     assert_eq!(status, 200);
@@ -700,6 +707,38 @@ async fn error_groups_carry_their_trend_and_whether_they_are_new() {
     );
     assert_eq!(counts.len() as i64, buckets(&ranged), "{ranged}");
     assert_eq!(counts.iter().filter_map(|n| n.as_i64()).sum::<i64>(), 3);
+    // Only a start, four days back: to now, as the list reads it, so both groups' dead
+    // letters are in their trends (a lone `from` once drew the 24 h after it: all zeros).
+    let (_, days) = app
+        .get_json(&format!(
+            "/api/v1/error-groups?from={}",
+            now - 4 * 24 * HOUR
+        ))
+        .await;
+    assert!(
+        ms(days["trend"]["to"].as_str().expect("to")) >= now,
+        "{days}"
+    );
+    for (class, n) in [("Spark", 4), ("Old", 1)] {
+        let g = items(&days)
+            .iter()
+            .find(|g| g["error_class"] == class)
+            .cloned()
+            .expect(class);
+        let trend = g["trend"].as_array().expect("trend");
+        assert_eq!(trend.len() as i64, buckets(&days), "{days}");
+        assert_eq!(
+            trend.iter().filter_map(|n| n.as_i64()).sum::<i64>(),
+            n,
+            "{days}"
+        );
+    }
+    // A start in the future: nothing to draw, no buckets.
+    let (status, future) = app
+        .get_json(&format!("/api/v1/error-groups?from={}", now + 24 * HOUR))
+        .await;
+    assert_eq!(status, 200, "{future}");
+    assert_eq!(future["trend"]["from"], future["trend"]["to"], "{future}");
     // Thirty days back: cut to the 8 days kept, in buckets of 4 hours.
     let (_, month) = app
         .get_json(&format!(
