@@ -25,6 +25,7 @@ use super::approvals::{approval_detail, claim_query, ApprovalLink};
 use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Dialect, Val};
 use super::sql;
+use super::tx_retry::{retry_rolled_back, TxFailed};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, DryRun, NewAuditEntry, Selection};
 use crate::filter::Filter;
@@ -414,70 +415,78 @@ impl Store {
                 "'back to ' || status",
             ),
         };
-        let n = on_pool!(self, |pool, DB| {
-            let mut tx = self.begin_write(pool).await?;
-            if let Some(link) = approval {
-                let claimed: Option<i64> = claim_query::<DB>(link, None, now)
+        // One transaction, tried again when it is rolled back for a transient reason (a
+        // deadlock with the tier sorter on PostgreSQL): it re-checks each dead letter's
+        // status, and an approval's claim is rolled back with it (`tx_retry.rs`).
+        let (user_ref, reason_ref, suffix_ref) = (&user, &reason, &suffix);
+        let n = retry_rolled_back(action.name(), || async move {
+            let (user, reason) = (user_ref, reason_ref);
+            on_pool!(self, |pool, DB| {
+                let mut tx = self.begin_write(pool).await?;
+                if let Some(link) = approval {
+                    let claimed: Option<i64> = claim_query::<DB>(link, None, now)
+                        .build_query_scalar()
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                    if claimed.is_none() {
+                        return Err(link.lost().into());
+                    }
+                    super::audit::insert_audit::<DB>(&link.audit(None), now)
+                        .build()
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(store_error)?;
+                }
+                let mut ids: Vec<i64> =
+                    update_returning_ids::<DB>(set, to, now, selection, |qb| match action {
+                        StatusAction::Delete => push_deletable(qb),
+                        StatusAction::Restore => push_restorable(qb),
+                    })
                     .build_query_scalar()
-                    .fetch_optional(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await
                     .map_err(store_error)?;
-                if claimed.is_none() {
-                    return Err(link.lost());
-                }
-                super::audit::insert_audit::<DB>(&link.audit(None), now)
+                ids.sort_unstable();
+                if !ids.is_empty() {
+                    insert_events_for_ids::<DB>(
+                        &ids,
+                        now,
+                        kind,
+                        user,
+                        |qb| {
+                            qb.push(detail_sql);
+                        },
+                        suffix_ref.clone(),
+                        None,
+                    )
                     .build()
                     .execute(&mut *tx)
                     .await
                     .map_err(store_error)?;
-            }
-            let mut ids: Vec<i64> =
-                update_returning_ids::<DB>(set, to, now, selection, |qb| match action {
-                    StatusAction::Delete => push_deletable(qb),
-                    StatusAction::Restore => push_restorable(qb),
-                })
-                .build_query_scalar()
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            ids.sort_unstable();
-            if !ids.is_empty() {
-                insert_events_for_ids::<DB>(
-                    &ids,
-                    now,
-                    kind,
-                    &user,
-                    |qb| {
-                        qb.push(detail_sql);
-                    },
-                    suffix,
-                    None,
-                )
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            }
-            let audit = action_audit(
-                actor,
-                action.name(),
-                selection,
-                ids.len() as i64,
-                reason.as_deref(),
-                "ok".to_string(),
-            );
-            let audit = NewAuditEntry {
-                detail: approval_detail(audit.detail.clone(), approval),
-                ..audit
-            };
-            super::audit::insert_audit::<DB>(&audit, now)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            tx.commit().await.map_err(store_error)?;
-            Ok::<u64, StoreError>(ids.len() as u64)
-        })?;
+                }
+                let audit = action_audit(
+                    actor,
+                    action.name(),
+                    selection,
+                    ids.len() as i64,
+                    reason.as_deref(),
+                    "ok".to_string(),
+                );
+                let audit = NewAuditEntry {
+                    detail: approval_detail(audit.detail.clone(), approval),
+                    ..audit
+                };
+                super::audit::insert_audit::<DB>(&audit, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                tx.commit().await.map_err(TxFailed::at_commit)?;
+                Ok::<u64, TxFailed>(ids.len() as u64)
+            })
+        })
+        .await?;
         tracing::info!(actor = %user, action = action.name(), count = n, "dead letters changed");
         Ok(n)
     }

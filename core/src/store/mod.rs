@@ -289,6 +289,7 @@ mod tier_candidates;
 mod tier_moves;
 mod tiers;
 mod transform_marks;
+mod tx_retry;
 mod versions;
 // Retention and the archive (issue 8).
 mod archive;
@@ -302,9 +303,7 @@ pub use self::alerts::{
 };
 pub use self::approvals::EXPIRY_ACTOR;
 pub use self::archive::{ArchiveRow, RestoredDeadLetter};
-pub use self::bulk::{
-    longest_bulk_transaction, BulkAction, CHUNK_ATTEMPTS, CHUNK_ROWS, STALE_AFTER_MS,
-};
+pub use self::bulk::{longest_bulk_transaction, BulkAction, CHUNK_ROWS, STALE_AFTER_MS};
 pub use self::canary::CANARY_ACTOR;
 pub use self::confirm_all::{ConfirmAllError, ALL_OUTCOME};
 pub use self::export::{ExportRecord, EXPORT_PAGE_ROWS};
@@ -333,6 +332,7 @@ pub use self::tier_candidates::{CandidateScan, TierCandidate};
 pub use self::tier_moves::{MoveReport, MOVE_BATCH};
 pub use self::tiers::{check_loop_guard, decide, Decision, SortReport, SORTER_ACTOR, SORT_BATCH};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
+pub use self::tx_retry::TX_ATTEMPTS;
 pub use self::versions::MAX_VERSIONS_LISTED;
 pub use crate::automation::view::{RuleState, TierTotal};
 

@@ -281,22 +281,34 @@ async fn a_purge_run_that_fails_midway_ends_failed_with_its_audit_row() {
 /// filter's time range keeps the other writer's dead letter out of the chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_action_chunk_that_loses_a_deadlock_is_tried_again() {
-    let mut cycle = Cycle::start("bulk-deadlock.DLT").await;
+    a_delete_that_loses_a_deadlock("bulk-deadlock.DLT", |c| {
+        Selection::Filter(Filter {
+            dlq_topic: Some("bulk-deadlock.DLT".into()),
+            from_ms: Some(c.second_at),
+            ..Filter::default()
+        })
+    })
+    .await;
+}
+
+/// The same for a delete of picked dead letters (one transaction, not chunks): tried again,
+/// not a 503 the user has to repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picked_delete_that_loses_a_deadlock_is_tried_again() {
+    a_delete_that_loses_a_deadlock("picked-deadlock.DLT", |c| Selection::Ids(vec![c.second])).await;
+}
+
+/// Deletes `selection` (the second dead letter of a [`Cycle`]) while the cycle closes, and
+/// checks it finished once, with one audit row.
+async fn a_delete_that_loses_a_deadlock(topic: &str, selection: impl Fn(&Cycle) -> Selection) {
+    let mut cycle = Cycle::start(topic).await;
     let store = cycle.store.clone();
-    let filter = Filter {
-        dlq_topic: Some("bulk-deadlock.DLT".into()),
-        from_ms: Some(cycle.second_at),
-        ..Filter::default()
-    };
+    let selection = selection(&cycle);
     let delete = tokio::spawn({
         let store = store.clone();
         async move {
             store
-                .delete(
-                    &Actor::operator("eve"),
-                    &Selection::Filter(filter),
-                    Some("deadlock test"),
-                )
+                .delete(&Actor::operator("eve"), &selection, Some("deadlock test"))
                 .await
         }
     });
@@ -304,12 +316,9 @@ async fn a_bulk_action_chunk_that_loses_a_deadlock_is_tried_again() {
     let n = delete
         .await
         .unwrap()
-        .expect("the action, its chunk tried again after the deadlock");
+        .expect("the delete, tried again after the deadlock");
     assert_eq!(n, 1);
-    assert_eq!(
-        ids_in(&store, "bulk-deadlock.DLT").await,
-        vec![sorted_first]
-    );
+    assert_eq!(ids_in(&store, topic).await, vec![sorted_first]);
     let audit = audit_of(&store, "delete").await;
     assert_eq!(audit.len(), 1, "one audit row: {audit:?}");
     assert_eq!(audit[0].count, 1, "{audit:?}");

@@ -17,6 +17,7 @@ use crate::store::actions::{
 use crate::store::dialect::{store_error, Dialect, Val};
 use crate::store::label_bulk::{label_change_query, label_matched_query};
 use crate::store::replay_request::{insert_job, insert_outbox};
+use crate::store::tx_retry::TxFailed;
 use crate::store::{Pool, Store, StoreError};
 
 // A chunk's outbox rows are one `INSERT` (`insert_outbox`).
@@ -65,40 +66,18 @@ fn audit_entry(
     }
 }
 
-/// A chunk's write transaction that failed, and whether it is known to have written nothing.
-#[derive(Debug)]
-pub(super) struct ChunkFailed {
-    pub error: StoreError,
-    /// The failure came before the commit: the transaction was rolled back (by the database,
-    /// or when its connection went), so the chunk changed nothing and can be tried again as
-    /// it is — it re-checks the filter and each dead letter's condition. `false` when the
-    /// commit itself failed: a connection lost while committing leaves it unknown whether
-    /// the chunk was written, and only the action's recorded cursor can tell
-    /// ([`Store::resume_bulk_actions`]).
-    pub before_commit: bool,
-}
-
-impl From<StoreError> for ChunkFailed {
-    fn from(error: StoreError) -> Self {
-        ChunkFailed {
-            error,
-            before_commit: true,
-        }
-    }
-}
-
 impl Store {
     /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
     /// chunk — the audit row (and a replay job's "go"). `bulk` moves on only when it commits.
     ///
     /// Errors: the store's (`Unavailable`, `Database`, an approval's `Conflict`), with
-    /// whether they came before the commit ([`ChunkFailed`]).
+    /// whether they came before the commit ([`TxFailed`]).
     pub(super) async fn commit_chunk(
         &self,
         bulk: &mut Bulk,
         ids: &[i64],
         last: bool,
-    ) -> Result<(), ChunkFailed> {
+    ) -> Result<(), TxFailed> {
         let now = now_ms();
         let selection = bulk.selection();
         let user = clean_text(&bulk.actor.user);
@@ -523,13 +502,10 @@ impl Store {
                     .await
                     .map_err(store_error)?;
             }
-            tx.commit().await.map_err(|e| ChunkFailed {
-                error: store_error(e),
-                before_commit: false,
-            })?;
+            tx.commit().await.map_err(TxFailed::at_commit)?;
             let held = u64::try_from(locked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
             LONGEST_CHUNK_US.fetch_max(held, Ordering::Relaxed);
-            Ok::<(), ChunkFailed>(())
+            Ok::<(), TxFailed>(())
         })?;
         next.chunks += 1;
         *bulk = next;

@@ -60,12 +60,6 @@ use super::Store;
 /// writers (ingest, the relay, a second bulk action) could wait past the 5 s busy timeout.
 pub const CHUNK_ROWS: usize = 500;
 
-/// Attempts at one chunk whose transaction was rolled back for a transient reason (a
-/// deadlock's victim on PostgreSQL, a lock or connection lost): the chunk re-checks its
-/// filter and each dead letter's condition, so it is safe to repeat (`run.rs`). The purge
-/// does the same (`crate::retention::purge::PURGE_CHUNK_ATTEMPTS`).
-pub const CHUNK_ATTEMPTS: u32 = 3;
-
 /// A `running` bulk action that has not moved for this long is taken to be interrupted (its
 /// process died) and is resumed, ms.
 /// The job page tells an interrupted replay by the same bound

@@ -4,9 +4,10 @@
 
 use sqlx::QueryBuilder;
 
-use super::{Bulk, BulkKind, CHUNK_ATTEMPTS, CHUNK_ROWS};
+use super::{Bulk, BulkKind, CHUNK_ROWS};
 use crate::store::actions::{push_deletable, push_restorable};
 use crate::store::dialect::{store_error, Dialect, Val};
+use crate::store::tx_retry::{pause, TX_ATTEMPTS};
 use crate::store::{Pool, Store, StoreError};
 
 impl Store {
@@ -50,15 +51,14 @@ impl Store {
             .map_err(|e| StoreError::Database(format!("bulk action task failed: {e}")))?
     }
 
-    /// Reads the next chunk's ids and commits it, trying the chunk again (after 100 ms, then
-    /// 200 ms; at most [`CHUNK_ATTEMPTS`] times) when it was rolled back for a transient
-    /// reason: on PostgreSQL the victim of a deadlock with another writer of the same dead
-    /// letters and aggregate rows (the tier sorter, ingest, another action), on either
-    /// database a lock or connection lost. Returns `true` after the last chunk (or the chunk
-    /// that found its replay job cancelled).
+    /// Reads the next chunk's ids and commits it, tried again with the same ids while it is
+    /// rolled back for a transient reason (`tx_retry.rs`: a deadlock's victim on
+    /// PostgreSQL, a lock or a connection lost; never a failed commit), at most
+    /// [`TX_ATTEMPTS`] times: the chunk re-checks its filter and each dead letter's
+    /// condition. Returns `true` after the last chunk (or the chunk that found its replay
+    /// job cancelled).
     ///
-    /// Errors: the last attempt's; one at the commit is never tried again
-    /// ([`super::chunk::ChunkFailed::before_commit`]).
+    /// Errors: the last attempt's.
     async fn bulk_step(&self, bulk: &mut Bulk) -> Result<bool, StoreError> {
         let ids = self.next_chunk_ids(bulk).await?;
         let last = ids.len() < CHUNK_ROWS;
@@ -66,15 +66,14 @@ impl Store {
         loop {
             match self.commit_chunk(bulk, &ids, last).await {
                 Ok(()) => return Ok(last || bulk.cancelled),
-                Err(f) if f.before_commit && f.error.is_transient() && attempt < CHUNK_ATTEMPTS => {
+                Err(f) if f.retryable() && attempt < TX_ATTEMPTS => {
                     tracing::warn!(
                         action = bulk.kind.name(),
                         attempt,
                         error = %f.error,
                         "bulk action chunk rolled back; trying it again"
                     );
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt)))
-                        .await;
+                    tokio::time::sleep(pause(attempt)).await;
                     attempt += 1;
                 }
                 Err(f) => return Err(f.error),
