@@ -73,6 +73,16 @@ impl TrendWindow {
         }
     }
 
+    /// Where the first bucket starts (epoch ms): the hour `start_ms` falls in, or `end_ms`
+    /// for an empty window (no buckets).
+    pub fn first_bucket_ms(&self) -> i64 {
+        if self.start_ms < self.end_ms {
+            self.start_ms.div_euclid(HOUR_MS) * HOUR_MS
+        } else {
+            self.end_ms
+        }
+    }
+
     /// Hours per bucket.
     pub fn hours_per_bucket(&self) -> usize {
         (self.bucket_ms / HOUR_MS).max(1) as usize
@@ -153,7 +163,7 @@ impl GroupTrends {
                         HourlyTrend::from_series(&s, window.hours_per_bucket())
                     }
                     _ => HourlyTrend {
-                        start_ms: window.start_ms,
+                        start_ms: window.first_bucket_ms(),
                         counts: Vec::new(),
                     },
                 })

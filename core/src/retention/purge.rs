@@ -511,15 +511,14 @@ async fn end_failed(
     }
 }
 
-/// Attempts at one purge chunk when the store's error is transient ([`StoreError::is_transient`]).
+/// [`Store::purge_chunk`], tried again (after 100 ms, then 200 ms) while its error is
+/// transient ([`StoreError::is_transient`]), at most [`crate::store::TX_ATTEMPTS`] times.
 /// On PostgreSQL a chunk can be the victim of a deadlock (40P01) with another writer of the
 /// same dead letters and the same aggregate rows (`dl_stats_groups`, updated by the row
 /// triggers in each statement's row order), such as the tier sorter; the database rolls it
-/// back, and the chunk, read again under its status condition, is safe to repeat.
-pub const PURGE_CHUNK_ATTEMPTS: u32 = 3;
-
-/// [`Store::purge_chunk`], repeated (after 100 ms, then 200 ms) while its error is transient,
-/// at most [`PURGE_CHUNK_ATTEMPTS`] times. Returns how many dead letters were deleted.
+/// back, and the chunk, read again under its status condition, is safe to repeat — even
+/// after a failed commit, which then deletes nothing more. Returns how many dead letters
+/// were deleted.
 ///
 /// Errors: the last attempt's.
 pub async fn purge_chunk_retrying(
@@ -529,18 +528,11 @@ pub async fn purge_chunk_retrying(
     statuses: &[&str],
     detail: &str,
 ) -> Result<u64, StoreError> {
-    let mut attempt = 1;
-    loop {
-        match store.purge_chunk(run_id, ids, statuses, detail).await {
-            Err(e) if e.is_transient() && attempt < PURGE_CHUNK_ATTEMPTS => {
-                tracing::warn!(run = run_id, attempt, error = %e, "purge chunk failed; trying it again");
-                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt)))
-                    .await;
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
+    crate::store::retry_rolled_back("purge chunk", || async {
+        // Every error counts as before the commit: repeating is safe either way.
+        Ok(store.purge_chunk(run_id, ids, statuses, detail).await?)
+    })
+    .await
 }
 
 /// Audits runs whose process died mid-way (left `running`), as `interrupted`.

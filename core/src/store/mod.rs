@@ -332,6 +332,7 @@ pub use self::tier_candidates::{CandidateScan, TierCandidate};
 pub use self::tier_moves::{MoveReport, MOVE_BATCH};
 pub use self::tiers::{check_loop_guard, decide, Decision, SortReport, SORTER_ACTOR, SORT_BATCH};
 pub(crate) use self::transform_marks::{ScriptMarks, Skipped};
+pub(crate) use self::tx_retry::retry_rolled_back;
 pub use self::tx_retry::TX_ATTEMPTS;
 pub use self::versions::MAX_VERSIONS_LISTED;
 pub use crate::automation::view::{RuleState, TierTotal};

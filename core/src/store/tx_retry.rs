@@ -3,7 +3,7 @@
 //! rows (the tier sorter, ingest, another action), on either database a lock or a connection
 //! lost before the commit. Only a transaction that re-checks what it changes (its filter,
 //! each dead letter's condition) is repeated this way: a bulk action's chunk (`bulk/run.rs`),
-//! a delete or restore of picked dead letters (`actions.rs`). The purge has its own
+//! a delete or restore of picked dead letters (`actions.rs`), a retention purge's chunk
 //! (`crate::retention::purge::purge_chunk_retrying`).
 
 use std::future::Future;
@@ -49,11 +49,6 @@ impl TxFailed {
     }
 }
 
-/// The pause before attempt `attempt + 1`.
-pub(crate) fn pause(attempt: u32) -> std::time::Duration {
-    std::time::Duration::from_millis(100 * u64::from(attempt))
-}
-
 /// Runs `tx` (a whole write transaction) until it commits, tried again while it fails
 /// [`TxFailed::retryable`], at most [`TX_ATTEMPTS`] times; `what` names it in the log.
 ///
@@ -69,7 +64,8 @@ where
             Ok(v) => return Ok(v),
             Err(f) if f.retryable() && attempt < TX_ATTEMPTS => {
                 tracing::warn!(what, attempt, error = %f.error, "write transaction rolled back; trying it again");
-                tokio::time::sleep(pause(attempt)).await;
+                tokio::time::sleep(std::time::Duration::from_millis(100 * u64::from(attempt)))
+                    .await;
                 attempt += 1;
             }
             Err(f) => return Err(f.error),

@@ -11,8 +11,6 @@ use super::params::list_query;
 use super::{rfc3339, ApiError, AppState};
 use crate::auth::Caller;
 
-const HOUR_MS: i64 = 3_600_000;
-
 /// One error group (`GET /api/v1/error-groups`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorGroupItem {
@@ -147,11 +145,7 @@ pub async fn list_error_groups(
         exact: counted_among_newest.is_none(),
         counted_among_newest,
         trend: TrendSpan {
-            from: rfc3339(if window.start_ms < window.end_ms {
-                window.start_ms.div_euclid(HOUR_MS) * HOUR_MS
-            } else {
-                window.end_ms
-            }),
+            from: rfc3339(window.first_bucket_ms()),
             to: rfc3339(window.end_ms),
             bucket_ms: window.bucket_ms,
             cut: window.cut,

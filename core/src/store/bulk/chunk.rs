@@ -68,16 +68,17 @@ fn audit_entry(
 
 impl Store {
     /// ONE write transaction: the chunk's changes, the action's progress, and — for the last
-    /// chunk — the audit row (and a replay job's "go"). `bulk` moves on only when it commits.
+    /// chunk — the audit row (and a replay job's "go"). Returns the action as this commit
+    /// left it; `bulk` itself is never changed, so a rolled-back chunk can be run again.
     ///
     /// Errors: the store's (`Unavailable`, `Database`, an approval's `Conflict`), with
     /// whether they came before the commit ([`TxFailed`]).
     pub(super) async fn commit_chunk(
         &self,
-        bulk: &mut Bulk,
+        bulk: &Bulk,
         ids: &[i64],
         last: bool,
-    ) -> Result<(), TxFailed> {
+    ) -> Result<Bulk, TxFailed> {
         let now = now_ms();
         let selection = bulk.selection();
         let user = clean_text(&bulk.actor.user);
@@ -508,7 +509,6 @@ impl Store {
             Ok::<(), TxFailed>(())
         })?;
         next.chunks += 1;
-        *bulk = next;
-        Ok(())
+        Ok(next)
     }
 }

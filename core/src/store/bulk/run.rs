@@ -7,7 +7,7 @@ use sqlx::QueryBuilder;
 use super::{Bulk, BulkKind, CHUNK_ROWS};
 use crate::store::actions::{push_deletable, push_restorable};
 use crate::store::dialect::{store_error, Dialect, Val};
-use crate::store::tx_retry::{pause, TX_ATTEMPTS};
+use crate::store::tx_retry::retry_rolled_back;
 use crate::store::{Pool, Store, StoreError};
 
 impl Store {
@@ -54,7 +54,7 @@ impl Store {
     /// Reads the next chunk's ids and commits it, tried again with the same ids while it is
     /// rolled back for a transient reason (`tx_retry.rs`: a deadlock's victim on
     /// PostgreSQL, a lock or a connection lost; never a failed commit), at most
-    /// [`TX_ATTEMPTS`] times: the chunk re-checks its filter and each dead letter's
+    /// [`crate::store::TX_ATTEMPTS`] times: the chunk re-checks its filter and each dead letter's
     /// condition. Returns `true` after the last chunk (or the chunk that found its replay
     /// job cancelled).
     ///
@@ -62,23 +62,11 @@ impl Store {
     async fn bulk_step(&self, bulk: &mut Bulk) -> Result<bool, StoreError> {
         let ids = self.next_chunk_ids(bulk).await?;
         let last = ids.len() < CHUNK_ROWS;
-        let mut attempt = 1;
-        loop {
-            match self.commit_chunk(bulk, &ids, last).await {
-                Ok(()) => return Ok(last || bulk.cancelled),
-                Err(f) if f.retryable() && attempt < TX_ATTEMPTS => {
-                    tracing::warn!(
-                        action = bulk.kind.name(),
-                        attempt,
-                        error = %f.error,
-                        "bulk action chunk rolled back; trying it again"
-                    );
-                    tokio::time::sleep(pause(attempt)).await;
-                    attempt += 1;
-                }
-                Err(f) => return Err(f.error),
-            }
-        }
+        let current: &Bulk = bulk;
+        let next =
+            retry_rolled_back(bulk.kind.name(), || self.commit_chunk(current, &ids, last)).await?;
+        *bulk = next;
+        Ok(last || bulk.cancelled)
     }
 
     /// The ids of the next chunk, read outside any write transaction: for a replay every
