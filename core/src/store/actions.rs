@@ -21,7 +21,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::approvals::{approval_detail, claim_query, ApprovalLink};
+use super::approvals::{approval_detail, claim_in_tx, ApprovalLink};
 use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Dialect, Val};
 use super::sql;
@@ -424,19 +424,7 @@ impl Store {
             on_pool!(self, |pool, DB| {
                 let mut tx = self.begin_write(pool).await?;
                 if let Some(link) = approval {
-                    let claimed: Option<i64> = claim_query::<DB>(link, None, now)
-                        .build_query_scalar()
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                    if claimed.is_none() {
-                        return Err(link.lost().into());
-                    }
-                    super::audit::insert_audit::<DB>(&link.audit(None), now)
-                        .build()
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
+                    claim_in_tx!(tx, link, None, now);
                 }
                 let mut ids: Vec<i64> =
                     update_returning_ids::<DB>(set, to, now, selection, |qb| match action {

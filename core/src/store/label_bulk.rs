@@ -5,9 +5,10 @@
 
 use sqlx::QueryBuilder;
 
-use super::actions::{action_audit, clean_text, ids_json, insert_events_for_ids, now_ms};
+use super::actions::{action_audit, clean_text, now_ms};
 use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Dialect, Val};
+use super::tx_retry::{retry_rolled_back, TxFailed};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, NewAuditEntry, Selection};
 use crate::filter::Filter;
@@ -78,6 +79,70 @@ pub(super) fn label_change_query<'a, DB: Dialect>(
         }
     }
 }
+
+/// The change of `$label` (`&str`) by `$op` (`LabelOp`) on the dead letters among `$ids`
+/// (`&[i64]`) that (still) match `$sel` (`&Selection`), inside transaction `$tx` of the `DB`
+/// in scope (inside `on_pool!`): the label rows and one history event per dead letter
+/// changed, by `$user` (`&str`) at `$now` (ms). Shared by a change by ids
+/// ([`Store::label_selection`]) and a bulk action's chunk (`bulk/chunk.rs`). Evaluates to
+/// `(matched, changed)`: how many of `$ids` match, and the ids changed (sorted). A database
+/// error returns `Err(StoreError.into())` from the enclosing function. A macro because the
+/// two databases' transactions are different types.
+macro_rules! label_ids_in_tx {
+    ($tx:ident, $sel:expr, $ids:expr, $label:expr, $op:expr, $user:expr, $now:expr) => {{
+        let (sel, ids, label, op, user, now): (
+            &$crate::actions::Selection,
+            &[i64],
+            &str,
+            $crate::labels::LabelOp,
+            &str,
+            i64,
+        ) = ($sel, $ids, $label, $op, $user, $now);
+        let mut changed: Vec<i64> = Vec::new();
+        let mut matched = 0i64;
+        if !ids.is_empty() {
+            let ids_text = $crate::store::actions::ids_json(ids);
+            matched = $crate::store::label_bulk::label_matched_query::<DB>(sel, ids_text.clone())
+                .build_query_scalar::<i64>()
+                .persistent(false)
+                .fetch_one(&mut *$tx)
+                .await
+                .map_err($crate::store::dialect::store_error)?;
+            changed = $crate::store::label_bulk::label_change_query::<DB>(
+                sel, ids_text, label, op, now, user,
+            )
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_all(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+            changed.sort_unstable();
+        }
+        if !changed.is_empty() {
+            $crate::store::actions::insert_events_for_ids::<DB>(
+                &changed,
+                now,
+                op.event_kind(),
+                user,
+                |qb| {
+                    <DB as $crate::store::dialect::Dialect>::bind(
+                        qb,
+                        $crate::store::dialect::Val::Text(Some(label)),
+                    );
+                },
+                String::new(),
+                None,
+            )
+            .build()
+            .persistent(false)
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+        }
+        (matched, changed)
+    }};
+}
+pub(super) use label_ids_in_tx;
 
 impl Store {
     /// Adds or removes `label` on every selected dead letter (its own labels; a group's labels
@@ -174,72 +239,44 @@ impl Store {
     ) -> Result<LabelOutcome, StoreError> {
         let now = now_ms();
         let user = clean_text(&actor.user);
-        let ids_text = ids_json(ids);
-        on_pool!(self, |pool, DB| {
-            let mut tx = self.begin_write(pool).await?;
-            let mut changed: Vec<i64> = Vec::new();
-            let mut matched = 0i64;
-            if !ids.is_empty() {
-                matched = label_matched_query::<DB>(selection, ids_text.clone())
-                    .build_query_scalar::<i64>()
-                    .persistent(false)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                changed = label_change_query::<DB>(selection, ids_text, label, op, now, &user)
-                    .build_query_scalar()
-                    .persistent(false)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                changed.sort_unstable();
-            }
-            if !changed.is_empty() {
-                insert_events_for_ids::<DB>(
-                    &changed,
-                    now,
-                    op.event_kind(),
-                    &user,
-                    |qb| {
-                        DB::bind(qb, Val::Text(Some(label)));
-                    },
-                    String::new(),
-                    None,
-                )
-                .build()
-                .persistent(false)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            }
-            let outcome = LabelOutcome {
-                changed: changed.len() as i64,
-                skipped: (matched - changed.len() as i64).max(0),
-            };
-            let audit = NewAuditEntry {
-                detail: Some(
-                    serde_json::json!({ "label": label, "skipped": outcome.skipped }).to_string(),
-                ),
-                ..action_audit(
-                    actor,
-                    op.audit_action(),
-                    selection,
-                    outcome.changed,
-                    None,
-                    format!(
-                        "ok: {} changed, {} skipped",
-                        outcome.changed, outcome.skipped
+        // Tried again when rolled back for a transient reason (`tx_retry.rs`): it re-checks
+        // the selection and each dead letter's labels.
+        let user = &user;
+        retry_rolled_back(op.audit_action(), || async move {
+            on_pool!(self, |pool, DB| {
+                let mut tx = self.begin_write(pool).await?;
+                let (matched, changed) = label_ids_in_tx!(tx, selection, ids, label, op, user, now);
+                let outcome = LabelOutcome {
+                    changed: changed.len() as i64,
+                    skipped: (matched - changed.len() as i64).max(0),
+                };
+                let audit = NewAuditEntry {
+                    detail: Some(
+                        serde_json::json!({ "label": label, "skipped": outcome.skipped })
+                            .to_string(),
                     ),
-                )
-            };
-            super::audit::insert_audit::<DB>(&audit, now)
-                .build()
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            tx.commit().await.map_err(store_error)?;
-            Ok::<LabelOutcome, StoreError>(outcome)
+                    ..action_audit(
+                        actor,
+                        op.audit_action(),
+                        selection,
+                        outcome.changed,
+                        None,
+                        format!(
+                            "ok: {} changed, {} skipped",
+                            outcome.changed, outcome.skipped
+                        ),
+                    )
+                };
+                super::audit::insert_audit::<DB>(&audit, now)
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(store_error)?;
+                tx.commit().await.map_err(TxFailed::at_commit)?;
+                Ok::<LabelOutcome, TxFailed>(outcome)
+            })
         })
+        .await
     }
 }
 

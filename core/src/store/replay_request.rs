@@ -10,9 +10,10 @@ use sqlx::QueryBuilder;
 use super::actions::{
     check_reason, clean_text, dry_run_from, dry_run_query, ids_json, now_ms, DryRow,
 };
-use super::approvals::{claim_query, ApprovalLink};
+use super::approvals::{claim_in_tx, ApprovalLink};
 use super::bulk::{Bulk, BulkKind};
 use super::dialect::{store_error, Column, Dialect, Val};
+use super::tx_retry::{retry_rolled_back, TxFailed};
 use super::{Pool, Store, StoreError};
 use crate::actions::{Actor, DryRun, ReplayJob, ReplayOptions, ReplayRequest, Selection};
 
@@ -419,7 +420,7 @@ impl Store {
         let now = now_ms();
         let selection_json = serde_json::to_string(&req.selection)
             .map_err(|e| StoreError::Invalid(format!("selection: {e}")))?;
-        let mut job = new_replay_job(
+        let job = new_replay_job(
             actor,
             req,
             target.clone(),
@@ -458,27 +459,26 @@ impl Store {
         }
         let sel = &req.selection;
         let target = target.as_deref();
-        on_pool!(self, |pool, DB| {
-            let mut tx = self.begin_write(pool).await?;
-            if let Some(link) = approval {
-                let claimed: Option<i64> = claim_query::<DB>(link, Some(job.id.as_str()), now)
-                    .build_query_scalar()
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-                if claimed.is_none() {
-                    return Err(link.lost());
+        // One transaction, tried again when it is rolled back for a transient reason (a
+        // deadlock with the tier sorter on PostgreSQL, `tx_retry.rs`): it re-checks which
+        // dead letters are replayable, and each attempt starts from the job as requested
+        // (the macro fills in its counts), so a retry writes the same job id with fresh
+        // outbox rows, never two jobs.
+        let (requested, reason) = (&job, &reason);
+        let job = retry_rolled_back("replay", || async move {
+            let mut job = requested.clone();
+            on_pool!(self, |pool, DB| {
+                let mut tx = self.begin_write(pool).await?;
+                if let Some(link) = approval {
+                    claim_in_tx!(tx, link, Some(job.id.as_str()), now);
                 }
-                super::audit::insert_audit::<DB>(&link.audit(Some(job.id.as_str())), now)
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
-            }
-            replay_ids_in_tx!(tx, job, actor, sel, target, reason, approval, now);
-            tx.commit().await.map_err(store_error)?;
-            Ok::<(), StoreError>(())
-        })?;
+                replay_ids_in_tx!(tx, job, actor, sel, target, reason, approval, now);
+                tx.commit().await.map_err(TxFailed::at_commit)?;
+                Ok::<(), TxFailed>(())
+            })?;
+            Ok(job)
+        })
+        .await?;
         tracing::info!(
             job = %job.id,
             actor = %job.created_by,

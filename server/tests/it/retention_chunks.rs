@@ -1,12 +1,12 @@
 //! A retention purge chunk at the store's level (`docs/retention.md`, "Purge"): on PostgreSQL
 //! it waits for a row another writer holds and re-checks it, it is tried again when it loses a
 //! deadlock; and a run whose chunk fails for good ends `failed` with its audit row (SQLite).
-//! The purge through the real binary is `retention.rs`. A bulk action's chunk tried again
-//! after a deadlock, as a purge chunk is.
+//! The purge through the real binary is `retention.rs`. A bulk action's chunk, and a delete
+//! or a replay of picked dead letters, tried again after a deadlock, as a purge chunk is.
 
 use std::time::Duration;
 
-use redrive_core::actions::{Actor, Selection};
+use redrive_core::actions::{Actor, ReplayRequest, Selection};
 use redrive_core::model::Status;
 use redrive_core::retention::{Backpressure, RetentionConfig, RetentionStatus};
 use redrive_core::store::Store;
@@ -320,6 +320,40 @@ async fn a_delete_that_loses_a_deadlock(topic: &str, selection: impl Fn(&Cycle) 
     assert_eq!(n, 1);
     assert_eq!(ids_in(&store, topic).await, vec![sorted_first]);
     let audit = audit_of(&store, "delete").await;
+    assert_eq!(audit.len(), 1, "one audit row: {audit:?}");
+    assert_eq!(audit[0].count, 1, "{audit:?}");
+}
+
+/// A replay of picked dead letters (one transaction: `replay_pending`, the job, the outbox
+/// row, the audit row) that loses the same deadlock is tried again from the job as
+/// requested: one job with the right count, one outbox row, one audit row, not a 503 the
+/// user has to repeat (without the retry: "deadlock detected").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picked_replay_that_loses_a_deadlock_is_tried_again() {
+    let mut cycle = Cycle::start("replay-deadlock.DLT").await;
+    let store = cycle.store.clone();
+    let req = ReplayRequest {
+        selection: Selection::Ids(vec![cycle.second]),
+        target_topic: Some("orders".into()),
+        rate_per_sec: None,
+        reason: Some("deadlock test".into()),
+        options: Default::default(),
+    };
+    let replay = tokio::spawn({
+        let store = store.clone();
+        async move { store.request_replay(&Actor::operator("eve"), &req).await }
+    });
+    cycle.close().await;
+    let job = replay
+        .await
+        .unwrap()
+        .expect("the replay, tried again after the deadlock");
+    assert_eq!((job.total, job.skipped), (1, 0), "{job:?}");
+    let jobs = store.jobs(10).await.unwrap();
+    assert_eq!(jobs.len(), 1, "one job: {jobs:?}");
+    assert_eq!((jobs[0].id.as_str(), jobs[0].total), (job.id.as_str(), 1));
+    assert_eq!(store.outbox_rows().await.unwrap(), 1, "one outbox row");
+    let audit = audit_of(&store, "replay").await;
     assert_eq!(audit.len(), 1, "one audit row: {audit:?}");
     assert_eq!(audit[0].count, 1, "{audit:?}");
 }

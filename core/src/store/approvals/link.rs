@@ -91,6 +91,33 @@ pub(crate) fn claim_query<'a, DB: Dialect>(
     qb
 }
 
+/// Claims `$link` (`&ApprovalLink`) for its approval inside transaction `$tx` of the `DB` in
+/// scope (inside `on_pool!`), naming job `$job_id` (`Option<&str>`), and writes the
+/// approval's audit row there: the first writes of an approved action's transaction. When
+/// the request was decided, cancelled or expired meanwhile, returns
+/// `Err(ApprovalLink::lost().into())` from the enclosing function (so its transaction is
+/// rolled back, nothing done); a database error returns `Err(StoreError.into())`. A macro
+/// because the two databases' transactions are different types.
+macro_rules! claim_in_tx {
+    ($tx:ident, $link:expr, $job_id:expr, $now:expr) => {{
+        let (link, job_id, now) = ($link, $job_id, $now);
+        let claimed: Option<i64> = $crate::store::approvals::claim_query::<DB>(link, job_id, now)
+            .build_query_scalar()
+            .fetch_optional(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+        if claimed.is_none() {
+            return Err(link.lost().into());
+        }
+        $crate::store::audit::insert_audit::<DB>(&link.audit(job_id), now)
+            .build()
+            .execute(&mut *$tx)
+            .await
+            .map_err($crate::store::dialect::store_error)?;
+    }};
+}
+pub(crate) use claim_in_tx;
+
 /// An action's audit `detail` with `{"approval": {"request_id", "requested_by",
 /// "approved_by"}}` merged in; unchanged without a link.
 pub(crate) fn approval_detail(

@@ -29,7 +29,7 @@ mod request_row;
 mod submit;
 
 pub use self::expiry::EXPIRY_ACTOR;
-pub(crate) use self::link::{approval_detail, claim_query, ApprovalLink};
+pub(crate) use self::link::{approval_detail, claim_in_tx, claim_query, ApprovalLink};
 #[cfg(doc)]
 use super::Store;
 #[cfg(doc)]

@@ -15,7 +15,6 @@ use crate::store::actions::{
     DryRow,
 };
 use crate::store::dialect::{store_error, Dialect, Val};
-use crate::store::label_bulk::{label_change_query, label_matched_query};
 use crate::store::replay_request::{insert_job, insert_outbox};
 use crate::store::tx_retry::TxFailed;
 use crate::store::{Pool, Store, StoreError};
@@ -122,20 +121,7 @@ impl Store {
             // nothing done, when it was decided or expired meanwhile).
             if let (Some(link), 0, false) = (&next.approval, next.chunks, next.resumed) {
                 let job_id = next.job.as_ref().map(|j| j.id.as_str());
-                let claimed: Option<i64> =
-                    crate::store::approvals::claim_query::<DB>(link, job_id, now)
-                        .build_query_scalar()
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(store_error)?;
-                if claimed.is_none() {
-                    return Err(link.lost().into());
-                }
-                crate::store::audit::insert_audit::<DB>(&link.audit(job_id), now)
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(store_error)?;
+                crate::store::approvals::claim_in_tx!(tx, link, job_id, now);
             }
             let (ids, last): (&[i64], bool) = if cancelled { (&[], true) } else { (ids, last) };
             // The replay job exists from the first chunk on: `preparing` until the last chunk,
@@ -240,39 +226,9 @@ impl Store {
                         let label = next.label.clone().ok_or_else(|| {
                             StoreError::Corrupt("a label bulk action without a label".into())
                         })?;
-                        let ids_text = ids_json(ids);
-                        let matched: i64 = label_matched_query::<DB>(&selection, ids_text.clone())
-                            .build_query_scalar()
-                            .persistent(false)
-                            .fetch_one(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                        let mut changed: Vec<i64> =
-                            label_change_query::<DB>(&selection, ids_text, &label, op, now, &user)
-                                .build_query_scalar()
-                                .persistent(false)
-                                .fetch_all(&mut *tx)
-                                .await
-                                .map_err(store_error)?;
-                        changed.sort_unstable();
-                        if !changed.is_empty() {
-                            insert_events_for_ids::<DB>(
-                                &changed,
-                                now,
-                                op.event_kind(),
-                                &user,
-                                |qb| {
-                                    DB::bind(qb, Val::OwnedText(Some(label.clone())));
-                                },
-                                String::new(),
-                                None,
-                            )
-                            .build()
-                            .persistent(false)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(store_error)?;
-                        }
+                        let (matched, changed) = crate::store::label_bulk::label_ids_in_tx!(
+                            tx, &selection, ids, &label, op, &user, now
+                        );
                         next.skipped += (matched - changed.len() as i64).max(0);
                         changed
                     }
