@@ -44,6 +44,7 @@ mod config;
 mod export;
 mod form_errors;
 mod http_server;
+mod json_body;
 mod notify;
 mod openapi;
 mod openapi_page;

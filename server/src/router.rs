@@ -74,6 +74,9 @@ pub fn app(state: AppState, site: Router, request_timeout: Duration) -> Router {
         // Inside authentication (it reads the session): a page shows a form error only when
         // this session's own failed POST produced it (`form_errors.rs`).
         .layer(axum::middleware::from_fn(crate::form_errors::guard))
+        // After authentication (a caller without credentials hears 401 first), before any
+        // handler: a `/api/v1/` body that is not declared JSON is a 415 (`json_body.rs`).
+        .layer(axum::middleware::from_fn(crate::json_body::require_json))
         // Inside the layers below (so refusals are traced and timed out like the rest): every
         // route is authenticated, and session POSTs are CSRF-checked, in this one place.
         .layer(axum::middleware::from_fn_with_state(

@@ -256,6 +256,36 @@ async fn every_api_refusal_has_the_one_error_shape() {
         .await
         .expect("send");
     assert_error_shape(res, 400, "not JSON").await;
+    // 415: a body not declared JSON (`curl -d` sends a form's type) is refused before it is
+    // read, never parsed as JSON anyway and acted on; the replay is not queued.
+    for ct in ["application/x-www-form-urlencoded", "text/plain"] {
+        let res = client
+            .post(app.url("/api/v1/replays"))
+            .bearer_auth(&token)
+            .header("content-type", ct)
+            .body(r#"{"ids": [1]}"#)
+            .send()
+            .await
+            .expect("send");
+        let v = assert_error_shape(res, 415, ct).await;
+        assert_eq!(v["code"], "unsupported_media_type");
+        assert!(v["error"].as_str().unwrap().contains(ct), "{v}");
+    }
+    let res = client
+        .post(app.url("/api/v1/replays"))
+        .bearer_auth(&token)
+        .body(r#"{"ids": [1]}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_error_shape(res, 415, "no content type").await;
+    let jobs: Value = app
+        .get("/api/v1/replays", bearer)
+        .await
+        .json()
+        .await
+        .expect("jobs");
+    assert_eq!(jobs["items"], json!([]), "no replay was queued: {jobs}");
     // 401: no credentials, a wrong token.
     assert_error_shape(
         app.get("/api/v1/dead-letters", Auth::None).await,
