@@ -15,6 +15,7 @@
 use serde_json::{Map, Value};
 
 use crate::actions::{valid_topic_name, Selection, MAX_RATE_PER_SEC, MAX_REASON_CHARS};
+use crate::filter::FILTER_PARAMS;
 use crate::{Filter, ListQuery};
 
 /// Most dead-letter ids one request (API body or UI form) may name; more is a filter's job.
@@ -56,18 +57,32 @@ pub fn filter_pairs<'a>(
             "`{k}` pages the list; it is not part of a filter"
         )));
     }
+    if let Some((k, _)) = pairs.iter().find(|(k, _)| !FILTER_PARAMS.contains(k)) {
+        return Err(RequestError(format!(
+            "a filter has no `{k}`; its names: {}",
+            FILTER_PARAMS.join(", ")
+        )));
+    }
     ListQuery::from_pairs(pairs)
         .map(|q| q.filter)
         .map_err(|e| RequestError(format!("filter: {e}")))
 }
 
 /// A filter given as a JSON object of the list's query parameters: strings as given, numbers
-/// and booleans as their text, `null` as "not set"; arrays and objects are refused.
+/// and booleans as their text, `null` as "not set"; arrays and objects are refused. Unlike a
+/// query string (where an HTML form's empty field means "any"), an empty or blank string
+/// that would set nothing is refused: `{"label": ""}` would otherwise widen an action to
+/// every dead letter the rest of the filter matches (a CLI `--label ""`).
 pub fn filter_json(obj: &Map<String, Value>) -> Result<Filter, RequestError> {
     let mut pairs: Vec<(String, String)> = Vec::with_capacity(obj.len());
     for (k, v) in obj {
         let text = match v {
             Value::Null => continue,
+            Value::String(s) if sets_nothing(k, s) => {
+                return Err(RequestError(format!(
+                    "filter `{k}` is empty; leave it out (or send null) to match any {k}"
+                )))
+            }
             Value::String(s) => s.clone(),
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
@@ -80,6 +95,16 @@ pub fn filter_json(obj: &Map<String, Value>) -> Result<Filter, RequestError> {
         pairs.push((k.clone(), text));
     }
     filter_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+/// Whether the filter parameter `name` = `value`, blank, would set nothing (a known name: an
+/// unknown one is refused by [`filter_pairs`] with its own message).
+fn sets_nothing(name: &str, value: &str) -> bool {
+    if !value.trim().is_empty() {
+        return false;
+    }
+    FILTER_PARAMS.contains(&name)
+        && ListQuery::from_pairs([(name, value)]).is_ok_and(|q| q.filter == Filter::default())
 }
 
 /// Exactly one of `ids` ([`ids`]) and `filter` ([`filter_json`]).
@@ -177,6 +202,39 @@ mod tests {
         ] {
             let obj: Map<String, Value> = serde_json::from_str(bad).unwrap();
             assert!(selection(None, Some(&obj)).is_err(), "{bad}");
+        }
+        // An unknown name is told the filter's names, not the list's paging ones.
+        let obj: Map<String, Value> = serde_json::from_str(r#"{"topic": "x"}"#).unwrap();
+        let e = selection(None, Some(&obj)).unwrap_err().0;
+        assert!(
+            e.contains("`topic`") && e.contains("came_back_from_job"),
+            "{e}"
+        );
+        assert!(!e.contains("limit") && !e.contains("cursor"), "{e}");
+    }
+
+    /// An empty value in a JSON filter is refused, not dropped: `--label ""` would otherwise
+    /// delete every dead letter the rest of the filter matches. A value the filter keeps
+    /// (a topic of one newline, byte for byte) and a null are not refused.
+    #[test]
+    fn empty_filter_values_are_refused() {
+        for bad in [
+            r#"{"label": ""}"#,
+            r#"{"source_topic": "", "status": "new"}"#,
+            r#"{"q": "   "}"#,
+            r#"{"fingerprint": ""}"#,
+            r#"{"tier": ""}"#,
+        ] {
+            let obj: Map<String, Value> = serde_json::from_str(bad).unwrap();
+            let e = selection(None, Some(&obj)).unwrap_err().0;
+            assert!(e.contains("is empty; leave it out"), "{bad}: {e}");
+        }
+        for good in [
+            r#"{"source_topic": "\n"}"#,
+            r#"{"label": null, "status": "new"}"#,
+        ] {
+            let obj: Map<String, Value> = serde_json::from_str(good).unwrap();
+            assert!(selection(None, Some(&obj)).is_ok(), "{good}");
         }
     }
 

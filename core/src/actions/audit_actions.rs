@@ -81,6 +81,9 @@ mod tests {
             assert!(!audit_action_label(a).contains('_'), "{a}");
         }
         assert_eq!(audit_action_label("rule_set_save"), "rule set save");
+        // An action nobody writes is refused with the list, not answered with nothing.
+        let e = AuditQuery::from_pairs([("action", "nope")]).unwrap_err();
+        assert!(e.contains("`nope`") && e.contains("replay_started"), "{e}");
     }
 
     /// The actions named by the helpers' enums are listed.

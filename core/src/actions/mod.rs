@@ -472,6 +472,12 @@ impl AuditQuery {
             }
             match k {
                 "actor" => q.actor = Some(v.to_string()),
+                "action" if !AUDIT_ACTIONS.contains(&v) => {
+                    return Err(format!(
+                        "no audit action is called `{v}`; the actions: {}",
+                        AUDIT_ACTIONS.join(", ")
+                    ))
+                }
                 "action" => q.action = Some(v.to_string()),
                 "from" => q.from_ms = Some(parse_time("from", v).map_err(|e| e.to_string())?),
                 "to" => q.to_ms = Some(parse_time("to", v).map_err(|e| e.to_string())?),

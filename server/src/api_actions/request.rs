@@ -43,8 +43,8 @@ pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T
         match e.classify() {
             Category::Data => ApiError::Unprocessable(format!("the body does not fit: {e}")),
             _ => ApiError::BadRequest(format!(
-                "the body is not valid JSON ({e}); send an object such as {{\"ids\": [1, 2]}} \
-                 with Content-Type: application/json"
+                "the body is not valid JSON ({e}); send a JSON object (docs/api.md gives each \
+                 route's fields) with Content-Type: application/json"
             )),
         }
     })

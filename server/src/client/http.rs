@@ -210,7 +210,7 @@ impl Api {
         if res.status().is_success() {
             Ok(res)
         } else {
-            Err(refusal(res).await)
+            Err(refusal(res, &self.base).await)
         }
     }
 
@@ -218,7 +218,7 @@ impl Api {
         let res = req.send().await.map_err(|e| self.unreachable(path, e))?;
         let status = res.status();
         if !status.is_success() {
-            return Err(refusal(res).await);
+            return Err(refusal(res, &self.base).await);
         }
         let text = res.text().await.map_err(|e| self.unreachable(path, e))?;
         let body = serde_json::from_str(&text).map_err(|_| {
@@ -261,16 +261,37 @@ impl Api {
     }
 }
 
-/// A refused request: the API's `{"error"}` message as given (or the start of a body that
-/// is not the API's), with the exit code of its status.
-async fn refusal(res: reqwest::Response) -> ClientError {
+/// A refused request: the API's `{"error"}` message as given, with the exit code of its
+/// status. A refusal that is not the API's (no `{"error"}` object: another program at
+/// `--server`'s address, a proxy's page) is exit 5 and says to check `--server`, whatever its
+/// status, except 401 and 403 (exit 3: credentials, whoever asks for them).
+async fn refusal(res: reqwest::Response, base: &str) -> ClientError {
     let status = res.status();
     let text = res.text().await.unwrap_or_default();
-    let message = serde_json::from_str::<Value>(&text)
+    refusal_of(status, &text, base)
+}
+
+fn refusal_of(status: StatusCode, text: &str, base: &str) -> ClientError {
+    let api_message = serde_json::from_str::<Value>(text)
         .ok()
-        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| format!("HTTP {status}: {}", excerpt(&text)));
-    ClientError::new(Exit::of_status(status), message)
+        .and_then(|v| v.get("error").and_then(Value::as_str).map(str::to_string));
+    match api_message {
+        Some(message) => ClientError::new(Exit::of_status(status), message),
+        None => {
+            let exit = match Exit::of_status(status) {
+                Exit::Auth => Exit::Auth,
+                _ => Exit::Server,
+            };
+            ClientError::new(
+                exit,
+                format!(
+                    "{base} answered HTTP {status}, not as the redrive API does ({}); is \
+                     --server the redrive server's base URL?",
+                    excerpt(text)
+                ),
+            )
+        }
+    }
 }
 
 /// At most the first 200 characters of `text`, on one line.
@@ -290,6 +311,36 @@ fn excerpt(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The API's refusal keeps its status's exit code; another program's answer (the demo's
+    /// control port answered a CLI pointed at it 404 with its routes in text) is exit 5.
+    #[test]
+    fn refusals_not_from_the_api_say_to_check_the_server() {
+        let base = "http://127.0.0.1:3001";
+        let api = refusal_of(
+            StatusCode::NOT_FOUND,
+            r#"{"error": "no dead letter 9"}"#,
+            base,
+        );
+        assert_eq!(
+            (api.exit, api.message.as_str()),
+            (Exit::NotFound, "no dead letter 9")
+        );
+        let other = refusal_of(StatusCode::NOT_FOUND, "routes: GET /status", base);
+        assert_eq!(other.exit, Exit::Server);
+        assert!(
+            other.message.contains("check") || other.message.contains("--server"),
+            "{}",
+            other.message
+        );
+        assert!(
+            other.message.contains("routes: GET /status"),
+            "{}",
+            other.message
+        );
+        let proxy = refusal_of(StatusCode::UNAUTHORIZED, "<html>sign in</html>", base);
+        assert_eq!(proxy.exit, Exit::Auth);
+    }
 
     #[test]
     fn statuses_map_to_exit_codes() {

@@ -305,6 +305,20 @@ async fn exit_codes_say_what_went_wrong_with_the_servers_message() {
     .await;
     assert_eq!(code, Some(5), "{err}");
     assert!(err.contains("cannot be reached"), "{err}");
+    // Something answers, but not as the API (here the UI's 404 page under a wrong base
+    // path; a fresh user met it pointing the CLI at the demo's control port): 5, not 4.
+    let wrong = format!("{}/not-redrive", s.app.base);
+    let (code, _, err) = s
+        .cli(&["dead-letters", "show", "1", "--server", &wrong])
+        .await;
+    assert_eq!(code, Some(5), "{err}");
+    assert!(err.contains("--server"), "{err}");
+
+    // An empty filter value is refused, never dropped (`--label ""` selected the whole
+    // store in a dry run): 2, with the server's message.
+    let (code, _, err) = s.cli(&["delete", "--label", "", "--dry-run"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`label` is empty"), "{err}");
 
     // An action over a filter without --yes and without a terminal: 2, nothing done.
     let (code, _, err) = s.cli(&["delete", "--error-class", POISON_CLASS]).await;

@@ -93,11 +93,12 @@ async fn api_refuses_an_unconfirmed_all_and_audits_a_confirmed_one(backend: Back
     assert_eq!(dry["requires_confirm_all"], json!(false), "{dry}");
     assert_eq!(dry["confirm_all"], Value::Null, "{dry}");
 
-    // Empty in every spelling (no field, empty strings, nulls, the default status): refused
-    // without the count, with a wrong count, and with a count that is not a number.
+    // Empty in every spelling (no field, nulls, the default status): refused without the
+    // count, with a wrong count, and with a count that is not a number. An empty string is
+    // refused before that, as a value that sets nothing (`core::request::filter_json`).
     let empties = [
         json!({}),
-        json!({"status": "", "q": null}),
+        json!({"q": null}),
         json!({"source_topic": null, "unlabelled": "false"}),
     ];
     let routes = [
@@ -124,6 +125,13 @@ async fn api_refuses_an_unconfirmed_all_and_audits_a_confirmed_one(backend: Back
                 assert!(msg.contains("Nothing was changed") || msg.contains("nothing was changed"));
             }
         }
+        let mut body = extra.clone();
+        body["filter"] = json!({"status": "", "q": null});
+        body["confirm_all"] = json!(N);
+        let (status, answer) = post(&app, &token, path, body.clone()).await;
+        assert_eq!(status, 422, "{path} {body}: {answer}");
+        let msg = answer["error"].as_str().unwrap_or_default();
+        assert!(msg.contains("`status` is empty"), "{path} {body}: {msg}");
         let mut body = extra.clone();
         body["filter"] = json!({});
         body["confirm_all"] = json!("seven");
