@@ -11,7 +11,7 @@
 //! | `POST /api/v1/replays/{job_id}/pause` | operator | the job, paused; body optional `{"reason"}` |
 //! | `POST /api/v1/replays/{job_id}/resume` | operator | the job, running again; body optional `{"reason"}` |
 //! | `POST /api/v1/dead-letters/delete` | operator | `{"affected": n}` |
-//! | `POST /api/v1/dead-letters/restore` | operator | `{"affected": n}` |
+//! | `POST /api/v1/dead-letters/restore` | operator | `{"affected": n}`; a filter must have `"status": "deleted"` (422 otherwise: it would restore nothing) |
 //! | `GET /api/v1/audit` | viewer | `{"items": [...], "next_cursor"}` (`actor`, `action`, `from`, `to`, `limit`, `cursor`) |
 //! | `GET /api/v1/audit.csv` | viewer | the whole (filtered) trail as CSV |
 //! | `GET /api/v1/dead-letters/{id}/history` | viewer | `{"items": [event, ...]}` oldest first |

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use redrive_core::actions::{ReplayRequest, Selection};
 use redrive_core::approval::ActionKind;
+use redrive_core::model::Status;
 use redrive_core::permission::Permission;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,6 +67,7 @@ pub async fn restore(
     let b: ChangeBody = parse_body(&body)?;
     let sel = selection(b.ids, b.filter)?;
     confirm_all(&state, &sel, b.confirm_all, "restore").await?;
+    check_restorable(&sel)?;
     if let Some(pending) =
         approval_gate(&state, &actor, ActionKind::Restore, &sel, &b.reason).await?
     {
@@ -77,6 +79,22 @@ pub async fn restore(
         .await
         .map_err(|e| state.action_failed("restore", e))?;
     Ok(Json(Affected { affected: n }).into_response())
+}
+
+/// A restore over a filter must select deleted dead letters: a filter leaves them out unless
+/// its `status` is `deleted`, so any other filter restores nothing, and "restored 0" after a
+/// confirmation reads like success (a fresh user's `redrive restore --tier poison --yes`).
+/// 422, nothing done.
+fn check_restorable(sel: &Selection) -> Result<(), ApiError> {
+    match sel {
+        Selection::Filter(f) if f.status != Some(Status::Deleted) => Err(ApiError::Unprocessable(
+            "a restore brings back deleted dead letters, and a filter leaves them out \
+                 unless it has \"status\": \"deleted\": add it (with the CLI, --status \
+                 deleted); nothing was restored"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// [`crate::api_approvals::gate`] for a delete or restore (`kind`).

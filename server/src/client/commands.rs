@@ -381,6 +381,15 @@ impl Change {
 /// `POST /api/v1/dead-letters/{delete,restore}`: `{"affected": n}`.
 async fn change(args: ChangeArgs, what: Change) -> Result<Exit, ClientError> {
     let sel = args.selection.selection()?;
+    // A filter leaves deleted dead letters out unless it says `--status deleted`: any other
+    // restore by filter (or --all) restores nothing (the API refuses it too).
+    let deleted_only = args.selection.filter.status.as_deref() == Some("deleted");
+    if matches!(what, Change::Restore) && !matches!(sel, Selection::Ids(_)) && !deleted_only {
+        return Err(ClientError::usage(
+            "restore brings back deleted dead letters, and a filter leaves them out unless \
+             it says --status deleted: add it (or name them with --id)",
+        ));
+    }
     let conn = &args.conn;
     let api = api(conn)?;
     let mut body = sel.body();

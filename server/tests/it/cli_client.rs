@@ -319,6 +319,28 @@ async fn exit_codes_say_what_went_wrong_with_the_servers_message() {
     let (code, _, err) = s.cli(&["delete", "--label", "", "--dry-run"]).await;
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`label` is empty"), "{err}");
+    // A restore by filter without --status deleted would restore nothing: 2, said why.
+    let (code, _, err) = s.cli(&["restore", "--tier", "poison", "--yes"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--status deleted"), "{err}");
+    let res = s
+        .app
+        .post_json(
+            "/api/v1/dead-letters/restore",
+            Auth::Bearer(&s.token),
+            crate::support::Csrf::Missing,
+            &serde_json::json!({"filter": {"tier": "poison"}}),
+        )
+        .await;
+    assert_eq!(res.status().as_u16(), 422);
+    let api: Value = res.json().await.expect("json");
+    assert!(
+        api["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"status\": \"deleted\""),
+        "{api}"
+    );
 
     // An action over a filter without --yes and without a terminal: 2, nothing done.
     let (code, _, err) = s.cli(&["delete", "--error-class", POISON_CLASS]).await;
