@@ -188,6 +188,16 @@ pub fn dead_letter_text(d: &Value) -> String {
     field(&mut o, "error class", s(d, "error_class").to_string());
     field(&mut o, "error", s(d, "error_message").to_string());
     field(&mut o, "replays", n(d, "replay_count").to_string());
+    if let Some(t) = d.get("tiering").filter(|t| t.is_object()) {
+        let mut tier = s(t, "tier").to_string();
+        if !s(t, "rule").is_empty() {
+            tier.push_str(&format!(" (rule `{}`)", s(t, "rule")));
+        }
+        if !s(t, "reason").is_empty() {
+            tier.push_str(&format!(": {}", s(t, "reason")));
+        }
+        field(&mut o, "tier", tier);
+    }
     let labels: Vec<&str> = d
         .get("labels")
         .and_then(Value::as_array)
@@ -203,11 +213,18 @@ pub fn dead_letter_text(d: &Value) -> String {
         if !hs.is_empty() {
             o.push_str("headers\n");
             for h in hs {
+                // A multi-line value (a Python traceback, a stack trace) keeps its lines
+                // under the header's, indented past its name.
+                let value = bytes_text(h.get("value").and_then(Value::as_str));
+                let mut lines = value.lines();
                 o.push_str(&format!(
                     "  {}: {}\n",
                     s(h, "name"),
-                    bytes_text(h.get("value").and_then(Value::as_str))
+                    lines.next().unwrap_or("")
                 ));
+                for l in lines {
+                    o.push_str(&format!("      {l}\n"));
+                }
             }
         }
     }
@@ -385,6 +402,31 @@ mod tests {
         assert!(lines[1].starts_with("7   t"), "{t}");
         assert!(lines[1].ends_with("line one line two"), "{t}");
         assert_eq!(cell("abcdef", 4), "abc…");
+    }
+
+    /// `show` names the tier and why, and a multi-line header value keeps its lines
+    /// indented under the header (a fresh user's traceback ran to column 0).
+    #[test]
+    fn a_dead_letter_shows_its_tier_and_multi_line_headers() {
+        use base64::Engine as _;
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let d = json!({
+            "id": 3, "status": "new", "dlq_topic": "d", "dlq_partition": 0, "dlq_offset": 1,
+            "tiering": {"tier": "poison", "rule": "bad-json", "reason": "error class matched"},
+            "headers": [{"name": "traceback", "value": b64("Traceback:\n  File x\nValueError")}],
+            "key": null, "value": b64("{}"),
+        });
+        let text = dead_letter_text(&d);
+        assert!(
+            text.contains("tier            poison (rule `bad-json`): error class matched\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  traceback: Traceback:\n        File x\n      ValueError\n"),
+            "{text}"
+        );
+        let untiered = dead_letter_text(&json!({"id": 4, "tiering": null}));
+        assert!(!untiered.contains("tier"), "{untiered}");
     }
 
     #[test]
