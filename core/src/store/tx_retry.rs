@@ -3,7 +3,9 @@
 //! rows (the tier sorter, ingest, another action), on either database a lock or a connection
 //! lost before the commit. Only a transaction that re-checks what it changes (its filter,
 //! each dead letter's condition) is repeated this way: a bulk action's chunk (`bulk/run.rs`),
-//! a delete or restore of picked dead letters (`actions.rs`), a retention purge's chunk
+//! a delete or restore of picked dead letters (`actions.rs`), a replay of picked dead letters
+//! (`replay_request.rs`, each attempt from the job as requested), a label change of picked
+//! dead letters (`label_bulk.rs`), a retention purge's chunk
 //! (`crate::retention::purge::purge_chunk_retrying`).
 
 use std::future::Future;
